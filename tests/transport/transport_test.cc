@@ -1,0 +1,212 @@
+// Transport contract tests, run against both the TCP transport (two endpoints in one process
+// over loopback) and the fake hub: delivery by key, order independence, failure on a lost peer,
+// corruption and mis-sized frames detected, bounded waits.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <future>
+#include <memory>
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "worker/transport/fake_transport.h"
+#include "worker/transport/tcp_transport.h"
+
+namespace pipetrain::worker {
+namespace {
+
+Message MakeMessage(MessageKey key, int64_t rows, int64_t cols, float base) {
+  Message m;
+  m.key = key;
+  m.shape = {rows, cols};
+  m.data.resize(static_cast<size_t>(rows * cols));
+  std::iota(m.data.begin(), m.data.end(), base);
+  return m;
+}
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
+
+// Two (or more) TCP endpoints on 127.0.0.1, fully connected.
+std::vector<std::unique_ptr<TcpTransport>> ConnectRing(int n) {
+  std::vector<std::unique_ptr<TcpListener>> listeners;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < n; ++r) {
+    auto l = TcpListener::Bind("127.0.0.1", 0);
+    EXPECT_TRUE(l.ok()) << l.status();
+    addresses.push_back(absl::StrCat("127.0.0.1:", (*l)->port()));
+    listeners.push_back(std::move(*l));
+  }
+  std::vector<std::future<absl::StatusOr<std::unique_ptr<TcpTransport>>>> futures;
+  for (int r = 0; r < n; ++r) {
+    TcpTransportOptions options;
+    options.rank = r;
+    options.addresses = addresses;
+    for (int q = 0; q < n; ++q) {
+      if (q != r) options.peers.push_back(q);
+    }
+    options.connect_timeout = absl::Seconds(10);
+    futures.push_back(std::async(std::launch::async,
+                                 [options, l = std::move(listeners[r])]() mutable {
+                                   return TcpTransport::Connect(options, std::move(l));
+                                 }));
+  }
+  std::vector<std::unique_ptr<TcpTransport>> out;
+  for (auto& f : futures) {
+    auto t = f.get();
+    EXPECT_TRUE(t.ok()) << t.status();
+    out.push_back(std::move(*t));
+  }
+  return out;
+}
+
+TEST(TcpTransport, DeliversByKeyInAnyOrder) {
+  auto t = ConnectRing(3);
+  MessageKey a{0, 1, 0, TensorRole::kActivation};
+  MessageKey b{0, 1, 1, TensorRole::kActivation};
+  MessageKey g{0, 2, 0, TensorRole::kGradient};
+  ASSERT_TRUE(t[0]->Send(1, MakeMessage(a, 3, 5, 1.0f)).ok());
+  ASSERT_TRUE(t[0]->Send(1, MakeMessage(b, 2, 2, 100.0f)).ok());
+  ASSERT_TRUE(t[2]->Send(1, MakeMessage(g, 4, 1, -7.0f)).ok());
+  // Ask in the opposite order of sending.
+  auto rb = t[1]->Recv(0, b, Soon());
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ(rb->shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(rb->data, (std::vector<float>{100, 101, 102, 103}));
+  auto ra = t[1]->Recv(0, a, Soon());
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  EXPECT_EQ(ra->data.size(), 15u);
+  EXPECT_EQ(ra->data[14], 15.0f);
+  auto rg = t[1]->Recv(2, g, Soon());
+  ASSERT_TRUE(rg.ok()) << rg.status();
+  EXPECT_EQ(rg->data, (std::vector<float>{-7, -6, -5, -4}));
+  ASSERT_TRUE(t[0]->Flush(Soon()).ok());
+  EXPECT_EQ(t[0]->stats().sent_bytes, (15 + 4) * 4);
+  EXPECT_EQ(t[1]->stats().received_bytes, (15 + 4 + 4) * 4);
+  EXPECT_EQ(t[1]->stats().received_messages, 3);
+}
+
+TEST(TcpTransport, LargeTensorRoundTrip) {
+  auto t = ConnectRing(2);
+  MessageKey k{3, 0, 7, TensorRole::kActivation};
+  Message m = MakeMessage(k, 1024, 4096, 0.5f);  // 16 MiB
+  const std::vector<float> expected = m.data;
+  ASSERT_TRUE(t[0]->Send(1, std::move(m)).ok());
+  auto r = t[1]->Recv(0, k, Soon());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->data, expected);
+}
+
+TEST(TcpTransport, RecvTimesOutWithBoundedWait) {
+  auto t = ConnectRing(2);
+  const absl::Time start = absl::Now();
+  auto r = t[1]->Recv(0, MessageKey{0, 0, 0, TensorRole::kActivation},
+                      absl::Now() + absl::Milliseconds(200));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_NE(r.status().message().find("activation of stage 0 microbatch 0"), std::string::npos);
+}
+
+TEST(TcpTransport, LostPeerFailsPendingRecvPromptly) {
+  auto t = ConnectRing(2);
+  MessageKey k{0, 0, 0, TensorRole::kActivation};
+  auto pending = std::async(std::launch::async, [&] { return t[1]->Recv(0, k, Soon()); });
+  absl::SleepFor(absl::Milliseconds(100));
+  const absl::Time killed = absl::Now();
+  t[0].reset();  // rank 0 disappears: its sockets close
+  auto r = pending.get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_NE(r.status().message().find("lost rank 0"), std::string::npos) << r.status();
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
+  // Later calls fail at once too.
+  EXPECT_FALSE(t[1]->Send(0, MakeMessage(k, 1, 1, 0)).ok());
+}
+
+TEST(TcpTransport, MalformedFrameIsDetectedNotConsumed) {
+  // A raw client pretends to be rank 0 and sends a frame whose payload size disagrees with its
+  // shape; rank 1 must fail the link with DataLoss.
+  auto listener = TcpListener::Bind("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const int port = (*listener)->port();
+  auto accept = std::async(std::launch::async, [&] {
+    TcpTransportOptions o;
+    o.rank = 1;
+    o.addresses = {"127.0.0.1:1", absl::StrCat("127.0.0.1:", port)};
+    o.peers = {0};
+    o.connect_timeout = absl::Seconds(10);
+    return TcpTransport::Connect(o, std::move(*listener));
+  });
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const uint32_t hello[2] = {0x4f4c4548, 0};
+  ASSERT_EQ(::send(fd, hello, sizeof(hello), 0), 8);
+  auto transport = accept.get();
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  unsigned char header[72] = {};
+  const uint32_t magic = 0x31545450;
+  std::memcpy(header, &magic, 4);
+  header[4] = 1;  // activation
+  header[5] = 1;  // ndim
+  const int64_t dim = 10;
+  std::memcpy(header + 24, &dim, 8);
+  const uint64_t bytes = 12;  // should be 40
+  std::memcpy(header + 56, &bytes, 8);
+  ASSERT_EQ(::send(fd, header, sizeof(header), 0), 72);
+  auto r = (*transport)->Recv(0, MessageKey{0, 0, 0, TensorRole::kActivation}, Soon());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_NE(r.status().message().find("mis-sized"), std::string::npos) << r.status();
+  ::close(fd);
+}
+
+TEST(FakeTransport, DeliversAndDetectsCorruption) {
+  FakeTransportHub hub(2);
+  MessageKey k0{0, 0, 0, TensorRole::kActivation};
+  MessageKey k1{0, 0, 1, TensorRole::kActivation};
+  ASSERT_TRUE(hub.endpoint(0)->Send(1, MakeMessage(k0, 2, 2, 1)).ok());
+  auto r0 = hub.endpoint(1)->Recv(0, k0, Soon());
+  ASSERT_TRUE(r0.ok());
+  EXPECT_EQ(r0->data, (std::vector<float>{1, 2, 3, 4}));
+  hub.CorruptNext(k1);
+  ASSERT_TRUE(hub.endpoint(0)->Send(1, MakeMessage(k1, 2, 2, 1)).ok());
+  auto r1 = hub.endpoint(1)->Recv(0, k1, Soon());
+  EXPECT_EQ(r1.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(r1.status().message().find("checksum mismatch"), std::string::npos);
+}
+
+TEST(FakeTransport, DropLeadsToBoundedTimeoutAndKillFailsLinks) {
+  FakeTransportHub hub(3);
+  MessageKey k{1, 2, 3, TensorRole::kGradient};
+  hub.DropNext(k);
+  ASSERT_TRUE(hub.endpoint(2)->Send(1, MakeMessage(k, 1, 1, 1)).ok());
+  auto r = hub.endpoint(1)->Recv(2, k, absl::Now() + absl::Milliseconds(100));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  hub.Kill(2);
+  auto r2 = hub.endpoint(1)->Recv(2, k, Soon());
+  EXPECT_EQ(r2.status().code(), absl::StatusCode::kUnavailable);
+  // Links not involving the dead rank keep working.
+  ASSERT_TRUE(hub.endpoint(0)->Send(1, MakeMessage(k, 1, 1, 5)).ok());
+  EXPECT_TRUE(hub.endpoint(1)->Recv(0, k, Soon()).ok());
+}
+
+TEST(FakeTransport, DelayDelaysDelivery) {
+  FakeTransportHub hub(2);
+  hub.set_delay(absl::Milliseconds(150));
+  MessageKey k{0, 0, 0, TensorRole::kActivation};
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(hub.endpoint(0)->Send(1, MakeMessage(k, 1, 1, 1)).ok());
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));  // the send did not block
+  ASSERT_TRUE(hub.endpoint(1)->Recv(0, k, Soon()).ok());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(140));
+}
+
+}  // namespace
+}  // namespace pipetrain::worker

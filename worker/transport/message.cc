@@ -1,0 +1,19 @@
+#include "worker/transport/message.h"
+
+#include <xxhash.h>
+
+#include "absl/strings/str_format.h"
+
+namespace pipetrain::worker {
+
+std::string ToString(const MessageKey& key) {
+  return absl::StrFormat("step %d %s of stage %d microbatch %d", key.step,
+                         key.role == TensorRole::kActivation ? "activation" : "gradient",
+                         key.stage, key.microbatch);
+}
+
+uint64_t PayloadChecksum(const std::vector<float>& data) {
+  return XXH3_64bits(data.data(), data.size() * sizeof(float));
+}
+
+}  // namespace pipetrain::worker

@@ -1,0 +1,399 @@
+#include "worker/transport/tcp_transport.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+
+namespace pipetrain::worker {
+namespace {
+
+constexpr uint32_t kFrameMagic = 0x31545450;  // "PTT1"
+constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
+constexpr int kMaxDims = 4;
+
+// Little-endian on every platform we build for (x86-64, aarch64).
+struct FrameHeader {
+  uint32_t magic;
+  uint8_t role;
+  uint8_t ndim;
+  uint16_t reserved;
+  int32_t step;
+  int32_t stage;
+  int32_t microbatch;
+  int32_t pad;
+  int64_t shape[kMaxDims];
+  uint64_t payload_bytes;
+  uint64_t checksum;
+};
+static_assert(sizeof(FrameHeader) == 72);
+
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+};
+
+absl::Status Errno(absl::string_view what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// Writes all `n` bytes or fails.
+absl::Status WriteAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return Errno("send");
+    }
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return absl::OkStatus();
+}
+
+// Reads exactly `n` bytes. Returns Unavailable on EOF ("closed") or error.
+absl::Status ReadAll(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t k = ::recv(fd, p, n, 0);
+    if (k == 0) return absl::UnavailableError("connection closed");
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return Errno("recv");
+    }
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return absl::OkStatus();
+}
+
+void TuneSocket(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int buf = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+}
+
+absl::StatusOr<std::pair<std::string, int>> SplitAddress(const std::string& address) {
+  size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", address, "\" is not host:port with port in 1..65535"));
+  }
+  return std::make_pair(address.substr(0, colon), port);
+}
+
+absl::StatusOr<int> ConnectOnce(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0) {
+    return absl::UnavailableError(absl::StrCat("resolve ", host, ": ", gai_strerror(rc)));
+  }
+  absl::Status last = absl::UnavailableError("no address");
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      last = Errno("socket");
+      continue;
+    }
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      freeaddrinfo(res);
+      return fd;
+    }
+    last = Errno(absl::StrCat("connect ", host, ":", port));
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  return last;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Bind(const std::string& host,
+                                                               int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket");
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("listen host \"", host,
+                                                   "\" is not an IPv4 address"));
+  }
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, 64) != 0) {
+    absl::Status status = Errno(absl::StrCat("bind/listen ", host, ":", port));
+    ::close(fd);
+    return status;
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  return std::unique_ptr<TcpListener>(new TcpListener(fd, ntohs(addr.sin_port)));
+}
+
+TcpListener::~TcpListener() { ::close(fd_); }
+
+TcpTransport::TcpTransport(TcpTransportOptions options)
+    : options_(std::move(options)), mailbox_(static_cast<int>(options_.addresses.size())) {
+  links_.resize(options_.addresses.size());
+}
+
+absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
+    const TcpTransportOptions& options, std::unique_ptr<TcpListener> listener) {
+  const int n = static_cast<int>(options.addresses.size());
+  if (options.rank < 0 || options.rank >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options.rank, " is outside 0..", n - 1));
+  }
+  for (int peer : options.peers) {
+    if (peer < 0 || peer >= n || peer == options.rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "peer ", peer, " must be a rank in 0..", n - 1, " other than ", options.rank));
+    }
+  }
+  auto transport = std::unique_ptr<TcpTransport>(new TcpTransport(options));
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+
+  // Lower rank connects: dial every higher peer, retrying until its listener is up.
+  for (int peer : options.peers) {
+    if (peer < options.rank) continue;
+    PT_ASSIGN_OR_RETURN(auto host_port, SplitAddress(options.addresses[peer]));
+    absl::StatusOr<int> fd;
+    while (!(fd = ConnectOnce(host_port.first, host_port.second)).ok()) {
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "rank ", options.rank, " could not reach rank ", peer, " at ",
+            options.addresses[peer], " within the connect timeout: ", fd.status().message()));
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    Hello hello{kHelloMagic, options.rank};
+    PT_RETURN_IF_ERROR(WriteAll(*fd, &hello, sizeof(hello)));
+    TuneSocket(*fd);
+    auto link = std::make_unique<Link>();
+    link->peer = peer;
+    link->fd = *fd;
+    transport->links_[peer] = std::move(link);
+  }
+  // Higher rank accepts: every lower peer introduces itself.
+  int expected = 0;
+  for (int peer : options.peers) expected += peer < options.rank ? 1 : 0;
+  while (expected > 0) {
+    pollfd pfd{listener->fd(), POLLIN, 0};
+    int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (wait_ms <= 0 || ::poll(&pfd, 1, wait_ms) <= 0) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", options.rank, " is still waiting for ", expected,
+          " lower-ranked peer(s) to connect after the connect timeout"));
+    }
+    int fd = ::accept4(listener->fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    Hello hello{};
+    if (!ReadAll(fd, &hello, sizeof(hello)).ok() || hello.magic != kHelloMagic ||
+        hello.rank < 0 || hello.rank >= options.rank ||
+        transport->links_[hello.rank] != nullptr) {
+      ::close(fd);  // a stray or duplicate connection; not one of ours
+      continue;
+    }
+    TuneSocket(fd);
+    auto link = std::make_unique<Link>();
+    link->peer = hello.rank;
+    link->fd = fd;
+    transport->links_[hello.rank] = std::move(link);
+    --expected;
+  }
+  for (auto& link : transport->links_) {
+    if (link == nullptr) continue;
+    Link* raw = link.get();
+    TcpTransport* self = transport.get();
+    link->reader = std::thread([self, raw] { self->ReadLoop(raw); });
+    link->writer = std::thread([self, raw] { self->WriteLoop(raw); });
+  }
+  return transport;
+}
+
+TcpTransport::~TcpTransport() {
+  stopping_ = true;
+  mailbox_.FailAll(absl::CancelledError("transport shut down"));
+  for (auto& link : links_) {
+    if (link == nullptr) continue;
+    {
+      absl::MutexLock lock(&link->mu);
+      link->queue.clear();
+    }
+    ::shutdown(link->fd, SHUT_RDWR);
+  }
+  for (auto& link : links_) {
+    if (link == nullptr) continue;
+    if (link->reader.joinable()) link->reader.join();
+    if (link->writer.joinable()) link->writer.join();
+    ::close(link->fd);
+  }
+}
+
+absl::Status TcpTransport::CheckPeer(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(links_.size()) || links_[peer] == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options_.rank, " has no link to rank ", peer));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpTransport::Send(int peer, Message message) {
+  PT_RETURN_IF_ERROR(CheckPeer(peer));
+  PT_RETURN_IF_ERROR(mailbox_.LinkStatus(peer));
+  if (message.shape.size() > kMaxDims) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor rank ", message.shape.size(), " exceeds ", kMaxDims));
+  }
+  Link* link = links_[peer].get();
+  absl::MutexLock lock(&link->mu);
+  link->queue.push_back(std::move(message));
+  return absl::OkStatus();
+}
+
+void TcpTransport::WriteLoop(Link* link) {
+  while (true) {
+    Message message;
+    {
+      absl::MutexLock lock(&link->mu);
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+        return !link->queue.empty() || stopping_.load();
+      };
+      link->mu.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      message = std::move(link->queue.front());
+      link->queue.pop_front();
+      link->writing = true;
+    }
+    FrameHeader header{};
+    header.magic = kFrameMagic;
+    header.role = static_cast<uint8_t>(message.key.role);
+    header.ndim = static_cast<uint8_t>(message.shape.size());
+    header.step = message.key.step;
+    header.stage = message.key.stage;
+    header.microbatch = message.key.microbatch;
+    for (size_t i = 0; i < message.shape.size(); ++i) header.shape[i] = message.shape[i];
+    header.payload_bytes = static_cast<uint64_t>(message.bytes());
+    header.checksum = PayloadChecksum(message.data);
+    absl::Status status = WriteAll(link->fd, &header, sizeof(header));
+    if (status.ok()) status = WriteAll(link->fd, message.data.data(), header.payload_bytes);
+    if (status.ok()) {
+      sent_bytes_ += message.bytes();
+      ++sent_messages_;
+    } else if (!stopping_) {
+      // Fail the link before waking Flush, so it sees the error rather than an empty queue.
+      mailbox_.Fail(link->peer, absl::UnavailableError(absl::StrCat(
+                                    "sending to rank ", link->peer, " at ",
+                                    options_.addresses[link->peer], " failed: ", status.message())));
+    }
+    absl::MutexLock lock(&link->mu);
+    link->writing = false;
+    if (!status.ok()) {
+      link->queue.clear();
+      return;
+    }
+  }
+}
+
+void TcpTransport::ReadLoop(Link* link) {
+  const auto fail = [&](absl::Status status) {
+    if (!stopping_) mailbox_.Fail(link->peer, std::move(status));
+  };
+  const std::string who =
+      absl::StrCat("rank ", link->peer, " at ", options_.addresses[link->peer]);
+  while (true) {
+    FrameHeader header{};
+    if (absl::Status s = ReadAll(link->fd, &header, sizeof(header)); !s.ok()) {
+      fail(absl::UnavailableError(absl::StrCat("lost ", who, ": ", s.message())));
+      return;
+    }
+    if (header.magic != kFrameMagic || header.ndim > kMaxDims ||
+        (header.role != static_cast<uint8_t>(TensorRole::kActivation) &&
+         header.role != static_cast<uint8_t>(TensorRole::kGradient))) {
+      fail(absl::DataLossError(absl::StrCat("malformed frame header from ", who)));
+      return;
+    }
+    int64_t elements = 1;
+    bool shape_ok = true;
+    for (int i = 0; i < header.ndim; ++i) {
+      if (header.shape[i] < 0 || header.shape[i] > options_.max_message_bytes) shape_ok = false;
+      elements *= shape_ok ? header.shape[i] : 1;
+    }
+    MessageKey key{header.step, header.stage, header.microbatch,
+                   static_cast<TensorRole>(header.role)};
+    if (!shape_ok || header.payload_bytes > static_cast<uint64_t>(options_.max_message_bytes) ||
+        header.payload_bytes != static_cast<uint64_t>(elements) * sizeof(float)) {
+      fail(absl::DataLossError(absl::StrCat("mis-sized tensor from ", who, " (", ToString(key),
+                                            "): ", header.payload_bytes,
+                                            " payload bytes for its shape")));
+      return;
+    }
+    Message message;
+    message.key = key;
+    message.shape.assign(header.shape, header.shape + header.ndim);
+    message.data.resize(static_cast<size_t>(elements));
+    if (absl::Status s = ReadAll(link->fd, message.data.data(), header.payload_bytes); !s.ok()) {
+      fail(absl::UnavailableError(
+          absl::StrCat("lost ", who, " in the middle of ", ToString(key), ": ", s.message())));
+      return;
+    }
+    if (PayloadChecksum(message.data) != header.checksum) {
+      fail(absl::DataLossError(
+          absl::StrCat("corrupted tensor from ", who, " (", ToString(key), "): checksum mismatch")));
+      return;
+    }
+    received_bytes_ += message.bytes();
+    ++received_messages_;
+    mailbox_.Put(link->peer, std::move(message));
+  }
+}
+
+absl::StatusOr<Message> TcpTransport::Recv(int peer, const MessageKey& key, absl::Time deadline) {
+  PT_RETURN_IF_ERROR(CheckPeer(peer));
+  return mailbox_.Take(peer, key, deadline);
+}
+
+absl::Status TcpTransport::Flush(absl::Time deadline) {
+  for (auto& link : links_) {
+    if (link == nullptr) continue;
+    absl::MutexLock lock(&link->mu);
+    auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
+      return (link->queue.empty() && !link->writing) || !mailbox_.LinkStatus(link->peer).ok();
+    };
+    if (!link->mu.AwaitWithDeadline(absl::Condition(&drained), deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("sends to rank ", link->peer, " did not drain before the deadline"));
+    }
+    PT_RETURN_IF_ERROR(mailbox_.LinkStatus(link->peer));
+  }
+  return absl::OkStatus();
+}
+
+TransportStats TcpTransport::stats() const {
+  return TransportStats{sent_bytes_.load(), received_bytes_.load(), sent_messages_.load(),
+                        received_messages_.load()};
+}
+
+}  // namespace pipetrain::worker
