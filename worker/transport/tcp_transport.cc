@@ -83,9 +83,6 @@ absl::Status ReadAll(int fd, void* data, size_t n) {
 void TuneSocket(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  int buf = 4 << 20;
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 }
 
 absl::StatusOr<std::pair<std::string, int>> SplitAddress(const std::string& address) {
