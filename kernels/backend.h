@@ -1,0 +1,157 @@
+// Backend: the compute interface every worker stage runs on. One implementation per device kind
+// (kernels/cpu: OpenBLAS + plain C++; kernels/cuda: cuBLAS + our CUDA kernels) with identical
+// semantics. All tensors are fp32, contiguous and row-major; "[N,D]" below means a tensor whose
+// last dimension is D and whose other dimensions multiply to N (leading dims are flattened).
+// Device tensors come from device_allocator() (counted; can enforce a budget), host tensors
+// (offload targets) from host_allocator(). Ops validate shapes and locations and return
+// InvalidArgument on a mismatch; they never allocate counted memory for their results (the caller
+// passes preallocated outputs), only uncounted scratch.
+// Determinism: for a fixed backend configuration every op is bitwise deterministic (no atomics in
+// reductions, fixed BLAS thread count).
+// Thread-safety: a Backend instance must be driven by one thread at a time (CUDA: one stream and
+// one cuBLAS handle; CPU: OpenBLAS thread settings are process-wide). The allocators are
+// thread-safe.
+#ifndef PIPETRAIN_KERNELS_BACKEND_H_
+#define PIPETRAIN_KERNELS_BACKEND_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "kernels/allocator.h"
+#include "kernels/tensor.h"
+
+namespace pipetrain::kernels {
+
+// Decoupled-weight-decay Adam (Loshchilov & Hutter):
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mh = m/(1-b1^t);  vh = v/(1-b2^t)
+//   p -= lr * (mh / (sqrt(vh) + eps) + weight_decay * p)
+struct AdamWConfig {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+};
+
+// Layernorm epsilon used by every backend.
+inline constexpr float kLayerNormEps = 1e-5f;
+
+// Target id meaning "no loss at this position" in CrossEntropy*.
+inline constexpr int32_t kIgnoreTarget = -1;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual absl::string_view name() const = 0;
+  virtual CountingAllocator& device_allocator() = 0;
+  virtual CountingAllocator& host_allocator() = 0;
+  // Waits for all queued work (no-op on CPU).
+  virtual absl::Status Synchronize() = 0;
+
+  // ---- Allocation helpers (device memory, counted) ----
+  absl::StatusOr<Tensor> Empty(const Shape& shape, absl::string_view what);
+  absl::StatusOr<Tensor> Zeros(const Shape& shape, absl::string_view what);
+  // A device tensor holding `values` (values.size() must equal NumElements(shape)).
+  absl::StatusOr<Tensor> FromHost(const Shape& shape, absl::Span<const float> values,
+                                  absl::string_view what);
+  // All elements of a device or host tensor, copied to a std::vector.
+  absl::StatusOr<std::vector<float>> ToVector(const Tensor& t);
+
+  // ---- Transfers ----
+  // Raw host memory <-> device tensor (numel floats).
+  virtual absl::Status Upload(absl::Span<const float> src, Tensor* dst) = 0;
+  virtual absl::Status Download(const Tensor& src, absl::Span<float> dst) = 0;
+  // Device -> newly allocated host tensor (host_allocator) and back (device_allocator). `src`
+  // keeps its memory; callers Reset() it to actually free it (offload).
+  virtual absl::StatusOr<Tensor> CopyToHost(const Tensor& src, absl::string_view what) = 0;
+  virtual absl::StatusOr<Tensor> CopyToDevice(const Tensor& src, absl::string_view what) = 0;
+  // Device -> device copy of equal element counts.
+  virtual absl::Status Copy(const Tensor& src, Tensor* dst) = 0;
+
+  // ---- Elementwise ----
+  virtual absl::Status Fill(float value, Tensor* t) = 0;
+  // y += x (same numel).
+  virtual absl::Status AddInPlace(const Tensor& x, Tensor* y) = 0;
+  // out = a + b (residual add; out may alias a or b).
+  virtual absl::Status Add(const Tensor& a, const Tensor& b, Tensor* out) = 0;
+
+  // ---- GEMM ----
+  // c = alpha * op(a) @ op(b) + beta * c, with a, b, c viewed as 2-D [rows, last dim] and op()
+  // an optional transpose. beta = 1 accumulates into c (e.g. weight-gradient buffers); beta = 0
+  // ignores c's previous content.
+  virtual absl::Status Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                            float alpha, float beta, Tensor* c) = 0;
+  // y[N,D] += bias[D] broadcast over rows.
+  virtual absl::Status AddBias(const Tensor& bias, Tensor* y) = 0;
+  // db[D] (+)= sum over rows of dy[N,D]; accumulate=false overwrites db.
+  virtual absl::Status BiasGrad(const Tensor& dy, bool accumulate, Tensor* db) = 0;
+
+  // ---- Embedding ----
+  // out[n,:] = wte[ids[n],:] + wpe[n % seq_len,:]; ids.size() = N, wte [V,H], wpe [>=seq_len,H].
+  // Out-of-range ids are InvalidArgument.
+  virtual absl::Status EmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len,
+                                        const Tensor& wte, const Tensor& wpe, Tensor* out) = 0;
+  // dwte[ids[n],:] (+)= dout[n,:]; dwpe[n % seq_len,:] (+)= dout[n,:], summed in token order.
+  virtual absl::Status EmbeddingBackward(absl::Span<const int32_t> ids, int64_t seq_len,
+                                         const Tensor& dout, bool accumulate, Tensor* dwte,
+                                         Tensor* dwpe) = 0;
+
+  // ---- LayerNorm over the last dimension (eps = kLayerNormEps, biased variance) ----
+  // y = (x - mean) * rstd * gamma + beta; mean, rstd: [N] saved for the backward pass.
+  virtual absl::Status LayerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                        Tensor* y, Tensor* mean, Tensor* rstd) = 0;
+  // Input gradient only (B): dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
+  virtual absl::Status LayerNormBackwardInput(const Tensor& dy, const Tensor& x,
+                                              const Tensor& gamma, const Tensor& mean,
+                                              const Tensor& rstd, Tensor* dx) = 0;
+  // Weight gradients only (W): dgamma (+)= sum_rows dy * xhat, dbeta (+)= sum_rows dy.
+  virtual absl::Status LayerNormBackwardWeight(const Tensor& dy, const Tensor& x,
+                                               const Tensor& mean, const Tensor& rstd,
+                                               bool accumulate, Tensor* dgamma, Tensor* dbeta) = 0;
+
+  // ---- GELU, tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ----
+  virtual absl::Status GeluForward(const Tensor& x, Tensor* y) = 0;
+  // dx = dy * gelu'(x) (the exact derivative of the tanh approximation).
+  virtual absl::Status GeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) = 0;
+
+  // ---- Causal multi-head self-attention ----
+  // qkv [batch*seq_len, 3H] holds per token [q | k | v], head h using columns h*hd..(h+1)*hd of
+  // each third (hd = H / heads). probs [batch, heads, seq_len, seq_len] receives the masked
+  // softmax of q k^T / sqrt(hd) (zeros above the diagonal); out [batch*seq_len, H] = probs @ v
+  // with heads concatenated.
+  virtual absl::Status AttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
+                                        int64_t heads, Tensor* probs, Tensor* out) = 0;
+  // dqkv [batch*seq_len, 3H] (overwritten) from dout, qkv and the saved probs.
+  virtual absl::Status AttentionBackward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                                         int64_t batch, int64_t seq_len, int64_t heads,
+                                         Tensor* dqkv) = 0;
+
+  // ---- Cross-entropy with logits (mean over non-ignored positions) ----
+  struct CrossEntropyResult {
+    double loss = 0;                   // mean over valid targets of -log softmax(logits)[target]
+    int64_t valid_targets = 0;         // targets != kIgnoreTarget
+    std::vector<int32_t> predictions;  // argmax of each row (first max), size N
+  };
+  // logits [N,V], targets.size() = N (kIgnoreTarget or in [0,V)); probs [N,V] receives softmax.
+  virtual absl::StatusOr<CrossEntropyResult> CrossEntropyForward(const Tensor& logits,
+                                                                 absl::Span<const int32_t> targets,
+                                                                 Tensor* probs) = 0;
+  // dlogits = grad_scale * (probs - onehot(target)) / valid_targets for valid rows, 0 for
+  // ignored rows (dlogits may alias probs).
+  virtual absl::Status CrossEntropyBackward(const Tensor& probs, absl::Span<const int32_t> targets,
+                                            float grad_scale, Tensor* dlogits) = 0;
+
+  // ---- Optimizer ----
+  // One AdamW step on param with grad and moments m, v (all same numel); step >= 1.
+  virtual absl::Status AdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
+                                   Tensor* param, Tensor* m, Tensor* v) = 0;
+};
+
+}  // namespace pipetrain::kernels
+
+#endif  // PIPETRAIN_KERNELS_BACKEND_H_

@@ -1,0 +1,84 @@
+// CpuBackend: the fp32 CPU implementation of Backend. GEMMs go through OpenBLAS cblas_sgemm with
+// an explicitly set thread count; everything else is plain C++ loops in a fixed order, so results
+// are bitwise reproducible run to run. "Device" memory is 64-byte aligned RAM counted by
+// device_allocator() (optionally with a budget); host_allocator() counts offloaded bytes.
+// Thread-safety: see Backend. openblas_set_num_threads is process-wide: the constructor sets it,
+// so all CpuBackends in one process should agree on blas_threads.
+#ifndef PIPETRAIN_KERNELS_CPU_CPU_BACKEND_H_
+#define PIPETRAIN_KERNELS_CPU_CPU_BACKEND_H_
+
+#include <memory>
+
+#include "kernels/backend.h"
+
+namespace pipetrain::kernels {
+
+struct CpuBackendOptions {
+  int blas_threads = 1;  // OpenBLAS threads (results are deterministic for a fixed value)
+  int64_t device_budget_bytes = CountingAllocator::kUnlimited;
+  int64_t host_budget_bytes = CountingAllocator::kUnlimited;
+};
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options = {});
+
+  absl::string_view name() const override { return "cpu"; }
+  CountingAllocator& device_allocator() override { return device_; }
+  CountingAllocator& host_allocator() override { return host_; }
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+  absl::Status Upload(absl::Span<const float> src, Tensor* dst) override;
+  absl::Status Download(const Tensor& src, absl::Span<float> dst) override;
+  absl::StatusOr<Tensor> CopyToHost(const Tensor& src, absl::string_view what) override;
+  absl::StatusOr<Tensor> CopyToDevice(const Tensor& src, absl::string_view what) override;
+  absl::Status Copy(const Tensor& src, Tensor* dst) override;
+
+  absl::Status Fill(float value, Tensor* t) override;
+  absl::Status AddInPlace(const Tensor& x, Tensor* y) override;
+  absl::Status Add(const Tensor& a, const Tensor& b, Tensor* out) override;
+
+  absl::Status Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha,
+                    float beta, Tensor* c) override;
+  absl::Status AddBias(const Tensor& bias, Tensor* y) override;
+  absl::Status BiasGrad(const Tensor& dy, bool accumulate, Tensor* db) override;
+
+  absl::Status EmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len, const Tensor& wte,
+                                const Tensor& wpe, Tensor* out) override;
+  absl::Status EmbeddingBackward(absl::Span<const int32_t> ids, int64_t seq_len, const Tensor& dout,
+                                 bool accumulate, Tensor* dwte, Tensor* dwpe) override;
+
+  absl::Status LayerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor* y,
+                                Tensor* mean, Tensor* rstd) override;
+  absl::Status LayerNormBackwardInput(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                      const Tensor& mean, const Tensor& rstd, Tensor* dx) override;
+  absl::Status LayerNormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                       const Tensor& rstd, bool accumulate, Tensor* dgamma,
+                                       Tensor* dbeta) override;
+
+  absl::Status GeluForward(const Tensor& x, Tensor* y) override;
+  absl::Status GeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) override;
+
+  absl::Status AttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len, int64_t heads,
+                                Tensor* probs, Tensor* out) override;
+  absl::Status AttentionBackward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                                 int64_t batch, int64_t seq_len, int64_t heads,
+                                 Tensor* dqkv) override;
+
+  absl::StatusOr<CrossEntropyResult> CrossEntropyForward(const Tensor& logits,
+                                                         absl::Span<const int32_t> targets,
+                                                         Tensor* probs) override;
+  absl::Status CrossEntropyBackward(const Tensor& probs, absl::Span<const int32_t> targets,
+                                    float grad_scale, Tensor* dlogits) override;
+
+  absl::Status AdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
+                           Tensor* param, Tensor* m, Tensor* v) override;
+
+ private:
+  CountingAllocator device_;
+  CountingAllocator host_;
+};
+
+}  // namespace pipetrain::kernels
+
+#endif  // PIPETRAIN_KERNELS_CPU_CPU_BACKEND_H_

@@ -1,0 +1,45 @@
+#include "kernels/shape_checks.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace pipetrain::kernels {
+
+int64_t Cols(const Tensor& t) { return t.rank() == 0 ? 1 : t.shape().back(); }
+
+int64_t Rows(const Tensor& t) {
+  const int64_t c = Cols(t);
+  return c == 0 ? 0 : t.numel() / c;
+}
+
+absl::Status CheckDevice(absl::string_view op, absl::string_view arg, const Tensor& t) {
+  if (t.empty()) return absl::InvalidArgumentError(absl::StrCat(op, ": ", arg, " is empty"));
+  if (t.location() != Location::kDevice) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " is a host tensor (reload it to the device first)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMatrix(absl::string_view op, absl::string_view arg, const Tensor& t, int64_t rows,
+                         int64_t cols) {
+  absl::Status s = CheckDevice(op, arg, t);
+  if (!s.ok()) return s;
+  if ((rows >= 0 && Rows(t) != rows) || (cols >= 0 && Cols(t) != cols)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", arg, " has shape ",
+                                                   ShapeString(t.shape()), ", want [", rows, ",",
+                                                   cols, "] (as rows x last dim)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNumel(absl::string_view op, absl::string_view arg, const Tensor& t, int64_t n) {
+  absl::Status s = CheckDevice(op, arg, t);
+  if (!s.ok()) return s;
+  if (t.numel() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " has ", t.numel(), " elements, want ", n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pipetrain::kernels

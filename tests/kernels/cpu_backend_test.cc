@@ -1,0 +1,327 @@
+// Every CpuBackend op against a float64 reference on random non-zero inputs.
+// Tolerances: |got - want| <= atol + rtol * |want| with rtol = 1e-4 and atol = 1e-5 for
+// elementwise ops, atol = 1e-4 for GEMM-based ops (fp32 accumulation over k <= 64 terms).
+// Backward references of attention and layernorm are central finite differences of the float64
+// forward (h = 1e-6), so they check the math independently of the kernels' formulas.
+#include "kernels/cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "glog/logging.h"
+#include "tests/kernels/reference_ops.h"
+
+namespace pipetrain::kernels {
+namespace {
+
+using testing::RandomNonZero;
+using testing::ToDouble;
+using testing::VecD;
+
+void ExpectNear(const std::vector<float>& got, const VecD& want, double atol, double rtol,
+                const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::abs(got[i] - want[i]) > atol + rtol * std::abs(want[i])) {
+      if (++bad < 5)
+        ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << " want " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+class CpuBackendTest : public ::testing::Test {
+ protected:
+  Tensor Make(const Shape& shape, const std::vector<float>& values) {
+    auto t = backend_.FromHost(shape, values, "test");
+    CHECK(t.ok()) << t.status();
+    return *std::move(t);
+  }
+  Tensor Random(const Shape& shape, uint32_t seed, float scale = 1.0f) {
+    return Make(shape, RandomNonZero(NumElements(shape), seed, scale));
+  }
+  Tensor Empty(const Shape& shape) { return *backend_.Empty(shape, "test"); }
+  std::vector<float> Get(const Tensor& t) { return *backend_.ToVector(t); }
+  VecD GetD(const Tensor& t) { return ToDouble(Get(t)); }
+
+  CpuBackend backend_;
+};
+
+TEST_F(CpuBackendTest, GemmAllTransposesAndAccumulate) {
+  const int64_t m = 7, k = 13, n = 5;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Tensor a = Random(ta ? Shape{k, m} : Shape{m, k}, 1);
+      Tensor b = Random(tb ? Shape{n, k} : Shape{k, n}, 2);
+      Tensor c = Random({m, n}, 3);
+      const VecD c0 = GetD(c);
+      ASSERT_TRUE(backend_.Gemm(a, ta, b, tb, 0.5f, 1.0f, &c).ok());
+      VecD want =
+          testing::RefGemm(GetD(a), a.dim(0), a.dim(1), ta, GetD(b), b.dim(0), b.dim(1), tb);
+      for (size_t i = 0; i < want.size(); ++i) want[i] = 0.5 * want[i] + c0[i];
+      ExpectNear(Get(c), want, 1e-4, 1e-4, "gemm accumulate");
+      ASSERT_TRUE(backend_.Gemm(a, ta, b, tb, 1.0f, 0.0f, &c).ok());
+      ExpectNear(Get(c),
+                 testing::RefGemm(GetD(a), a.dim(0), a.dim(1), ta, GetD(b), b.dim(0), b.dim(1), tb),
+                 1e-4, 1e-4, "gemm");
+    }
+  }
+  Tensor a = Random({3, 4}, 1), b = Random({5, 2}, 2), c = Empty({3, 2});
+  EXPECT_EQ(backend_.Gemm(a, false, b, false, 1, 0, &c).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CpuBackendTest, GemmFlattensLeadingDims) {
+  Tensor a = Random({2, 3, 4}, 5), b = Random({4, 6}, 6), c = Empty({2, 3, 6});
+  ASSERT_TRUE(backend_.Gemm(a, false, b, false, 1, 0, &c).ok());
+  ExpectNear(Get(c), testing::RefGemm(GetD(a), 6, 4, false, GetD(b), 4, 6, false), 1e-4, 1e-4,
+             "gemm3d");
+}
+
+TEST_F(CpuBackendTest, AddBiasBiasGradAddFill) {
+  Tensor y = Random({6, 5}, 7), bias = Random({5}, 8);
+  const VecD y0 = GetD(y), b0 = GetD(bias);
+  ASSERT_TRUE(backend_.AddBias(bias, &y).ok());
+  VecD want(y0);
+  for (int r = 0; r < 6; ++r)
+    for (int j = 0; j < 5; ++j) want[r * 5 + j] += b0[j];
+  ExpectNear(Get(y), want, 1e-5, 1e-4, "addbias");
+
+  Tensor db = Random({5}, 9);
+  const VecD db0 = GetD(db);
+  ASSERT_TRUE(backend_.BiasGrad(y, /*accumulate=*/true, &db).ok());
+  VecD wdb(db0);
+  for (int r = 0; r < 6; ++r)
+    for (int j = 0; j < 5; ++j) wdb[j] += want[r * 5 + j];
+  ExpectNear(Get(db), wdb, 1e-5, 1e-4, "biasgrad acc");
+  ASSERT_TRUE(backend_.BiasGrad(y, false, &db).ok());
+  for (int j = 0; j < 5; ++j) wdb[j] -= db0[j];
+  ExpectNear(Get(db), wdb, 1e-5, 1e-4, "biasgrad");
+
+  Tensor a = Random({4, 3}, 10), b = Random({4, 3}, 11), out = Empty({4, 3});
+  ASSERT_TRUE(backend_.Add(a, b, &out).ok());
+  VecD wadd = GetD(a);
+  const VecD bd = GetD(b);
+  for (size_t i = 0; i < wadd.size(); ++i) wadd[i] += bd[i];
+  ExpectNear(Get(out), wadd, 1e-6, 1e-6, "add");
+  ASSERT_TRUE(backend_.AddInPlace(b, &a).ok());
+  ExpectNear(Get(a), wadd, 1e-6, 1e-6, "addinplace");
+  ASSERT_TRUE(backend_.Fill(2.5f, &a).ok());
+  ExpectNear(Get(a), VecD(12, 2.5), 0, 0, "fill");
+}
+
+TEST_F(CpuBackendTest, Embedding) {
+  const int64_t V = 11, H = 6, T = 4, B = 3;
+  std::vector<int32_t> ids(B * T);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + 3) % V);
+  Tensor wte = Random({V, H}, 12), wpe = Random({T, H}, 13), out = Empty({B * T, H});
+  ASSERT_TRUE(backend_.EmbeddingForward(ids, T, wte, wpe, &out).ok());
+  const VecD te = GetD(wte), pe = GetD(wpe);
+  VecD want(B * T * H);
+  for (int64_t i = 0; i < B * T; ++i)
+    for (int64_t j = 0; j < H; ++j) want[i * H + j] = te[ids[i] * H + j] + pe[(i % T) * H + j];
+  ExpectNear(Get(out), want, 1e-6, 1e-6, "embedding");
+
+  Tensor dout = Random({B * T, H}, 14), dwte = Random({V, H}, 15), dwpe = Random({T, H}, 16);
+  VecD wte_g = GetD(dwte), wpe_g = GetD(dwpe);
+  const VecD d = GetD(dout);
+  ASSERT_TRUE(backend_.EmbeddingBackward(ids, T, dout, true, &dwte, &dwpe).ok());
+  for (int64_t i = 0; i < B * T; ++i)
+    for (int64_t j = 0; j < H; ++j) {
+      wte_g[ids[i] * H + j] += d[i * H + j];
+      wpe_g[(i % T) * H + j] += d[i * H + j];
+    }
+  ExpectNear(Get(dwte), wte_g, 1e-5, 1e-4, "dwte");
+  ExpectNear(Get(dwpe), wpe_g, 1e-5, 1e-4, "dwpe");
+  ids[2] = static_cast<int32_t>(V);
+  EXPECT_EQ(backend_.EmbeddingForward(ids, T, wte, wpe, &out).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CpuBackendTest, LayerNormForwardAndBackward) {
+  const int64_t R = 5, H = 16;
+  Tensor x = Random({R, H}, 20, 2.0f), g = Random({H}, 21), b = Random({H}, 22);
+  Tensor y = Empty({R, H}), mean = Empty({R}), rstd = Empty({R});
+  ASSERT_TRUE(backend_.LayerNormForward(x, g, b, &y, &mean, &rstd).ok());
+  VecD wm, wr;
+  const VecD xd = GetD(x), gd = GetD(g), bd = GetD(b);
+  ExpectNear(Get(y), testing::RefLayerNorm(xd, gd, bd, R, H, &wm, &wr), 1e-5, 1e-4, "ln y");
+  ExpectNear(Get(mean), wm, 1e-5, 1e-4, "ln mean");
+  ExpectNear(Get(rstd), wr, 1e-5, 1e-4, "ln rstd");
+
+  // Backward against finite differences of L = <y, dy> in float64.
+  Tensor dy = Random({R, H}, 23);
+  const VecD dyd = GetD(dy);
+  auto loss = [&](const VecD& xv, const VecD& gv, const VecD& bv) {
+    VecD m, r;
+    const VecD yv = testing::RefLayerNorm(xv, gv, bv, R, H, &m, &r);
+    double s = 0;
+    for (size_t i = 0; i < yv.size(); ++i) s += yv[i] * dyd[i];
+    return s;
+  };
+  auto fd = [&](VecD* v, size_t i, const std::function<double()>& f) {
+    const double h = 1e-6, old = (*v)[i];
+    (*v)[i] = old + h;
+    const double lp = f();
+    (*v)[i] = old - h;
+    const double lm = f();
+    (*v)[i] = old;
+    return (lp - lm) / (2 * h);
+  };
+  VecD xv = xd, gv = gd, bv = bd;
+  auto f = [&] { return loss(xv, gv, bv); };
+  VecD want_dx(R * H), want_dg(H), want_db(H);
+  for (size_t i = 0; i < xv.size(); ++i) want_dx[i] = fd(&xv, i, f);
+  for (size_t i = 0; i < gv.size(); ++i) want_dg[i] = fd(&gv, i, f);
+  for (size_t i = 0; i < bv.size(); ++i) want_db[i] = fd(&bv, i, f);
+  Tensor dx = Empty({R, H}), dg = Random({H}, 24), db = Random({H}, 25);
+  ASSERT_TRUE(backend_.LayerNormBackwardInput(dy, x, g, mean, rstd, &dx).ok());
+  ExpectNear(Get(dx), want_dx, 1e-4, 1e-3, "ln dx");
+  ASSERT_TRUE(backend_.LayerNormBackwardWeight(dy, x, mean, rstd, false, &dg, &db).ok());
+  ExpectNear(Get(dg), want_dg, 1e-4, 1e-3, "ln dgamma");
+  ExpectNear(Get(db), want_db, 1e-4, 1e-3, "ln dbeta");
+  ASSERT_TRUE(backend_.LayerNormBackwardWeight(dy, x, mean, rstd, true, &dg, &db).ok());
+  for (auto& v : want_dg) v *= 2;
+  ExpectNear(Get(dg), want_dg, 2e-4, 1e-3, "ln dgamma accumulate");
+}
+
+TEST_F(CpuBackendTest, Gelu) {
+  Tensor x = Random({64}, 30, 4.0f), y = Empty({64}), dy = Random({64}, 31), dx = Empty({64});
+  ASSERT_TRUE(backend_.GeluForward(x, &y).ok());
+  ASSERT_TRUE(backend_.GeluBackward(dy, x, &dx).ok());
+  const VecD xd = GetD(x), dyd = GetD(dy);
+  VecD wy(64), wdx(64);
+  for (int i = 0; i < 64; ++i) {
+    wy[i] = testing::RefGelu(xd[i]);
+    const double h = 1e-6;
+    wdx[i] = dyd[i] * (testing::RefGelu(xd[i] + h) - testing::RefGelu(xd[i] - h)) / (2 * h);
+  }
+  ExpectNear(Get(y), wy, 1e-5, 1e-4, "gelu");
+  ExpectNear(Get(dx), wdx, 1e-5, 1e-4, "gelu grad");
+}
+
+TEST_F(CpuBackendTest, CausalAttentionForwardAndBackward) {
+  const int64_t B = 2, T = 5, nh = 2, H = 8;
+  Tensor qkv = Random({B * T, 3 * H}, 40), probs = Empty({B, nh, T, T}), out = Empty({B * T, H});
+  ASSERT_TRUE(backend_.AttentionForward(qkv, B, T, nh, &probs, &out).ok());
+  VecD wp;
+  const VecD qd = GetD(qkv);
+  ExpectNear(Get(out), testing::RefAttention(qd, B, T, nh, H, &wp), 1e-5, 1e-4, "attn out");
+  ExpectNear(Get(probs), wp, 1e-6, 1e-4, "attn probs");
+
+  Tensor dout = Random({B * T, H}, 41), dqkv = Empty({B * T, 3 * H});
+  ASSERT_TRUE(backend_.AttentionBackward(dout, qkv, probs, B, T, nh, &dqkv).ok());
+  const VecD dd = GetD(dout);
+  VecD qv = qd, want(qd.size());
+  for (size_t i = 0; i < qv.size(); ++i) {
+    const double h = 1e-6, old = qv[i];
+    auto l = [&] {
+      VecD p;
+      const VecD o = testing::RefAttention(qv, B, T, nh, H, &p);
+      double s = 0;
+      for (size_t j = 0; j < o.size(); ++j) s += o[j] * dd[j];
+      return s;
+    };
+    qv[i] = old + h;
+    const double lp = l();
+    qv[i] = old - h;
+    const double lm = l();
+    qv[i] = old;
+    want[i] = (lp - lm) / (2 * h);
+  }
+  ExpectNear(Get(dqkv), want, 1e-4, 1e-3, "attn dqkv");
+}
+
+TEST_F(CpuBackendTest, CrossEntropy) {
+  const int64_t N = 6, V = 7;
+  Tensor logits = Random({N, V}, 50, 3.0f), probs = Empty({N, V}), dl = Empty({N, V});
+  const std::vector<int32_t> targets = {3, kIgnoreTarget, 0, 6, 2, 2};
+  auto r = backend_.CrossEntropyForward(logits, targets, &probs);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const VecD ld = GetD(logits);
+  double loss = 0;
+  VecD wp(N * V), wd(N * V, 0.0);
+  for (int64_t i = 0; i < N; ++i) {
+    double mx = -1e300, s = 0;
+    int arg = 0;
+    for (int64_t j = 0; j < V; ++j)
+      if (ld[i * V + j] > mx) mx = ld[i * V + j], arg = static_cast<int>(j);
+    for (int64_t j = 0; j < V; ++j) s += std::exp(ld[i * V + j] - mx);
+    for (int64_t j = 0; j < V; ++j) wp[i * V + j] = std::exp(ld[i * V + j] - mx) / s;
+    EXPECT_EQ(r->predictions[i], arg);
+    if (targets[i] == kIgnoreTarget) continue;
+    loss += -std::log(wp[i * V + targets[i]]);
+    for (int64_t j = 0; j < V; ++j) wd[i * V + j] = 0.25 * (wp[i * V + j] - (j == targets[i])) / 5;
+  }
+  EXPECT_EQ(r->valid_targets, 5);
+  EXPECT_NEAR(r->loss, loss / 5, 1e-5);
+  ExpectNear(Get(probs), wp, 1e-6, 1e-4, "ce probs");
+  ASSERT_TRUE(backend_.CrossEntropyBackward(probs, targets, 0.25f, &dl).ok());
+  ExpectNear(Get(dl), wd, 1e-6, 1e-4, "ce dlogits");
+}
+
+TEST_F(CpuBackendTest, AdamW) {
+  const int64_t n = 33;
+  Tensor p = Random({n}, 60), g = Random({n}, 61), m = Random({n}, 62, 0.1f),
+         v = Make({n}, std::vector<float>(n, 0.02f));
+  const AdamWConfig cfg{
+      .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-6f, .weight_decay = 0.1f};
+  VecD pd = GetD(p), gd = GetD(g), md = GetD(m), vd = GetD(v);
+  ASSERT_TRUE(backend_.AdamWUpdate(cfg, 3, g, &p, &m, &v).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    md[i] = 0.9 * md[i] + 0.1 * gd[i];
+    vd[i] = 0.99 * vd[i] + 0.01 * gd[i] * gd[i];
+    const double mh = md[i] / (1 - std::pow(0.9, 3)), vh = vd[i] / (1 - std::pow(0.99, 3));
+    pd[i] -= 0.01 * (mh / (std::sqrt(vh) + 1e-6) + 0.1 * pd[i]);
+  }
+  ExpectNear(Get(p), pd, 1e-6, 1e-5, "adamw p");
+  ExpectNear(Get(m), md, 1e-7, 1e-5, "adamw m");
+  ExpectNear(Get(v), vd, 1e-7, 1e-5, "adamw v");
+}
+
+TEST_F(CpuBackendTest, HostDeviceRoundTripIsCounted) {
+  Tensor d = Random({10, 10}, 70);
+  const std::vector<float> want = Get(d);
+  const int64_t dev0 = backend_.device_allocator().current_bytes();
+  auto h = backend_.CopyToHost(d, "offload");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->location(), Location::kHost);
+  EXPECT_EQ(backend_.host_allocator().current_bytes(), 400);
+  d.Reset();
+  EXPECT_EQ(backend_.device_allocator().current_bytes(), dev0 - 400);
+  EXPECT_EQ(backend_.Fill(0, &*h).code(), absl::StatusCode::kInvalidArgument);  // host tensor
+  auto back = backend_.CopyToDevice(*h, "reload");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(Get(*back), want);
+  h->Reset();
+  EXPECT_EQ(backend_.host_allocator().current_bytes(), 0);
+}
+
+TEST(CountingAllocatorTest, CountsPeakAndEnforcesBudget) {
+  CpuBackend backend({.device_budget_bytes = 1000});
+  CountingAllocator& alloc = backend.device_allocator();
+  auto a = alloc.Allocate({100}, "a");
+  ASSERT_TRUE(a.ok());
+  {
+    auto b = alloc.Allocate({100}, "b");
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(alloc.current_bytes(), 800);
+    auto c = alloc.Allocate({60}, "stage 3 activations");
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(c.status().message().find("stage 3 activations"), std::string::npos);
+  }
+  EXPECT_EQ(alloc.current_bytes(), 400);
+  EXPECT_EQ(alloc.peak_bytes(), 800);
+  alloc.ResetPeak();
+  EXPECT_EQ(alloc.peak_bytes(), 400);
+  Tensor moved = std::move(*a);
+  EXPECT_EQ(alloc.live_allocations(), 1);
+  moved.Reset();
+  EXPECT_EQ(alloc.current_bytes(), 0);
+  EXPECT_EQ(alloc.Allocate({-1}, "neg").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pipetrain::kernels
