@@ -1,0 +1,89 @@
+#include "coordinator/schedule/generator.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "coordinator/schedule/generators_classic.h"
+#include "coordinator/schedule/validator.h"
+
+namespace pipetrain::schedule {
+
+CostModel CostModelFor(const PipelineSpec& spec, int chunks_per_worker) {
+  if (!spec.stage_costs.stages.empty()) return spec.stage_costs;
+  return UniformCostModel(spec.num_workers, chunks_per_worker, spec.f, spec.b, spec.w, spec.comm);
+}
+
+// The registry: ONE table. Add new generators here (name, one-line description, function).
+const std::vector<GeneratorInfo>& Generators() {
+  static const auto* const kTable = new std::vector<GeneratorInfo>{
+      {"gpipe", "GPipe: all forwards then all backwards; peak m units; any m", MakeGpipe},
+      {"1f1b", "1F1B: one forward one backward; peak p units; any m", Make1F1B},
+      {"interleaved-1f1b",
+       "interleaved 1F1B (Megatron order), v chunks per worker (default 2); m a multiple of p",
+       MakeInterleaved1F1B},
+      {"zb-h1", "zero bubble H1: split B/W greedy at 1F1B memory (p units); any m", MakeZbH1},
+      {"zb-h2", "zero bubble H2: split B/W greedy at 2p units; any m", MakeZbH2},
+  };
+  return *kTable;
+}
+
+std::vector<std::string> GeneratorNames() {
+  std::vector<std::string> names;
+  for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
+  return names;
+}
+
+namespace {
+
+absl::Status CheckSpec(const PipelineSpec& spec) {
+  if (spec.num_workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_workers must be >= 1 (got ", spec.num_workers, ")"));
+  }
+  if (spec.num_microbatches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_microbatches must be >= 1 (got ", spec.num_microbatches, ")"));
+  }
+  if (spec.chunks_per_worker < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunks_per_worker must be >= 0 (0 = schedule default; got ", spec.chunks_per_worker, ")"));
+  }
+  for (double x : {spec.f, spec.b, spec.w, spec.comm, spec.memory_limit}) {
+    if (!(x >= 0) || !std::isfinite(x)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "costs f, b, w, comm and memory_limit must be finite and >= 0 (got f=", spec.f, " b=",
+          spec.b, " w=", spec.w, " comm=", spec.comm, " memory_limit=", spec.memory_limit, ")"));
+    }
+  }
+  if (spec.f + spec.b + spec.w <= 0 && spec.stage_costs.stages.empty()) {
+    return absl::InvalidArgumentError("costs f + b + w must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Schedule> Generate(absl::string_view name, const PipelineSpec& spec) {
+  const GeneratorInfo* found = nullptr;
+  for (const GeneratorInfo& g : Generators()) {
+    if (g.name == name) found = &g;
+  }
+  if (found == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown schedule \"", name, "\"; valid: ", absl::StrJoin(GeneratorNames(), ", ")));
+  }
+  PT_RETURN_IF_ERROR(CheckSpec(spec));
+  PT_ASSIGN_OR_RETURN(Schedule schedule, found->fn(spec));
+  if (!spec.stage_costs.stages.empty() &&
+      static_cast<int>(spec.stage_costs.stages.size()) != schedule.num_stages) {
+    return absl::InvalidArgumentError(absl::StrCat("stage_costs has ",
+                                                   spec.stage_costs.stages.size(), " entries but ",
+                                                   name, " has ", schedule.num_stages, " stages"));
+  }
+  PT_RETURN_IF_ERROR(ValidateSchedule(schedule));
+  return schedule;
+}
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,35 @@
+// Helpers shared by the schedule tests: build schedules from text rows and run the pipeline
+// generate -> validate -> simulate. Thread-safety: test-only free functions.
+#ifndef PIPETRAIN_TESTS_SCHEDULE_TEST_UTIL_H_
+#define PIPETRAIN_TESTS_SCHEDULE_TEST_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "coordinator/schedule/action.h"
+#include "coordinator/schedule/schedule.h"
+#include "gtest/gtest.h"
+
+namespace pipetrain::schedule::testing {
+
+// rows[w] is worker w's list as space-separated action tokens, e.g. "0F0 0F1 0B0 0B1".
+inline Schedule FromRows(int num_microbatches, std::vector<int> placement,
+                         const std::vector<std::string>& rows) {
+  int p = 0;
+  for (int w : placement) p = std::max(p, w + 1);
+  p = std::max(p, static_cast<int>(rows.size()));
+  Schedule s = MakeEmptySchedule("test", p, num_microbatches, std::move(placement));
+  for (size_t w = 0; w < rows.size(); ++w) {
+    for (absl::string_view tok : absl::StrSplit(rows[w], ' ', absl::SkipEmpty())) {
+      auto a = ParseAction(tok);
+      EXPECT_TRUE(a.ok()) << a.status();
+      if (a.ok()) s.worker_actions[w].push_back(*a);
+    }
+  }
+  return s;
+}
+
+}  // namespace pipetrain::schedule::testing
+
+#endif  // PIPETRAIN_TESTS_SCHEDULE_TEST_UTIL_H_
