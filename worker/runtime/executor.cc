@@ -1,0 +1,179 @@
+#include "worker/runtime/executor.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pipetrain::worker {
+namespace {
+
+using schedule::Action;
+using schedule::ActionKind;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::Status Annotate(const absl::Status& status, const Action& action, int step) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("step ", step, ", action ",
+                                                  schedule::ToString(action), ": ",
+                                                  status.message()));
+}
+
+}  // namespace
+
+Executor::Executor(const schedule::Schedule& schedule, int rank, StageRunner* runner,
+                   Transport* transport, ExecutorOptions options)
+    : schedule_(schedule),
+      rank_(rank),
+      runner_(runner),
+      transport_(transport),
+      options_(options) {}
+
+void Executor::Deliver(int from_stage, int to_stage, int microbatch, Slot slot,
+                       kernels::Tensor tensor) {
+  if (schedule_.WorkerOf(to_stage) == rank_) {
+    inbox_[Key{to_stage, microbatch, slot}] = std::move(tensor);
+  } else {
+    outbox_[Key{from_stage, microbatch, slot}] = std::move(tensor);
+  }
+}
+
+absl::StatusOr<kernels::Tensor> Executor::TakeInput(const Action& action, Slot slot,
+                                                    const char* what) {
+  auto it = inbox_.find(Key{action.stage, action.microbatch, slot});
+  if (it == inbox_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the ", what, " has not arrived (no RECV or local producer ran before this action)"));
+  }
+  kernels::Tensor tensor = std::move(it->second);
+  inbox_.erase(it);
+  return tensor;
+}
+
+absl::Status Executor::Run(const Action& action, int step, int64_t* bytes) {
+  const int last_stage = schedule_.num_stages - 1;
+  const int s = action.stage;
+  const int mb = action.microbatch;
+  switch (action.kind) {
+    case ActionKind::kF: {
+      kernels::Tensor input;
+      if (s > 0) {
+        PT_ASSIGN_OR_RETURN(input, TakeInput(action, Slot::kActivation, "input activation"));
+      }
+      PT_ASSIGN_OR_RETURN(kernels::Tensor out, runner_->Forward(s, mb, std::move(input)));
+      if (s < last_stage) Deliver(s, s + 1, mb, Slot::kActivation, std::move(out));
+      *bytes = runner_->activation_bytes();
+      return absl::OkStatus();
+    }
+    case ActionKind::kB:
+    case ActionKind::kBW: {
+      kernels::Tensor grad;
+      if (s < last_stage) {
+        PT_ASSIGN_OR_RETURN(grad, TakeInput(action, Slot::kGradient, "output gradient"));
+      }
+      kernels::Tensor grad_in;
+      if (action.kind == ActionKind::kB) {
+        PT_ASSIGN_OR_RETURN(grad_in, runner_->BackwardInput(s, mb, std::move(grad)));
+      } else {
+        PT_ASSIGN_OR_RETURN(grad_in, runner_->Backward(s, mb, std::move(grad)));
+      }
+      if (s > 0) Deliver(s, s - 1, mb, Slot::kGradient, std::move(grad_in));
+      *bytes = runner_->activation_bytes();
+      return absl::OkStatus();
+    }
+    case ActionKind::kW:
+      PT_RETURN_IF_ERROR(runner_->BackwardWeight(s, mb));
+      *bytes = runner_->activation_bytes();
+      return absl::OkStatus();
+    case ActionKind::kSendAct:
+    case ActionKind::kSendGrad: {
+      const Slot slot = action.kind == ActionKind::kSendAct ? Slot::kActivation : Slot::kGradient;
+      auto it = outbox_.find(Key{s, mb, slot});
+      if (it == outbox_.end()) {
+        return absl::FailedPreconditionError(
+            "nothing to send (its producer has not run on this worker)");
+      }
+      kernels::Tensor tensor = std::move(it->second);
+      outbox_.erase(it);
+      Message message;
+      message.key = MessageKey{step, s, mb,
+                               slot == Slot::kActivation ? TensorRole::kActivation
+                                                         : TensorRole::kGradient};
+      message.shape = tensor.shape();
+      PT_ASSIGN_OR_RETURN(message.data, runner_->backend().ToVector(tensor));
+      *bytes = message.bytes();
+      const int peer = schedule_.WorkerOf(schedule::PeerStage(action));
+      return transport_->Send(peer, std::move(message));
+    }
+    case ActionKind::kRecvAct:
+    case ActionKind::kRecvGrad: {
+      const bool act = action.kind == ActionKind::kRecvAct;
+      const int from_stage = schedule::PeerStage(action);
+      const MessageKey key{step, from_stage, mb,
+                           act ? TensorRole::kActivation : TensorRole::kGradient};
+      PT_ASSIGN_OR_RETURN(Message message,
+                          transport_->Recv(schedule_.WorkerOf(from_stage), key,
+                                           absl::Now() + options_.recv_timeout));
+      PT_ASSIGN_OR_RETURN(kernels::Tensor tensor,
+                          runner_->backend().FromHost(message.shape, message.data,
+                                                      act ? "received activation"
+                                                          : "received gradient"));
+      *bytes = message.bytes();
+      inbox_[Key{s, mb, act ? Slot::kActivation : Slot::kGradient}] = std::move(tensor);
+      return absl::OkStatus();
+    }
+    case ActionKind::kOffload:
+      PT_RETURN_IF_ERROR(runner_->Offload(s, mb));
+      *bytes = runner_->activation_bytes();
+      return absl::OkStatus();
+    case ActionKind::kReload:
+      PT_RETURN_IF_ERROR(runner_->Reload(s, mb));
+      *bytes = runner_->activation_bytes();
+      return absl::OkStatus();
+  }
+  return absl::InternalError("unknown action kind");
+}
+
+absl::StatusOr<StepResult> Executor::RunStep(int step) {
+  StepResult result;
+  result.step = step;
+  inbox_.clear();
+  outbox_.clear();
+  const TransportStats before = transport_->stats();
+  const int64_t offloaded_before = runner_->offloaded_bytes();
+  runner_->ResetActivationPeak();
+  PT_RETURN_IF_ERROR(runner_->BeginStep(step));
+  const int64_t step_start = NowNs();
+  const std::vector<Action>& actions = schedule_.worker_actions[rank_];
+  result.timings.reserve(actions.size());
+  for (const Action& action : actions) {
+    ActionTiming timing{action, NowNs() - step_start, 0, 0};
+    if (absl::Status status = Run(action, step, &timing.bytes); !status.ok()) {
+      return Annotate(status, action, step);
+    }
+    timing.end_ns = NowNs() - step_start;
+    result.timings.push_back(timing);
+  }
+  PT_RETURN_IF_ERROR(transport_->Flush(absl::Now() + options_.recv_timeout));
+  if (!inbox_.empty() || !outbox_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step ", step, ": ", inbox_.size(), " received and ", outbox_.size(),
+        " produced tensor(s) were never consumed (a RECV or SEND is missing from the plan)"));
+  }
+  PT_ASSIGN_OR_RETURN(result.loss, runner_->EndStep());
+  result.duration_ns = NowNs() - step_start;
+  result.peak_activation_bytes = runner_->peak_activation_bytes();
+  const TransportStats after = transport_->stats();
+  result.sent_bytes = after.sent_bytes - before.sent_bytes;
+  result.received_bytes = after.received_bytes - before.received_bytes;
+  result.offloaded_bytes = runner_->offloaded_bytes() - offloaded_before;
+  return result;
+}
+
+}  // namespace pipetrain::worker

@@ -1,0 +1,90 @@
+// Executor: interprets one worker's action list, every training step. It knows nothing about
+// which schedule produced the list; it only follows it and checks the protocol as it goes:
+// an F whose input activation has not arrived, a B whose output gradient has not arrived, a
+// SEND of a tensor that was never produced, or a tensor left over at the end of the step is a
+// FailedPrecondition naming the action and the step.
+//
+// Tensor flow: F/B produce a tensor for the neighbouring stage. If that stage lives on this
+// worker the tensor is handed over directly (no transfer, e.g. the V's turn on the last
+// worker); otherwise it waits in the outbox for the matching SEND action. RECV actions put what
+// arrives into the inbox, where the consuming F/B takes it.
+//
+// Thread-safety: not thread-safe; one executor per worker, driven by one thread.
+#ifndef PIPETRAIN_WORKER_RUNTIME_EXECUTOR_H_
+#define PIPETRAIN_WORKER_RUNTIME_EXECUTOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/schedule/schedule.h"
+#include "worker/runtime/stage_runner.h"
+#include "worker/transport/transport.h"
+
+namespace pipetrain::worker {
+
+struct ActionTiming {
+  schedule::Action action;
+  int64_t start_ns = 0;  // since the step's start
+  int64_t end_ns = 0;
+  int64_t bytes = 0;     // bytes sent/received (transfers) or stored after the action (compute)
+};
+
+struct StepResult {
+  int step = 0;
+  std::optional<double> loss;  // set on the worker that holds the last stage
+  int64_t duration_ns = 0;
+  int64_t peak_activation_bytes = 0;
+  int64_t sent_bytes = 0;
+  int64_t received_bytes = 0;
+  int64_t offloaded_bytes = 0;
+  std::vector<ActionTiming> timings;  // one per action, in list order
+};
+
+struct ExecutorOptions {
+  absl::Duration recv_timeout = absl::Seconds(60);  // bound on any single wait for a peer
+};
+
+class Executor {
+ public:
+  // `schedule` must have passed ValidateSchedule and carry explicit transfers (AddTransfers)
+  // wherever adjacent stages sit on different workers. Not owned: runner, transport.
+  Executor(const schedule::Schedule& schedule, int rank, StageRunner* runner,
+           Transport* transport, ExecutorOptions options = {});
+
+  absl::StatusOr<StepResult> RunStep(int step);
+
+ private:
+  enum class Slot : uint8_t { kActivation, kGradient };
+  struct Key {
+    int stage;
+    int microbatch;
+    Slot slot;
+    friend bool operator==(const Key&, const Key&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.stage, k.microbatch, static_cast<int>(k.slot));
+    }
+  };
+
+  absl::Status Run(const schedule::Action& action, int step, int64_t* bytes);
+  // Routes a tensor produced for stage `to_stage` (input of F or output gradient of B there).
+  void Deliver(int from_stage, int to_stage, int microbatch, Slot slot, kernels::Tensor tensor);
+  absl::StatusOr<kernels::Tensor> TakeInput(const schedule::Action& action, Slot slot,
+                                            const char* what);
+
+  const schedule::Schedule& schedule_;
+  const int rank_;
+  StageRunner* runner_;
+  Transport* transport_;
+  const ExecutorOptions options_;
+  absl::flat_hash_map<Key, kernels::Tensor> inbox_;   // keyed by the consuming stage
+  absl::flat_hash_map<Key, kernels::Tensor> outbox_;  // keyed by the producing stage
+};
+
+}  // namespace pipetrain::worker
+
+#endif  // PIPETRAIN_WORKER_RUNTIME_EXECUTOR_H_

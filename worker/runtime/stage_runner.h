@@ -1,0 +1,62 @@
+// StageRunner: the compute side of one worker, as the executor sees it. It owns the stages
+// (chunks) placed on this worker and everything they store between F and W; the executor owns
+// the order (the action list) and the movement of tensors between stages and workers.
+//
+// Two implementations: ModelStageRunner (real GPT chunks on a kernels::Backend) and
+// EmulatedStageRunner (waits for the cost model's time instead of computing; for scale tests,
+// never the default). Both allocate what a stage stores through the backend's device allocator,
+// so the bytes they report are bytes really held.
+//
+// Thread-safety: driven by one executor thread; not thread-safe.
+#ifndef PIPETRAIN_WORKER_RUNTIME_STAGE_RUNNER_H_
+#define PIPETRAIN_WORKER_RUNTIME_STAGE_RUNNER_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+#include "kernels/tensor.h"
+
+namespace pipetrain::worker {
+
+class StageRunner {
+ public:
+  virtual ~StageRunner() = default;
+
+  virtual kernels::Backend& backend() = 0;
+
+  // Called before the first action of a step.
+  virtual absl::Status BeginStep(int step) = 0;
+  // F of (stage, microbatch). `input` is the activation from stage - 1 (empty for stage 0,
+  // which reads its own data). Returns the activation for stage + 1 (empty for the last stage).
+  virtual absl::StatusOr<kernels::Tensor> Forward(int stage, int microbatch,
+                                                  kernels::Tensor input) = 0;
+  // B: input gradient from the output gradient (empty for the last stage, whose loss is local).
+  // Returns the gradient for stage - 1 (empty for stage 0). Keeps what W needs.
+  virtual absl::StatusOr<kernels::Tensor> BackwardInput(int stage, int microbatch,
+                                                        kernels::Tensor grad_output) = 0;
+  // W: accumulates the weight gradients and frees what B kept.
+  virtual absl::Status BackwardWeight(int stage, int microbatch) = 0;
+  // BW: B and W fused.
+  virtual absl::StatusOr<kernels::Tensor> Backward(int stage, int microbatch,
+                                                   kernels::Tensor grad_output) = 0;
+  // Moves what F(stage, microbatch) stored to host memory / back to the device.
+  virtual absl::Status Offload(int stage, int microbatch) = 0;
+  virtual absl::Status Reload(int stage, int microbatch) = 0;
+  // After the step's last action: the optimizer step. Returns the step's loss (mean over
+  // microbatches) if this worker holds the last stage.
+  virtual absl::StatusOr<std::optional<double>> EndStep() = 0;
+
+  // Activation bytes stored right now (what the simulator's memory model predicts), and the
+  // peak since the last ResetActivationPeak.
+  virtual int64_t activation_bytes() const = 0;
+  virtual int64_t peak_activation_bytes() const = 0;
+  virtual void ResetActivationPeak() = 0;
+  virtual int64_t offloaded_bytes() const = 0;
+};
+
+}  // namespace pipetrain::worker
+
+#endif  // PIPETRAIN_WORKER_RUNTIME_STAGE_RUNNER_H_
