@@ -1,0 +1,37 @@
+// Analytic cost of one chunk per microbatch, for the planner's cost model: FLOPs of F, B and W
+// and the activation bytes the chunk holds after each (exactly what GptChunk stashes; checked
+// against the counting allocator in tests/model). FLOPs count GEMMs only (2*m*n*k per GEMM,
+// attention scores over the full seq_len x seq_len square as computed); elementwise work
+// (layernorm, GELU, softmax, bias) is O(tokens * hidden) and left out.
+// Thread-safety: pure functions.
+#ifndef PIPETRAIN_WORKER_MODEL_COST_MODEL_H_
+#define PIPETRAIN_WORKER_MODEL_COST_MODEL_H_
+
+#include <cstdint>
+
+#include "worker/model/gpt_config.h"
+
+namespace pipetrain::model {
+
+struct ChunkCost {
+  double forward_flops = 0;
+  double backward_input_flops = 0;
+  double backward_weight_flops = 0;
+  // Device bytes stashed for one microbatch after F, after B and after W (W frees everything).
+  int64_t activation_bytes_after_forward = 0;
+  int64_t activation_bytes_after_backward_input = 0;
+  int64_t activation_bytes_after_backward_weight = 0;
+  // Bytes sent downstream after F (0 for the last chunk) and upstream after B (0 for the first).
+  int64_t output_activation_bytes = 0;
+  int64_t input_gradient_bytes = 0;
+  // Parameter values only, and values + gradients + AdamW moments.
+  int64_t parameter_bytes = 0;
+  int64_t parameter_state_bytes = 0;
+};
+
+ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
+                            int64_t microbatch_size);
+
+}  // namespace pipetrain::model
+
+#endif  // PIPETRAIN_WORKER_MODEL_COST_MODEL_H_
