@@ -1,0 +1,87 @@
+// The V-shape schedule family of "Pipeline Parallelism with Controllable Memory" (PAPERS.md):
+// 2 chunks per worker, worker i holds stage i and stage 2p-1-i (VPlacement), so each
+// microbatch runs down the workers and back up. Registry names: "v-min", "v-half", "v-zb",
+// "zb-v", and "v-adaptive" (the paper's adaptive scheduler under spec.memory_limit).
+//
+// Every generator plans with the REAL per-stage F/B/W costs and comm (CostModelFor(spec, 2)):
+// it lays out a building block (building_block.h), repeats it, and list-schedules it under a
+// memory cap (v_list_scheduler.h), trying a few block shapes and backfill policies and keeping
+// the one with the least makespan. Output: F, B, W compute actions only.
+//
+// Memory laws (units = one microbatch's activations for a worker's whole share; each chunk holds
+// 1/2), guaranteed for ANY costs because peak memory depends on the action order only:
+//   v-min  peak <= (p+4)//3      v-half peak <= (p+2)//2      v-zb, zb-v peak <= p
+// and equal to the law once m is large enough to fill it (tests: m >= p). spec.memory_limit,
+// when set, lowers the cap further.
+//
+// Bubbles (unit costs, tested): v-zb and zb-v <= 0.05 for m >= 2p; v-half about half of 1F1B's;
+// v-min about two thirds. How V-Min degrades with unequal F/B/W: its cap leaves no slack, so the
+// repeated block's period is set by the slowest leg rather than by F+B+W: when B (or F)
+// dominates, the passes of the other kind cannot fill the wait and a per-microbatch bubble
+// appears that grows linearly with m (see docs/SCHEDULES.md for measured numbers). The paper's
+// near-zero-bubble condition at half memory is W+2B >= 2F and W+2F >= 2B.
+//
+// Limits: p >= 2, m >= 1, chunks_per_worker 0 or 2, stage_costs (if given) 2p entries;
+// memory_limit either 0 or at least one microbatch (1 unit). Others: InvalidArgument /
+// ResourceExhausted naming the field.
+//
+// Thread-safety: pure functions.
+#ifndef PIPETRAIN_COORDINATOR_SCHEDULE_V_GENERATORS_H_
+#define PIPETRAIN_COORDINATOR_SCHEDULE_V_GENERATORS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/schedule/building_block.h"
+#include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/v_list_scheduler.h"
+
+namespace pipetrain::schedule {
+
+// Peak activation memory laws (units) for p workers.
+int VMinPeakLaw(int p);   // (p+4)//3
+int VHalfPeakLaw(int p);  // (p+2)//2
+int VZbPeakLaw(int p);    // p
+
+// One point of the search: a block shape and a list-scheduling policy.
+struct VVariant {
+  std::string label;
+  VBlockShape shape;
+  VListOptions options;  // memory_cap is overwritten by the caller's cap
+};
+
+struct VPlan {
+  Schedule schedule;
+  double makespan = 0.0;     // planner's estimate (Simulate may only be earlier)
+  std::vector<double> peak;  // per worker
+  std::string variant;       // label of the winning variant
+};
+
+// The variants each named schedule searches.
+std::vector<VVariant> VMinVariants();
+std::vector<VVariant> VHalfVariants();
+std::vector<VVariant> VZbVariants();
+std::vector<VVariant> ZbVVariants();
+// Everything above: the adaptive scheduler's search space.
+std::vector<VVariant> AllVVariants();
+
+// Checks the fields the V generators need (see Limits above).
+absl::Status CheckVSpec(const PipelineSpec& spec);
+
+// Best (least estimated makespan) V schedule over `variants` with peak <= cap on every worker.
+absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
+                                double cap, const std::vector<VVariant>& variants,
+                                const std::string& name);
+
+absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec);
+absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec);
+absl::StatusOr<Schedule> MakeVZb(const PipelineSpec& spec);
+absl::StatusOr<Schedule> MakeZbV(const PipelineSpec& spec);
+// The adaptive scheduler: searches all block shapes under spec.memory_limit (required > 0).
+absl::StatusOr<Schedule> MakeVAdaptive(const PipelineSpec& spec);
+
+}  // namespace pipetrain::schedule
+
+#endif  // PIPETRAIN_COORDINATOR_SCHEDULE_V_GENERATORS_H_
