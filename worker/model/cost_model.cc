@@ -11,16 +11,16 @@ ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
   const int64_t f32 = 4;
   ChunkCost c;
   const double linear = 2 * N * (4 * H * H + 2 * H * F);  // qkv, proj, fc, fc2
-  const double attn = 2 * N * T * H;                       // one T x T x hd GEMM over all heads
+  const double attn = 2 * N * T * H;                      // one T x T x hd GEMM over all heads
   const int64_t params_per_block = h * 3 * h + 3 * h + h * h + h + 2 * h * f + f + h + 4 * h;
   for (int i = 0; i < spec.num_blocks; ++i) {
     c.forward_flops += linear + 2 * attn;         // + scores and probs @ v
     c.backward_input_flops += linear + 4 * attn;  // dP, dQ, dK, dV
     c.backward_weight_flops += linear;
     c.activation_bytes_after_forward +=
-        f32 * (8 * n * h + 2 * n * f + 4 * n +
-               microbatch_size * config.heads * static_cast<int64_t>(config.seq_len) *
-                   config.seq_len);
+        f32 *
+        (8 * n * h + 2 * n * f + 4 * n +
+         microbatch_size * config.heads * static_cast<int64_t>(config.seq_len) * config.seq_len);
     c.activation_bytes_after_backward_input += f32 * (12 * n * h + 2 * n * f + 4 * n);
     c.parameter_bytes += f32 * params_per_block;
   }

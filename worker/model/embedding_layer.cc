@@ -7,15 +7,16 @@ namespace pipetrain::model {
 using kernels::Tensor;
 
 absl::StatusOr<std::unique_ptr<EmbeddingLayer>> EmbeddingLayer::Create(kernels::Backend* backend,
-                                                                        const GptConfig& config,
-                                                                        uint64_t seed) {
+                                                                       const GptConfig& config,
+                                                                       uint64_t seed) {
   std::unique_ptr<EmbeddingLayer> e(new EmbeddingLayer(backend, config));
   const int layer = config.embedding_layer();
-  PT_ASSIGN_OR_RETURN(e->wte_, MakeParameter(backend, seed, layer, "wte", {config.vocab, config.hidden},
-                                             Init::kNormal, 0.02f, false));
-  PT_ASSIGN_OR_RETURN(e->wpe_, MakeParameter(backend, seed, layer, "wpe",
-                                             {config.seq_len, config.hidden}, Init::kNormal,
-                                             0.01f, false));
+  PT_ASSIGN_OR_RETURN(e->wte_,
+                      MakeParameter(backend, seed, layer, "wte", {config.vocab, config.hidden},
+                                    Init::kNormal, 0.02f, false));
+  PT_ASSIGN_OR_RETURN(e->wpe_,
+                      MakeParameter(backend, seed, layer, "wpe", {config.seq_len, config.hidden},
+                                    Init::kNormal, 0.01f, false));
   return e;
 }
 

@@ -36,8 +36,7 @@ class EmbeddingLayer {
   absl::StatusOr<kernels::Tensor> Forward(absl::Span<const int32_t> tokens, Stash* s);
   absl::Status BackwardInput(kernels::Tensor dout, Stash* s);
   // grads = {dwte, dwpe}.
-  absl::Status BackwardWeight(Stash* s, absl::Span<kernels::Tensor* const> grads,
-                              bool accumulate);
+  absl::Status BackwardWeight(Stash* s, absl::Span<kernels::Tensor* const> grads, bool accumulate);
   std::vector<Parameter*> params() { return {&wte_, &wpe_}; }
 
  private:

@@ -49,9 +49,9 @@ absl::StatusOr<GptChunk::MicrobatchState*> GptChunk::Find(int mb, MicrobatchPhas
         absl::StrCat(action, " for microbatch ", mb, ": activations are offloaded; Reload first"));
   }
   if (st->phase != want) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        action, " for microbatch ", mb, ": wrong phase (",
-        st->phase == MicrobatchPhase::kForwardDone ? "after F" : "after B", ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(action, " for microbatch ", mb, ": wrong phase (",
+                     st->phase == MicrobatchPhase::kForwardDone ? "after F" : "after B", ")"));
   }
   return st;
 }
@@ -73,11 +73,12 @@ absl::StatusOr<ForwardOutput> GptChunk::Forward(int mb, ForwardInput in) {
     if (in.activation.empty() || in.activation.location() != Location::kDevice ||
         in.activation.numel() % (T * H) != 0 || in.activation.numel() == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "F for microbatch ", mb, ": input activation must be a device tensor of [batch*",
-          T, ", ", H, "], got ", in.activation.DebugString()));
+          "F for microbatch ", mb, ": input activation must be a device tensor of [batch*", T, ", ",
+          H, "], got ", in.activation.DebugString()));
     }
     n = in.activation.numel() / H;
     x = std::move(in.activation);
+    x.Reshape({n, H});
   }
   const int64_t batch = n / T;
   for (size_t i = 0; i < blocks_.size(); ++i) {
@@ -86,9 +87,8 @@ absl::StatusOr<ForwardOutput> GptChunk::Forward(int mb, ForwardInput in) {
   ForwardOutput out;
   if (spec_.has_head) {
     if (static_cast<int64_t>(in.targets.size()) != n) {
-      return absl::InvalidArgumentError(absl::StrCat("F for microbatch ", mb, ": ",
-                                                     in.targets.size(), " targets for ", n,
-                                                     " positions"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "F for microbatch ", mb, ": ", in.targets.size(), " targets for ", n, " positions"));
     }
     PT_ASSIGN_OR_RETURN(auto head_out,
                         head_->Forward(std::move(x), in.targets, in.loss_scale, &st->head));
@@ -117,6 +117,10 @@ absl::StatusOr<Tensor> GptChunk::BackwardInput(int mb, Tensor grad_output) {
           absl::StrCat("B for microbatch ", mb, ": output gradient must be a device tensor"));
     }
     dx = std::move(grad_output);
+    if (dx.numel() % config_.hidden != 0 ||
+        !dx.Reshape({dx.numel() / config_.hidden, config_.hidden})) {
+      return absl::InvalidArgumentError("B: output gradient is not [tokens, hidden]");
+    }
   }
   for (size_t i = blocks_.size(); i-- > 0;) {
     PT_ASSIGN_OR_RETURN(dx, blocks_[i]->BackwardInput(std::move(dx), &st->blocks[i]));
@@ -242,7 +246,8 @@ absl::Status GptChunk::Offload(int mb) {
     return absl::NotFoundError(absl::StrCat("Offload: microbatch ", mb, " is not in flight"));
   }
   if (it->second->offloaded) {
-    return absl::FailedPreconditionError(absl::StrCat("Offload: microbatch ", mb, " already offloaded"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Offload: microbatch ", mb, " already offloaded"));
   }
   absl::Status status;
   it->second->ForEachTensor([&](Tensor* t) {
@@ -265,7 +270,8 @@ absl::Status GptChunk::Reload(int mb) {
     return absl::NotFoundError(absl::StrCat("Reload: microbatch ", mb, " is not in flight"));
   }
   if (!it->second->offloaded) {
-    return absl::FailedPreconditionError(absl::StrCat("Reload: microbatch ", mb, " is not offloaded"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Reload: microbatch ", mb, " is not offloaded"));
   }
   absl::Status status;
   it->second->ForEachTensor([&](Tensor* t) {
@@ -317,9 +323,9 @@ absl::Status GptChunk::ZeroGrad() {
 
 absl::Status GptChunk::OptimizerStep(const kernels::AdamWConfig& config, int64_t step) {
   if (!pending_grads_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "OptimizerStep: W of microbatch ", next_grad_mb_, " has not run; ",
-        pending_grads_.size(), " later microbatches are buffered"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("OptimizerStep: W of microbatch ", next_grad_mb_, " has not run; ",
+                     pending_grads_.size(), " later microbatches are buffered"));
   }
   for (Parameter* p : parameters()) {
     kernels::AdamWConfig c = config;

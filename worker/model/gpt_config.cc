@@ -9,9 +9,9 @@ absl::Status GptConfig::Validate() const {
     if (v <= 0) return absl::InvalidArgumentError(absl::StrCat(field, " must be > 0, got ", v));
     return absl::OkStatus();
   };
-  for (auto s : {positive("num_layers", num_layers), positive("hidden", hidden),
-                 positive("heads", heads), positive("ffn", ffn), positive("seq_len", seq_len),
-                 positive("vocab", vocab)}) {
+  for (auto s :
+       {positive("num_layers", num_layers), positive("hidden", hidden), positive("heads", heads),
+        positive("ffn", ffn), positive("seq_len", seq_len), positive("vocab", vocab)}) {
     if (!s.ok()) return s;
   }
   if (hidden % heads != 0) {
@@ -48,8 +48,8 @@ absl::Status ValidateChunkSpec(const GptConfig& config, const ChunkSpec& spec) {
 
 absl::StatusOr<std::vector<ChunkSpec>> SplitEvenly(const GptConfig& config, int num_chunks) {
   if (num_chunks <= 0 || num_chunks > config.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("num_chunks must be in [1, ",
-                                                   config.num_layers, "], got ", num_chunks));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_chunks must be in [1, ", config.num_layers, "], got ", num_chunks));
   }
   std::vector<ChunkSpec> specs;
   int next = 0;

@@ -32,8 +32,8 @@ struct GptConfig {
 };
 
 struct ChunkSpec {
-  int first_block = 0;    // index of the first transformer block (0-based)
-  int num_blocks = 0;     // may be 0 (e.g. an embedding-only or head-only chunk)
+  int first_block = 0;  // index of the first transformer block (0-based)
+  int num_blocks = 0;   // may be 0 (e.g. an embedding-only or head-only chunk)
   bool has_embedding = false;
   bool has_head = false;
 

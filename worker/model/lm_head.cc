@@ -11,8 +11,10 @@ absl::StatusOr<std::unique_ptr<LmHead>> LmHead::Create(kernels::Backend* backend
   std::unique_ptr<LmHead> h(new LmHead(backend, config));
   const int layer = config.head_layer();
   const int64_t H = config.hidden;
-  PT_ASSIGN_OR_RETURN(h->lnf_g_, MakeParameter(backend, seed, layer, "lnf.gamma", {H}, Init::kOnes));
-  PT_ASSIGN_OR_RETURN(h->lnf_b_, MakeParameter(backend, seed, layer, "lnf.beta", {H}, Init::kZeros));
+  PT_ASSIGN_OR_RETURN(h->lnf_g_,
+                      MakeParameter(backend, seed, layer, "lnf.gamma", {H}, Init::kOnes));
+  PT_ASSIGN_OR_RETURN(h->lnf_b_,
+                      MakeParameter(backend, seed, layer, "lnf.beta", {H}, Init::kZeros));
   PT_ASSIGN_OR_RETURN(h->w_, MakeParameter(backend, seed, layer, "lm_head.weight",
                                            {H, config.vocab}, Init::kNormal, 0.02f, true));
   return h;
@@ -55,8 +57,7 @@ absl::StatusOr<Tensor> LmHead::BackwardInput(Stash* s) {
   PT_ASSIGN_OR_RETURN(s->dlnf, be.Empty({N, H}, "head dlnf"));
   PT_RETURN_IF_ERROR(be.Gemm(s->dlogits, false, w_.value, true, 1, 0, &s->dlnf));
   PT_ASSIGN_OR_RETURN(Tensor dx, be.Empty({N, H}, "head input grad"));
-  PT_RETURN_IF_ERROR(
-      be.LayerNormBackwardInput(s->dlnf, s->x, lnf_g_.value, s->mean, s->rstd, &dx));
+  PT_RETURN_IF_ERROR(be.LayerNormBackwardInput(s->dlnf, s->x, lnf_g_.value, s->mean, s->rstd, &dx));
   return dx;
 }
 
@@ -64,10 +65,10 @@ absl::Status LmHead::BackwardWeight(Stash* s, absl::Span<Tensor* const> grads, b
   kernels::Backend& be = *backend_;
   if (grads.size() != 3) return absl::InvalidArgumentError("head expects 3 gradients");
   if (s->dlnf.empty()) return absl::FailedPreconditionError("head W before B");
-  PT_RETURN_IF_ERROR(be.LayerNormBackwardWeight(s->dlnf, s->x, s->mean, s->rstd, accumulate,
-                                                grads[0], grads[1]));
-  PT_RETURN_IF_ERROR(be.Gemm(s->lnf, true, s->dlogits, false, 1, accumulate ? 1.0f : 0.0f,
-                             grads[2]));
+  PT_RETURN_IF_ERROR(
+      be.LayerNormBackwardWeight(s->dlnf, s->x, s->mean, s->rstd, accumulate, grads[0], grads[1]));
+  PT_RETURN_IF_ERROR(
+      be.Gemm(s->lnf, true, s->dlogits, false, 1, accumulate ? 1.0f : 0.0f, grads[2]));
   s->ForEachTensor([](Tensor* t) { t->Reset(); });
   s->targets.clear();
   return absl::OkStatus();

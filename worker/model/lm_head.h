@@ -43,13 +43,11 @@ class LmHead {
                                  float loss_scale, Stash* s);
   absl::StatusOr<kernels::Tensor> BackwardInput(Stash* s);
   // grads = {dgamma, dbeta, dW}.
-  absl::Status BackwardWeight(Stash* s, absl::Span<kernels::Tensor* const> grads,
-                              bool accumulate);
+  absl::Status BackwardWeight(Stash* s, absl::Span<kernels::Tensor* const> grads, bool accumulate);
   std::vector<Parameter*> params() { return {&lnf_g_, &lnf_b_, &w_}; }
 
  private:
-  LmHead(kernels::Backend* backend, const GptConfig& config)
-      : backend_(backend), config_(config) {}
+  LmHead(kernels::Backend* backend, const GptConfig& config) : backend_(backend), config_(config) {}
   kernels::Backend* backend_;
   GptConfig config_;
   Parameter lnf_g_, lnf_b_, w_;

@@ -29,8 +29,9 @@ double Uniform(uint64_t bits) { return (static_cast<double>(bits >> 11) + 1.0) *
 
 std::vector<float> NormalValues(uint64_t seed, int global_layer, const std::string& name,
                                 int64_t count, float stddev) {
-  const uint64_t key = SplitMix64(SplitMix64(seed) ^ SplitMix64(static_cast<uint64_t>(global_layer) +
-                                                                0x1234567ULL) ^ Fnv1a(name));
+  const uint64_t key =
+      SplitMix64(SplitMix64(seed) ^ SplitMix64(static_cast<uint64_t>(global_layer) + 0x1234567ULL) ^
+                 Fnv1a(name));
   std::vector<float> out(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
     const uint64_t pair = static_cast<uint64_t>(i / 2);
@@ -43,10 +44,9 @@ std::vector<float> NormalValues(uint64_t seed, int global_layer, const std::stri
   return out;
 }
 
-absl::StatusOr<Parameter> MakeParameter(kernels::Backend* backend, uint64_t seed,
-                                        int global_layer, std::string name,
-                                        const kernels::Shape& shape, Init init, float stddev,
-                                        bool weight_decay) {
+absl::StatusOr<Parameter> MakeParameter(kernels::Backend* backend, uint64_t seed, int global_layer,
+                                        std::string name, const kernels::Shape& shape, Init init,
+                                        float stddev, bool weight_decay) {
   Parameter p;
   p.global_layer = global_layer;
   p.weight_decay = weight_decay;
@@ -64,7 +64,8 @@ absl::StatusOr<Parameter> MakeParameter(kernels::Backend* backend, uint64_t seed
     }
     case Init::kNormal: {
       PT_ASSIGN_OR_RETURN(
-          p.value, backend->FromHost(shape, NormalValues(seed, global_layer, name, n, stddev), tag));
+          p.value,
+          backend->FromHost(shape, NormalValues(seed, global_layer, name, n, stddev), tag));
       break;
     }
   }

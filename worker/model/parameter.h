@@ -33,9 +33,8 @@ std::vector<float> NormalValues(uint64_t seed, int global_layer, const std::stri
                                 int64_t count, float stddev);
 
 // Allocates value/grad/moments (grad and moments zeroed) and initialises value.
-absl::StatusOr<Parameter> MakeParameter(kernels::Backend* backend, uint64_t seed,
-                                        int global_layer, std::string name,
-                                        const kernels::Shape& shape, Init init,
+absl::StatusOr<Parameter> MakeParameter(kernels::Backend* backend, uint64_t seed, int global_layer,
+                                        std::string name, const kernels::Shape& shape, Init init,
                                         float stddev = 0.0f, bool weight_decay = false);
 
 }  // namespace pipetrain::model

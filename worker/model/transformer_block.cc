@@ -15,8 +15,9 @@ absl::StatusOr<std::unique_ptr<TransformerBlock>> TransformerBlock::Create(
   const int64_t H = config.hidden, F = config.ffn;
   const float std = 0.02f;
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config.num_layers));
-  auto make = [&](const char* name, const kernels::Shape& shape, Init init, float sd,
-                  bool decay) { return MakeParameter(backend, seed, layer, name, shape, init, sd, decay); };
+  auto make = [&](const char* name, const kernels::Shape& shape, Init init, float sd, bool decay) {
+    return MakeParameter(backend, seed, layer, name, shape, init, sd, decay);
+  };
   PT_ASSIGN_OR_RETURN(b->ln1_g_, make("ln1.gamma", {H}, Init::kOnes, 0, false));
   PT_ASSIGN_OR_RETURN(b->ln1_b_, make("ln1.beta", {H}, Init::kZeros, 0, false));
   PT_ASSIGN_OR_RETURN(b->qkv_w_, make("attn.qkv.weight", {H, 3 * H}, Init::kNormal, std, true));
@@ -47,8 +48,8 @@ absl::StatusOr<Tensor> TransformerBlock::Forward(Tensor x, int64_t batch, Stash*
   PT_ASSIGN_OR_RETURN(s->ln1, be.Empty({N, H}, "block ln1"));
   PT_ASSIGN_OR_RETURN(s->mean1, be.Empty({N}, "block mean1"));
   PT_ASSIGN_OR_RETURN(s->rstd1, be.Empty({N}, "block rstd1"));
-  PT_RETURN_IF_ERROR(be.LayerNormForward(s->x0, ln1_g_.value, ln1_b_.value, &s->ln1, &s->mean1,
-                                         &s->rstd1));
+  PT_RETURN_IF_ERROR(
+      be.LayerNormForward(s->x0, ln1_g_.value, ln1_b_.value, &s->ln1, &s->mean1, &s->rstd1));
   PT_ASSIGN_OR_RETURN(s->qkv, be.Empty({N, 3 * H}, "block qkv"));
   PT_RETURN_IF_ERROR(be.Gemm(s->ln1, false, qkv_w_.value, false, 1, 0, &s->qkv));
   PT_RETURN_IF_ERROR(be.AddBias(qkv_b_.value, &s->qkv));
@@ -63,8 +64,8 @@ absl::StatusOr<Tensor> TransformerBlock::Forward(Tensor x, int64_t batch, Stash*
   PT_ASSIGN_OR_RETURN(s->ln2, be.Empty({N, H}, "block ln2"));
   PT_ASSIGN_OR_RETURN(s->mean2, be.Empty({N}, "block mean2"));
   PT_ASSIGN_OR_RETURN(s->rstd2, be.Empty({N}, "block rstd2"));
-  PT_RETURN_IF_ERROR(be.LayerNormForward(s->x1, ln2_g_.value, ln2_b_.value, &s->ln2, &s->mean2,
-                                         &s->rstd2));
+  PT_RETURN_IF_ERROR(
+      be.LayerNormForward(s->x1, ln2_g_.value, ln2_b_.value, &s->ln2, &s->mean2, &s->rstd2));
   PT_ASSIGN_OR_RETURN(s->h, be.Empty({N, F}, "block mlp h"));
   PT_RETURN_IF_ERROR(be.Gemm(s->ln2, false, fc_w_.value, false, 1, 0, &s->h));
   PT_RETURN_IF_ERROR(be.AddBias(fc_b_.value, &s->h));
@@ -96,8 +97,8 @@ absl::StatusOr<Tensor> TransformerBlock::BackwardInput(Tensor dy, Stash* s) {
   PT_RETURN_IF_ERROR(be.Gemm(s->dh, false, fc_w_.value, true, 1, 0, &s->dln2));
   // dx1 = dm + LN2'(dln2): also the gradient of the attention projection output.
   PT_ASSIGN_OR_RETURN(s->dproj, be.Empty({N, H}, "block dx1"));
-  PT_RETURN_IF_ERROR(be.LayerNormBackwardInput(s->dln2, s->x1, ln2_g_.value, s->mean2, s->rstd2,
-                                               &s->dproj));
+  PT_RETURN_IF_ERROR(
+      be.LayerNormBackwardInput(s->dln2, s->x1, ln2_g_.value, s->mean2, s->rstd2, &s->dproj));
   PT_RETURN_IF_ERROR(be.AddInPlace(s->dm, &s->dproj));
   {
     PT_ASSIGN_OR_RETURN(Tensor datt, be.Empty({N, H}, "block datt (scratch)"));
@@ -111,8 +112,8 @@ absl::StatusOr<Tensor> TransformerBlock::BackwardInput(Tensor dy, Stash* s) {
   PT_ASSIGN_OR_RETURN(s->dln1, be.Empty({N, H}, "block dln1"));
   PT_RETURN_IF_ERROR(be.Gemm(s->dqkv, false, qkv_w_.value, true, 1, 0, &s->dln1));
   PT_ASSIGN_OR_RETURN(Tensor dx0, be.Empty({N, H}, "block input grad"));
-  PT_RETURN_IF_ERROR(be.LayerNormBackwardInput(s->dln1, s->x0, ln1_g_.value, s->mean1, s->rstd1,
-                                               &dx0));
+  PT_RETURN_IF_ERROR(
+      be.LayerNormBackwardInput(s->dln1, s->x0, ln1_g_.value, s->mean1, s->rstd1, &dx0));
   PT_RETURN_IF_ERROR(be.AddInPlace(s->dproj, &dx0));
   return dx0;
 }

@@ -51,8 +51,7 @@ class TransformerBlock {
   absl::StatusOr<kernels::Tensor> BackwardInput(kernels::Tensor dy, Stash* s);
   // Writes (accumulate=false) or adds (accumulate=true) this microbatch's weight gradients into
   // grads (same order and shapes as params()), then frees the stash.
-  absl::Status BackwardWeight(Stash* s, absl::Span<kernels::Tensor* const> grads,
-                              bool accumulate);
+  absl::Status BackwardWeight(Stash* s, absl::Span<kernels::Tensor* const> grads, bool accumulate);
 
   std::vector<Parameter*> params();
 
@@ -62,8 +61,8 @@ class TransformerBlock {
 
   kernels::Backend* backend_;
   GptConfig config_;
-  Parameter ln1_g_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_g_, ln2_b_, fc_w_, fc_b_,
-      fc2_w_, fc2_b_;
+  Parameter ln1_g_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_g_, ln2_b_, fc_w_, fc_b_, fc2_w_,
+      fc2_b_;
 };
 
 }  // namespace pipetrain::model
