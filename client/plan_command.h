@@ -1,0 +1,35 @@
+// `pipetrain plan`: generate a schedule offline, validate and simulate it, and render it.
+// The options struct is filled by the CLI parser (pipetrain_main.cc); this file has no CLI11.
+//
+// Thread-safety: pure function (file writing is the caller's job).
+#ifndef PIPETRAIN_CLIENT_PLAN_COMMAND_H_
+#define PIPETRAIN_CLIENT_PLAN_COMMAND_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace pipetrain::client {
+
+struct PlanOptions {
+  std::string schedule = "1f1b";
+  int workers = 0;
+  int microbatches = 0;
+  int chunks = 0;               // 0 = the schedule's default
+  std::string costs = "1,1,1";  // "f,b,w" for one microbatch over a worker's whole share
+  double comm = 0.0;
+  double memory_budget = 0.0;  // units; 0 = the schedule's default limit
+  std::string format = "ascii";
+};
+
+struct PlanOutput {
+  std::string document;  // the rendering in the requested format
+  std::string summary;   // makespan, bubble ratio, peak memory per worker (text lines)
+};
+
+// InvalidArgument with a one-line message naming the flag and the allowed values on bad input.
+absl::StatusOr<PlanOutput> RunPlan(const PlanOptions& options);
+
+}  // namespace pipetrain::client
+
+#endif  // PIPETRAIN_CLIENT_PLAN_COMMAND_H_

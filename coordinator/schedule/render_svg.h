@@ -1,0 +1,22 @@
+// RenderSvg: a Gantt chart of a timeline as a standalone SVG document, like the papers'
+// figures: one row per worker, one box per compute action (F blue, B teal, W purple, BW
+// orange) with the microbatch number inside; a worker's later chunks use a lighter shade of
+// the same colour so a V or an interleaving is visible. A time axis and a legend are drawn
+// below. Output is deterministic (fixed number formatting), so it can be golden-tested.
+//
+// Thread-safety: pure function.
+#ifndef PIPETRAIN_COORDINATOR_SCHEDULE_RENDER_SVG_H_
+#define PIPETRAIN_COORDINATOR_SCHEDULE_RENDER_SVG_H_
+
+#include <string>
+
+#include "coordinator/schedule/schedule.h"
+#include "coordinator/schedule/simulator.h"
+
+namespace pipetrain::schedule {
+
+std::string RenderSvg(const Schedule& schedule, const SimResult& sim);
+
+}  // namespace pipetrain::schedule
+
+#endif  // PIPETRAIN_COORDINATOR_SCHEDULE_RENDER_SVG_H_
