@@ -1,0 +1,74 @@
+#include "worker/model/reference_trainer.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pipetrain::model {
+
+absl::StatusOr<std::unique_ptr<ReferenceTrainer>> ReferenceTrainer::Create(
+    kernels::Backend* backend, const data::Dataset* dataset,
+    const ReferenceTrainerConfig& config) {
+  if (config.model.vocab != dataset->vocab_size() || config.model.seq_len != dataset->seq_len()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model vocab/seq_len ", config.model.vocab, "/", config.model.seq_len,
+        " do not match dataset ", dataset->name(), " (", dataset->vocab_size(), "/",
+        dataset->seq_len(), ")"));
+  }
+  if (config.num_microbatches <= 0 || config.microbatch_size <= 0) {
+    return absl::InvalidArgumentError("num_microbatches and microbatch_size must be > 0");
+  }
+  std::unique_ptr<ReferenceTrainer> t(new ReferenceTrainer(dataset, config));
+  PT_ASSIGN_OR_RETURN(t->chunk_,
+                      GptChunk::Create(backend, config.model, WholeModel(config.model),
+                                       {.seed = config.seed,
+                                        .grad_accumulation = config.grad_accumulation}));
+  return t;
+}
+
+absl::StatusOr<StepStats> ReferenceTrainer::Step() {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t step = step_ + 1;
+  const int m_count = config_.num_microbatches;
+  PT_RETURN_IF_ERROR(chunk_->ZeroGrad());
+  StepStats stats;
+  stats.step = step;
+  data::Accuracy acc;
+  for (int m = 0; m < m_count; ++m) {
+    const data::Microbatch mb = dataset_->Get(step, m, config_.microbatch_size);
+    PT_ASSIGN_OR_RETURN(ForwardOutput out,
+                        chunk_->Forward(m, {mb.tokens, kernels::Tensor(), mb.targets,
+                                            1.0f / static_cast<float>(m_count)}));
+    stats.loss += out.loss / m_count;
+    acc.Add(data::Score(mb, out.predictions));
+    PT_ASSIGN_OR_RETURN(kernels::Tensor dx, chunk_->Backward(m, kernels::Tensor()));
+  }
+  PT_RETURN_IF_ERROR(chunk_->OptimizerStep(config_.adamw, step));
+  step_ = step;
+  stats.token_accuracy = acc.token_accuracy();
+  stats.exact_match = acc.exact_match();
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+absl::StatusOr<StepStats> ReferenceTrainer::Evaluate(int count) {
+  StepStats stats;
+  data::Accuracy acc;
+  constexpr int kEvalMb = 1 << 30;
+  for (int i = 0; i < count; ++i) {
+    const data::Microbatch mb = dataset_->Get(-1 - i, 0, config_.microbatch_size);
+    PT_ASSIGN_OR_RETURN(ForwardOutput out,
+                        chunk_->Forward(kEvalMb, {mb.tokens, kernels::Tensor(), mb.targets, 1.0f}));
+    chunk_->Discard(kEvalMb);
+    stats.loss += out.loss / count;
+    acc.Add(data::Score(mb, out.predictions));
+  }
+  stats.step = step_;
+  stats.token_accuracy = acc.token_accuracy();
+  stats.exact_match = acc.exact_match();
+  return stats;
+}
+
+}  // namespace pipetrain::model

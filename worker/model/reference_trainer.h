@@ -1,0 +1,69 @@
+// ReferenceTrainer: single-process training of the whole model as one GptChunk. It is the oracle
+// the pipelined runtime must reproduce (same losses, same weights).
+// One step (step numbers start at 1):
+//   ZeroGrad; for m = 0..M-1: mb = dataset.Get(step, m, microbatch_size);
+//     F(m, tokens, targets, loss_scale = 1/M); BW(m)       (so W runs in microbatch order)
+//   OptimizerStep(adamw, step)
+// Reported loss = sum_m loss_m / M (loss_m = mean token loss of microbatch m), i.e. the mean loss
+// when microbatches have equal target counts. With GradAccumulation::kMicrobatchOrdered (the
+// default) the gradients are summed per parameter in microbatch order no matter in which order
+// W runs, so a pipelined run with the same config, seed and the same ordered mode reproduces the
+// weights bitwise (given the same backend and BLAS thread count). No gradient clipping.
+// Thread-safety: not thread-safe.
+#ifndef PIPETRAIN_WORKER_MODEL_REFERENCE_TRAINER_H_
+#define PIPETRAIN_WORKER_MODEL_REFERENCE_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+#include "worker/data/dataset.h"
+#include "worker/model/gpt_chunk.h"
+
+namespace pipetrain::model {
+
+struct ReferenceTrainerConfig {
+  GptConfig model;  // vocab and seq_len must match the dataset
+  int num_microbatches = 4;
+  int microbatch_size = 16;
+  kernels::AdamWConfig adamw{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f,
+                             .weight_decay = 0.01f};
+  uint64_t seed = 1234;  // model initialisation
+  GradAccumulation grad_accumulation = GradAccumulation::kMicrobatchOrdered;
+};
+
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0;
+  double token_accuracy = 0;  // argmax accuracy on this step's scored positions (before update)
+  double exact_match = 0;     // fraction of sequences with every scored position right
+  double seconds = 0;
+};
+
+class ReferenceTrainer {
+ public:
+  // InvalidArgument if the model does not match the dataset or the config is bad.
+  static absl::StatusOr<std::unique_ptr<ReferenceTrainer>> Create(
+      kernels::Backend* backend, const data::Dataset* dataset,
+      const ReferenceTrainerConfig& config);
+
+  absl::StatusOr<StepStats> Step();
+  // Loss/accuracy on `count` microbatches of a held-out stream (step ids -1, -2, ...), no update.
+  absl::StatusOr<StepStats> Evaluate(int count);
+
+  int64_t steps_done() const { return step_; }
+  GptChunk* model() { return chunk_.get(); }
+
+ private:
+  ReferenceTrainer(const data::Dataset* dataset, const ReferenceTrainerConfig& config)
+      : dataset_(dataset), config_(config) {}
+  const data::Dataset* dataset_;
+  ReferenceTrainerConfig config_;
+  std::unique_ptr<GptChunk> chunk_;
+  int64_t step_ = 0;
+};
+
+}  // namespace pipetrain::model
+
+#endif  // PIPETRAIN_WORKER_MODEL_REFERENCE_TRAINER_H_

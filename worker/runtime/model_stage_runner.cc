@@ -1,0 +1,131 @@
+#include "worker/runtime/model_stage_runner.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pipetrain::worker {
+
+absl::StatusOr<std::unique_ptr<ModelStageRunner>> ModelStageRunner::Create(
+    kernels::Backend* backend, ModelStageConfig config) {
+  PT_RETURN_IF_ERROR(config.model.Validate());
+  PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> specs,
+                      model::SplitEvenly(config.model, config.num_stages));
+  auto runner = std::unique_ptr<ModelStageRunner>(new ModelStageRunner(backend, config));
+  for (int stage : runner->config_.stages) {
+    if (stage < 0 || stage >= config.num_stages) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage ", stage, " is outside 0..", config.num_stages - 1));
+    }
+    PT_ASSIGN_OR_RETURN(runner->chunks_[stage],
+                        model::GptChunk::Create(backend, config.model, specs[stage],
+                                                config.chunk));
+  }
+  return runner;
+}
+
+model::GptChunk* ModelStageRunner::chunk(int stage) {
+  auto it = chunks_.find(stage);
+  return it == chunks_.end() ? nullptr : it->second.get();
+}
+
+absl::StatusOr<model::GptChunk*> ModelStageRunner::Chunk(int stage) {
+  model::GptChunk* c = chunk(stage);
+  if (c == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("stage ", stage, " is not on this worker"));
+  }
+  return c;
+}
+
+int64_t ModelStageRunner::activation_bytes() const {
+  int64_t total = 0;
+  for (const auto& [stage, c] : chunks_) total += c->TotalActivationBytes();
+  return total;
+}
+
+void ModelStageRunner::Measure() { peak_bytes_ = std::max(peak_bytes_, activation_bytes()); }
+
+absl::Status ModelStageRunner::BeginStep(int step) {
+  step_ = step;
+  data_.clear();
+  loss_sum_ = 0;
+  losses_ = 0;
+  for (auto& [stage, c] : chunks_) PT_RETURN_IF_ERROR(c->ZeroGrad());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kernels::Tensor> ModelStageRunner::Forward(int stage, int microbatch,
+                                                          kernels::Tensor input) {
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  model::ForwardInput in;
+  if (c->spec().has_embedding || c->spec().has_head) {
+    auto it = data_.find(microbatch);
+    if (it == data_.end()) {
+      if (!config_.data) return absl::FailedPreconditionError("no data source on this worker");
+      PT_ASSIGN_OR_RETURN(MicrobatchData d, config_.data(step_, microbatch));
+      it = data_.emplace(microbatch, std::move(d)).first;
+    }
+    if (c->spec().has_embedding) in.tokens = it->second.tokens;
+    if (c->spec().has_head) {
+      in.targets = it->second.targets;
+      in.loss_scale = 1.0f / static_cast<float>(config_.num_microbatches);
+    }
+  }
+  in.activation = std::move(input);
+  PT_ASSIGN_OR_RETURN(model::ForwardOutput out, c->Forward(microbatch, std::move(in)));
+  if (c->spec().has_head) {
+    loss_sum_ += out.loss;
+    ++losses_;
+  }
+  Measure();
+  return std::move(out.activation);
+}
+
+absl::StatusOr<kernels::Tensor> ModelStageRunner::BackwardInput(int stage, int microbatch,
+                                                                kernels::Tensor grad_output) {
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  PT_ASSIGN_OR_RETURN(kernels::Tensor grad, c->BackwardInput(microbatch, std::move(grad_output)));
+  Measure();
+  return grad;
+}
+
+absl::Status ModelStageRunner::BackwardWeight(int stage, int microbatch) {
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  return c->BackwardWeight(microbatch);
+}
+
+absl::StatusOr<kernels::Tensor> ModelStageRunner::Backward(int stage, int microbatch,
+                                                           kernels::Tensor grad_output) {
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  return c->Backward(microbatch, std::move(grad_output));
+}
+
+absl::Status ModelStageRunner::Offload(int stage, int microbatch) {
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  PT_RETURN_IF_ERROR(c->Offload(microbatch));
+  offloaded_bytes_ += c->OffloadedBytes(microbatch);
+  return absl::OkStatus();
+}
+
+absl::Status ModelStageRunner::Reload(int stage, int microbatch) {
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  PT_RETURN_IF_ERROR(c->Reload(microbatch));
+  Measure();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<double>> ModelStageRunner::EndStep() {
+  for (auto& [stage, c] : chunks_) {
+    if (!c->InFlightMicrobatches().empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "stage ", stage, " still holds activations of ", c->InFlightMicrobatches().size(),
+          " microbatch(es) at the end of the step (a W or BW is missing)"));
+    }
+    PT_RETURN_IF_ERROR(c->OptimizerStep(config_.optimizer, step_ + 1));
+  }
+  if (losses_ == 0) return std::optional<double>();
+  return std::optional<double>(loss_sum_ / losses_);
+}
+
+}  // namespace pipetrain::worker
