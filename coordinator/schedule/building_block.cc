@@ -132,7 +132,7 @@ BuildingBlock MakeVBlock(int num_workers, const CostModel& costs, const VBlockSh
   const double busiest = *std::max_element(work.begin(), work.end());
   // The tightest period that tiles; fragments left by F and B may force a slightly longer one.
   for (int step = 0; step <= 40; ++step) {
-    block.interval = busiest * (1.0 + 0.025 * step);
+    block.interval = busiest * (1.0 + shape.period_stretch + 0.025 * step);
     if (PlaceVBlock(p, costs, shape, block.interval, block)) return block;
   }
   // Unreachable for sane costs (at 2x the work every pass fits); keep the block well-formed.

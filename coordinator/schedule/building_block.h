@@ -59,6 +59,10 @@ struct VBlockShape {
   double b1_gap = 0.0;
   double b0_gap = 0.0;
   double w_delay = 0.0;
+  // The period starts at (1 + period_stretch) x the busiest worker's work: a longer period
+  // leaves room so the chain rarely waits for a busy worker, which shortens lifespans (memory)
+  // at the price of a slower steady state; the list scheduler squeezes most of it back.
+  double period_stretch = 0.0;
 };
 
 // The interval is the busiest worker's work per microbatch (sum of its F, B, W costs), the

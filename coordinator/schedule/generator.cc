@@ -5,7 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "coordinator/schedule/auto_planner.h"
 #include "coordinator/schedule/generators_classic.h"
+#include "coordinator/schedule/v_generators.h"
 #include "coordinator/schedule/validator.h"
 
 namespace pipetrain::schedule {
@@ -25,6 +27,13 @@ const std::vector<GeneratorInfo>& Generators() {
        MakeInterleaved1F1B},
       {"zb-h1", "zero bubble H1: split B/W greedy at 1F1B memory (p units); any m", MakeZbH1},
       {"zb-h2", "zero bubble H2: split B/W greedy at 2p units; any m", MakeZbH2},
+      {"zb-v", "ZB-V: V-shape, backward-first greedy, peak <= p units; p >= 2, any m", MakeZbV},
+      {"v-zb", "V-ZB: V-shape building block, peak <= p units; p >= 2, any m", MakeVZb},
+      {"v-half", "V-Half: V-shape, peak <= (p+2)//2 units; p >= 2, any m", MakeVHalf},
+      {"v-min", "V-Min: V-shape, peak <= (p+4)//3 units; p >= 2, any m", MakeVMin},
+      {"v-adaptive", "V-shape block search under memory_limit (> 0); p >= 2, any m",
+       MakeVAdaptive},
+      {"auto", "fastest simulated schedule whose peak fits memory_limit", MakeAuto},
   };
   return *kTable;
 }

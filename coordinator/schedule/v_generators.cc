@@ -33,8 +33,8 @@ std::vector<VVariant> Expand(const std::vector<std::pair<std::string, VBlockShap
   return out;
 }
 
-VBlockShape Shape(double f0, double f1, double b1, double b0, double w_delay = 0.0) {
-  return VBlockShape{f0, f1, b1, b0, w_delay};
+VBlockShape Shape(double f0, double f1, double b1, double b0, double stretch = 0.0) {
+  return VBlockShape{f0, f1, b1, b0, 0.0, stretch};
 }
 
 // Smallest cap the V schedules accept: one microbatch on the fullest worker.
@@ -68,12 +68,20 @@ std::vector<VVariant> ZbVVariants() {
   return Expand({{"zbv", Shape(0, 0, 0, 0)}}, VPriority::kBackwardFirst);
 }
 std::vector<VVariant> VMinVariants() {
-  return Expand({{"tight", Shape(0, 0, 0, 0)}, {"half", Shape(1, 0, 1, 0)}}, VPriority::kBlock);
+  return Expand({{"tight", Shape(0, 0, 0, 0)},
+                 {"half", Shape(1, 0, 1, 0)},
+                 {"tight+10%", Shape(0, 0, 0, 0, 0.1)},
+                 {"tight+25%", Shape(0, 0, 0, 0, 0.25)}},
+                VPriority::kBlock);
 }
 std::vector<VVariant> VHalfVariants() {
-  return Expand(
-      {{"half", Shape(1, 0, 1, 0)}, {"tight", Shape(0, 0, 0, 0)}, {"wide", Shape(2, 0, 2, 0)}},
-      VPriority::kBlock);
+  return Expand({{"half", Shape(1, 0, 1, 0)},
+                 {"tight", Shape(0, 0, 0, 0)},
+                 {"wide", Shape(2, 0, 2, 0)},
+                 {"tight+10%", Shape(0, 0, 0, 0, 0.1)},
+                 {"tight+25%", Shape(0, 0, 0, 0, 0.25)},
+                 {"tight+50%", Shape(0, 0, 0, 0, 0.5)}},
+                VPriority::kBlock);
 }
 std::vector<VVariant> VZbVariants() {
   return Expand(

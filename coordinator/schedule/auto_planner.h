@@ -1,0 +1,45 @@
+// Memory-budget planner ("auto"): given the cost model and PipelineSpec.memory_limit (peak
+// activation units per worker; 0 = unlimited), try every schedule family in the registry
+// (V-shape: v-zb, zb-v, v-half, v-min and the adaptive V search under the limit; loop
+// placement: 1f1b, zb-h1, zb-h2, interleaved-1f1b, gpipe), Simulate each, and return the one
+// with the least simulated makespan whose simulated peak fits on every worker. When nothing
+// fits: ResourceExhausted with the smallest achievable peak and the knobs that would help.
+//
+// ExplainAuto returns the whole candidates table (for `pipetrain plan --explain`).
+//
+// Thread-safety: pure functions.
+#ifndef PIPETRAIN_COORDINATOR_SCHEDULE_AUTO_PLANNER_H_
+#define PIPETRAIN_COORDINATOR_SCHEDULE_AUTO_PLANNER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/schedule.h"
+
+namespace pipetrain::schedule {
+
+struct PlanCandidate {
+  std::string name;        // registry name
+  bool generated = false;  // false: the generator refused the spec (see `error`)
+  std::string error;
+  double makespan = 0.0;  // simulated
+  double bubble = 0.0;    // simulated bubble ratio
+  double peak = 0.0;      // simulated peak over workers (units)
+  bool fits = false;      // generated and peak <= memory_limit (or no limit)
+  bool chosen = false;
+};
+
+// Every candidate, in the order tried; exactly one has chosen = true when any fits.
+std::vector<PlanCandidate> ExplainAuto(const PipelineSpec& spec);
+
+// Fixed-width text table of ExplainAuto's result.
+std::string FormatCandidates(const std::vector<PlanCandidate>& candidates);
+
+// The registry's "auto" generator.
+absl::StatusOr<Schedule> MakeAuto(const PipelineSpec& spec);
+
+}  // namespace pipetrain::schedule
+
+#endif  // PIPETRAIN_COORDINATOR_SCHEDULE_AUTO_PLANNER_H_
