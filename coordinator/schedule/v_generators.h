@@ -11,15 +11,18 @@
 // Memory laws (units = one microbatch's activations for a worker's whole share; each chunk holds
 // 1/2), guaranteed for ANY costs because peak memory depends on the action order only:
 //   v-min  peak <= (p+4)//3      v-half peak <= (p+2)//2      v-zb, zb-v peak <= p
-// and equal to the law once m is large enough to fill it (tests: m >= p). spec.memory_limit,
-// when set, lowers the cap further.
+// v-min's peak equals its law for unit costs and m >= p (tested p = 2..32); v-half may pick a
+// lower-memory plan when it is faster. spec.memory_limit, when set, lowers the cap further.
 //
-// Bubbles (unit costs, tested): v-zb and zb-v <= 0.05 for m >= 2p; v-half about half of 1F1B's;
-// v-min about two thirds. How V-Min degrades with unequal F/B/W: its cap leaves no slack, so the
-// repeated block's period is set by the slowest leg rather than by F+B+W: when B (or F)
-// dominates, the passes of the other kind cannot fill the wait and a per-microbatch bubble
-// appears that grows linearly with m (see docs/SCHEDULES.md for measured numbers). The paper's
-// near-zero-bubble condition at half memory is W+2B >= 2F and W+2F >= 2B.
+// Bubbles (unit costs, tested): v-zb and zb-v <= 0.10 for m >= 2p (measured <= 0.09; the
+// paper's ~0 is not reached); v-min <= 0.8x 1F1B's (measured ~0.7x); v-half <= 1F1B's (it
+// currently settles on the V-Min-level plan, ~0.7x, not the paper's 0.5x).
+// How V-Min degrades with unequal F/B/W: its cap is sized for unit costs. The chunk-0 lifespan
+// on worker 0 is a round trip, ~p(F+B); in-flight microbatches needed = that / (F+B+W). When B
+// or F dominates this exceeds the cap, the steady state is memory-starved and a per-microbatch
+// bubble appears that does not shrink with m (1:2:1, p=16, m=64: 0.64 vs 1F1B 0.19; see
+// docs/SCHEDULES.md). The paper's near-zero-bubble condition at half memory is W+2B >= 2F and
+// W+2F >= 2B. KNOWN GAP: v-half with B = 2F is above 1F1B at p >= 8 for the same reason.
 //
 // Limits: p >= 2, m >= 1, chunks_per_worker 0 or 2, stage_costs (if given) 2p entries;
 // memory_limit either 0 or at least one microbatch (1 unit). Others: InvalidArgument /
