@@ -32,7 +32,7 @@ class Dataset {
 
 struct Accuracy {
   int64_t correct_tokens = 0;
-  int64_t scored_tokens = 0;   // positions with a target
+  int64_t scored_tokens = 0;    // positions with a target
   int64_t exact_sequences = 0;  // sequences with every scored position correct
   int64_t sequences = 0;
   void Add(const Accuracy& o);

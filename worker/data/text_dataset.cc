@@ -7,23 +7,22 @@
 
 namespace pipetrain::data {
 
-absl::StatusOr<std::unique_ptr<TextDataset>> TextDataset::Open(const std::string& path,
-                                                               int seq_len, uint64_t seed) {
+absl::StatusOr<std::unique_ptr<TextDataset>> TextDataset::Open(const std::string& path, int seq_len,
+                                                               uint64_t seed) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read text file ", path));
   std::ostringstream buf;
   buf << in.rdbuf();
   std::string text = buf.str();
   if (seq_len <= 0 || static_cast<int64_t>(text.size()) <= seq_len + 1) {
-    return absl::InvalidArgumentError(absl::StrCat("text file ", path, " has ", text.size(),
-                                                   " bytes; need more than seq_len + 1 = ",
-                                                   seq_len + 1));
+    return absl::InvalidArgumentError(
+        absl::StrCat("text file ", path, " has ", text.size(),
+                     " bytes; need more than seq_len + 1 = ", seq_len + 1));
   }
   return std::unique_ptr<TextDataset>(new TextDataset(path, std::move(text), seq_len, seed));
 }
 
-std::unique_ptr<TextDataset> TextDataset::FromString(std::string text, int seq_len,
-                                                     uint64_t seed) {
+std::unique_ptr<TextDataset> TextDataset::FromString(std::string text, int seq_len, uint64_t seed) {
   return std::unique_ptr<TextDataset>(new TextDataset("<string>", std::move(text), seq_len, seed));
 }
 

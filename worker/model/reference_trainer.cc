@@ -8,22 +8,20 @@
 namespace pipetrain::model {
 
 absl::StatusOr<std::unique_ptr<ReferenceTrainer>> ReferenceTrainer::Create(
-    kernels::Backend* backend, const data::Dataset* dataset,
-    const ReferenceTrainerConfig& config) {
+    kernels::Backend* backend, const data::Dataset* dataset, const ReferenceTrainerConfig& config) {
   if (config.model.vocab != dataset->vocab_size() || config.model.seq_len != dataset->seq_len()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model vocab/seq_len ", config.model.vocab, "/", config.model.seq_len,
-        " do not match dataset ", dataset->name(), " (", dataset->vocab_size(), "/",
-        dataset->seq_len(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("model vocab/seq_len ", config.model.vocab, "/",
+                                                   config.model.seq_len, " do not match dataset ",
+                                                   dataset->name(), " (", dataset->vocab_size(),
+                                                   "/", dataset->seq_len(), ")"));
   }
   if (config.num_microbatches <= 0 || config.microbatch_size <= 0) {
     return absl::InvalidArgumentError("num_microbatches and microbatch_size must be > 0");
   }
   std::unique_ptr<ReferenceTrainer> t(new ReferenceTrainer(dataset, config));
-  PT_ASSIGN_OR_RETURN(t->chunk_,
-                      GptChunk::Create(backend, config.model, WholeModel(config.model),
-                                       {.seed = config.seed,
-                                        .grad_accumulation = config.grad_accumulation}));
+  PT_ASSIGN_OR_RETURN(t->chunk_, GptChunk::Create(backend, config.model, WholeModel(config.model),
+                                                  {.seed = config.seed,
+                                                   .grad_accumulation = config.grad_accumulation}));
   return t;
 }
 
@@ -48,8 +46,7 @@ absl::StatusOr<StepStats> ReferenceTrainer::Step() {
   step_ = step;
   stats.token_accuracy = acc.token_accuracy();
   stats.exact_match = acc.exact_match();
-  stats.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }
 

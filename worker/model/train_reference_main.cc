@@ -12,7 +12,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"pipetrain reference trainer (single process, CPU)"};
-  int steps = 300, layers = 2, hidden = 64, heads = 4, ffn = 256, digits = 3, seq_len = 64;
+  int steps = 600, layers = 2, hidden = 64, heads = 4, ffn = 256, digits = 2, seq_len = 64;
   int microbatches = 4, microbatch_size = 16, blas_threads = 1, eval_every = 50;
   float lr = 3e-3f, weight_decay = 0.01f;
   uint64_t seed = 1234;
