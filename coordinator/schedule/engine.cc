@@ -10,25 +10,18 @@ namespace {
 
 constexpr double kNotDone = -1.0;
 
-// All per-(stage, microbatch) completion times, indexed s * m + i.
-struct Keys {
-  explicit Keys(size_t n)
-      : f_end(n, kNotDone),
-        bwd_end(n, kNotDone),
-        act_arrival(n, kNotDone),
-        grad_arrival(n, kNotDone),
-        recv_act(n, kNotDone),
-        recv_grad(n, kNotDone),
-        offload_end(n, kNotDone),
-        reload_end(n, kNotDone) {}
-  std::vector<double> f_end, bwd_end, act_arrival, grad_arrival, recv_act, recv_grad, offload_end,
-      reload_end;
+// All per-(stage, microbatch) completion times, one cache line per (stage, microbatch) so an
+// action touches its own line and its neighbour stage's line only.
+struct Slot {
+  double f_end = kNotDone, bwd_end = kNotDone, act_arrival = kNotDone, grad_arrival = kNotDone,
+         recv_act = kNotDone, recv_grad = kNotDone, offload_end = kNotDone, reload_end = kNotDone;
 };
 
 class Engine {
  public:
-  Engine(const Schedule& s, const CostModel& c)
-      : sched_(s),
+  Engine(const Schedule& s, const CostModel& c, bool record)
+      : record_(record),
+        sched_(s),
         costs_(c),
         p_(s.num_workers),
         n_stages_(s.num_stages),
@@ -41,9 +34,10 @@ class Engine {
     run.start.resize(p_);
     run.end.resize(p_);
     run.memory_events.resize(p_);
-    for (int w = 0; w < p_; ++w) {
+    for (int w = 0; w < p_ && record_; ++w) {
       run.start[w].assign(sched_.worker_actions[w].size(), kNotDone);
       run.end[w].assign(sched_.worker_actions[w].size(), kNotDone);
+      run.memory_events[w].reserve(sched_.worker_actions[w].size());
     }
     std::vector<int> pos(p_, 0);
     std::vector<double> free_at(p_, 0.0), copy_free(p_, 0.0);
@@ -58,6 +52,7 @@ class Engine {
         queue.push_back(u);
       }
     };
+    std::vector<MemoryEvent> scratch;  // memory events are dropped when not recording
     while (!queue.empty()) {
       const int w = queue.front();
       queue.pop_front();
@@ -70,21 +65,22 @@ class Engine {
         const size_t key = Key(a.stage, a.microbatch);
         const StageCost& sc = costs_.stages[a.stage];
         double start = std::max(free_at[w], ready), end = start;
-        auto& mem = run.memory_events[w];
+        if (!record_) scratch.clear();
+        auto& mem = record_ ? run.memory_events[w] : scratch;
         switch (a.kind) {
           case ActionKind::kF:
             end = start + sc.f;
-            keys_.f_end[key] = end;
+            keys_[key].f_end = end;
             mem.push_back({start, sc.activation});
             break;
           case ActionKind::kB:
             end = start + sc.b;
-            keys_.bwd_end[key] = end;
+            keys_[key].bwd_end = end;
             if (sc.freed_by_b != 0) mem.push_back({end, -sc.freed_by_b});
             break;
           case ActionKind::kBW:
             end = start + sc.FusedBackward();
-            keys_.bwd_end[key] = end;
+            keys_[key].bwd_end = end;
             mem.push_back({end, -sc.activation});
             break;
           case ActionKind::kW:
@@ -92,38 +88,40 @@ class Engine {
             mem.push_back({end, -(sc.activation - sc.freed_by_b)});
             break;
           case ActionKind::kSendAct:
-            if (a.stage + 1 < n_stages_) keys_.act_arrival[key + m_] = end + costs_.comm;
+            if (a.stage + 1 < n_stages_) keys_[key + 1].act_arrival = end + costs_.comm;
             break;
           case ActionKind::kSendGrad:
-            if (a.stage > 0) keys_.grad_arrival[key - m_] = end + costs_.comm;
+            if (a.stage > 0) keys_[key - 1].grad_arrival = end + costs_.comm;
             break;
           case ActionKind::kRecvAct:
             start = free_at[w];
             end = std::max(start, ready);
-            keys_.recv_act[key] = end;
+            keys_[key].recv_act = end;
             break;
           case ActionKind::kRecvGrad:
             start = free_at[w];
             end = std::max(start, ready);
-            keys_.recv_grad[key] = end;
+            keys_[key].recv_grad = end;
             break;
           case ActionKind::kOffload:
             start = std::max(start, copy_free[w]);
             end = start + costs_.offload;
             copy_free[w] = end;
-            keys_.offload_end[key] = end;
+            keys_[key].offload_end = end;
             mem.push_back({end, -sc.activation});
             break;
           case ActionKind::kReload:
             start = std::max(start, copy_free[w]);
             end = start + costs_.reload;
             copy_free[w] = end;
-            keys_.reload_end[key] = end;
+            keys_[key].reload_end = end;
             mem.push_back({start, sc.activation});
             break;
         }
-        run.start[w][pos[w]] = start;
-        run.end[w][pos[w]] = end;
+        if (record_) {
+          run.start[w][pos[w]] = start;
+          run.end[w][pos[w]] = end;
+        }
         // Offload copies run beside compute; everything else holds the worker until `end`.
         if (!IsOffload(a.kind)) free_at[w] = end;
         ++pos[w];
@@ -144,7 +142,8 @@ class Engine {
   }
 
  private:
-  size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * m_ + mb; }
+  // Microbatch-major: an action and its neighbour-stage input share a cache line or the next.
+  size_t Key(int stage, int mb) const { return static_cast<size_t>(mb) * n_stages_ + stage; }
   bool Cross(int stage_a, int stage_b) const {
     return sched_.stage_to_worker[stage_a] != sched_.stage_to_worker[stage_b];
   }
@@ -163,31 +162,31 @@ class Engine {
       case ActionKind::kF: {
         if (a.stage == 0) return true;
         const bool cross = Cross(a.stage - 1, a.stage);
-        if (cross && explicit_) return need(keys_.recv_act[key], 0);
-        return need(keys_.f_end[key - m_], cross ? costs_.comm : 0);
+        if (cross && explicit_) return need(keys_[key].recv_act, 0);
+        return need(keys_[key - 1].f_end, cross ? costs_.comm : 0);
       }
       case ActionKind::kB:
       case ActionKind::kBW: {
-        if (!need(keys_.f_end[key], 0)) return false;
-        if (keys_.offload_end[key] >= 0 && !need(keys_.reload_end[key], 0)) return false;
+        if (!need(keys_[key].f_end, 0)) return false;
+        if (keys_[key].offload_end >= 0 && !need(keys_[key].reload_end, 0)) return false;
         if (a.stage == n_stages_ - 1) return true;
         const bool cross = Cross(a.stage + 1, a.stage);
-        if (cross && explicit_) return need(keys_.recv_grad[key], 0);
-        return need(keys_.bwd_end[key + m_], cross ? costs_.comm : 0);
+        if (cross && explicit_) return need(keys_[key].recv_grad, 0);
+        return need(keys_[key + 1].bwd_end, cross ? costs_.comm : 0);
       }
       case ActionKind::kW:
-        return need(keys_.bwd_end[key], 0);
+        return need(keys_[key].bwd_end, 0);
       case ActionKind::kSendAct:
       case ActionKind::kOffload:
-        return need(keys_.f_end[key], 0);
+        return need(keys_[key].f_end, 0);
       case ActionKind::kSendGrad:
-        return need(keys_.bwd_end[key], 0);
+        return need(keys_[key].bwd_end, 0);
       case ActionKind::kRecvAct:
-        return need(keys_.act_arrival[key], 0);
+        return need(keys_[key].act_arrival, 0);
       case ActionKind::kRecvGrad:
-        return need(keys_.grad_arrival[key], 0);
+        return need(keys_[key].grad_arrival, 0);
       case ActionKind::kReload:
-        return need(keys_.offload_end[key], 0);
+        return need(keys_[key].offload_end, 0);
     }
     return false;
   }
@@ -208,8 +207,8 @@ class Engine {
         return "waiting for F of " + Producer("stage/microbatch", s - 1, i);
       case ActionKind::kB:
       case ActionKind::kBW:
-        if (!done(keys_.f_end[key])) return "waiting for its own forward F of this stage";
-        if (done(keys_.offload_end[key]) && !done(keys_.reload_end[key])) {
+        if (!done(keys_[key].f_end)) return "waiting for its own forward F of this stage";
+        if (done(keys_[key].offload_end) && !done(keys_[key].reload_end)) {
           return "waiting for RELOAD of its offloaded activations";
         }
         if (Cross(s + 1, s) && explicit_) return "waiting for RECV_B of this stage";
@@ -231,11 +230,12 @@ class Engine {
     return "waiting";
   }
 
+  const bool record_;
   const Schedule& sched_;
   const CostModel& costs_;
   const int p_, n_stages_, m_;
   const bool explicit_;
-  Keys keys_;
+  std::vector<Slot> keys_;
 };
 
 }  // namespace
@@ -291,8 +291,8 @@ absl::Status CheckEngineInput(const Schedule& s, const CostModel& costs) {
   return absl::OkStatus();
 }
 
-EngineRun RunEngine(const Schedule& schedule, const CostModel& costs) {
-  return Engine(schedule, costs).Run();
+EngineRun RunEngine(const Schedule& schedule, const CostModel& costs, bool record) {
+  return Engine(schedule, costs, record).Run();
 }
 
 }  // namespace pipetrain::schedule

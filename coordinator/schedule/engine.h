@@ -49,8 +49,9 @@ struct EngineRun {
 // microbatch of every action in range, costs sized to the stages). InvalidArgument otherwise.
 absl::Status CheckEngineInput(const Schedule& schedule, const CostModel& costs);
 
-// Runs the schedule. `costs` must have one entry per stage (CheckEngineInput first).
-EngineRun RunEngine(const Schedule& schedule, const CostModel& costs);
+// Runs the schedule. `costs` must have one entry per stage (CheckEngineInput first). With
+// record = false only the deadlock fields are filled (the validator's dry run).
+EngineRun RunEngine(const Schedule& schedule, const CostModel& costs, bool record = true);
 
 // Whether the schedule carries explicit SEND/RECV actions.
 bool HasTransfers(const Schedule& schedule);

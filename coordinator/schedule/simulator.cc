@@ -61,9 +61,11 @@ absl::StatusOr<SimResult> Simulate(const Schedule& schedule, const CostModel& co
     // Memory step function; at equal times frees go first (an action ending at t and the next
     // starting at t are never resident together).
     auto& ev = run.memory_events[w];
-    std::stable_sort(ev.begin(), ev.end(), [](const MemoryEvent& a, const MemoryEvent& b) {
+    auto before = [](const MemoryEvent& a, const MemoryEvent& b) {
       return a.time < b.time || (a.time == b.time && a.delta < b.delta);
-    });
+    };
+    if (!std::is_sorted(ev.begin(), ev.end(), before))
+      std::stable_sort(ev.begin(), ev.end(), before);
     double held = 0.0, peak = 0.0;
     auto& curve = r.memory_curve[w];
     curve.push_back({0.0, 0.0});

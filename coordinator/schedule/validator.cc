@@ -85,48 +85,49 @@ class Validator {
 
   absl::Status Record(const Action& a, int w, int k) {
     const Pos here{w, k};
-    const std::string name = ToString(a);
+    // Names are built only on the error paths: this runs once per action.
     if (a.stage < 0 || a.stage >= s_.num_stages) {
-      return FailAt(
-          absl::StrCat(name, ": stage ", a.stage, " out of range, allowed 0..", s_.num_stages - 1),
-          here);
+      return FailAt(absl::StrCat(ToString(a), ": stage ", a.stage, " out of range, allowed 0..",
+                                 s_.num_stages - 1),
+                    here);
     }
     if (a.microbatch < 0 || a.microbatch >= m_) {
-      return FailAt(
-          absl::StrCat(name, ": microbatch ", a.microbatch, " out of range, allowed 0..", m_ - 1),
-          here);
+      return FailAt(absl::StrCat(ToString(a), ": microbatch ", a.microbatch,
+                                 " out of range, allowed 0..", m_ - 1),
+                    here);
     }
     const int owner = WorkerOf(a.stage);
     if (IsTransfer(a.kind)) {
       const int peer = PeerStage(a);
       if (peer < 0 || peer >= s_.num_stages) {
-        return FailAt(absl::StrCat(name,
+        return FailAt(absl::StrCat(ToString(a),
                                    ": transfer over a stage edge that does not exist (peer "
                                    "stage ",
                                    peer, ")"),
                       here);
       }
       if (owner != w) {
-        return FailAt(absl::StrCat(name, ": ", IsRecv(a.kind) ? "RECV" : "SEND",
+        return FailAt(absl::StrCat(ToString(a), ": ", IsRecv(a.kind) ? "RECV" : "SEND",
                                    " on the wrong worker: it belongs on worker ", owner,
                                    " (which holds stage ", a.stage, "), found on worker ", w),
                       here);
       }
       if (WorkerOf(peer) == w) {
-        return FailAt(absl::StrCat(name, ": transfer between stages ", a.stage, " and ", peer,
-                                   " which are both on worker ", w,
+        return FailAt(absl::StrCat(ToString(a), ": transfer between stages ", a.stage, " and ",
+                                   peer, " which are both on worker ", w,
                                    " (same-worker hand-offs need no transfer)"),
                       here);
       }
     } else if (owner != w) {
-      return FailAt(absl::StrCat(name, ": action on the wrong worker: stage ", a.stage,
+      return FailAt(absl::StrCat(ToString(a), ": action on the wrong worker: stage ", a.stage,
                                  " is placed on worker ", owner, ", found on worker ", w),
                     here);
     }
     Pos& slot = pos_[static_cast<int>(a.kind)][Key(a.stage, a.microbatch)];
     if (slot.Found()) {
-      return FailAt(absl::StrCat("duplicate ", KindToken(a.kind), ": ", name, " appears twice"),
-                    here, slot);
+      return FailAt(
+          absl::StrCat("duplicate ", KindToken(a.kind), ": ", ToString(a), " appears twice"), here,
+          slot);
     }
     slot = here;
     return absl::OkStatus();
@@ -193,31 +194,31 @@ class Validator {
                          int i, Pos producer, Pos consumer) const {
     const Pos& send = At(send_kind, send_stage, i);
     const Pos& recv = At(recv_kind, recv_stage, i);
-    const std::string send_name = Name(send_kind, send_stage, i);
-    const std::string recv_name = Name(recv_kind, recv_stage, i);
+    auto send_name = [&] { return Name(send_kind, send_stage, i); };
+    auto recv_name = [&] { return Name(recv_kind, recv_stage, i); };
     if (send.Found() && !recv.Found()) {
-      return FailAt(absl::StrCat("unmatched SEND: ", send_name, " has no ", recv_name,
+      return FailAt(absl::StrCat("unmatched SEND: ", send_name(), " has no ", recv_name(),
                                  " on worker ", WorkerOf(recv_stage)),
                     send);
     }
     if (recv.Found() && !send.Found()) {
-      return FailAt(absl::StrCat("unmatched RECV: ", recv_name, " has no ", send_name,
+      return FailAt(absl::StrCat("unmatched RECV: ", recv_name(), " has no ", send_name(),
                                  " on worker ", WorkerOf(send_stage)),
                     recv);
     }
     if (!send.Found()) {
       return Fail(absl::StrCat("missing transfer: the schedule has explicit transfers but no ",
-                               send_name, "/", recv_name, " pair between workers ",
+                               send_name(), "/", recv_name(), " pair between workers ",
                                WorkerOf(send_stage), " and ", WorkerOf(recv_stage)),
                   {{consumer.worker, consumer.index}});
     }
     if (send.index < producer.index) {
-      return FailAt(absl::StrCat("SEND before its producer: ", send_name, " comes before ",
+      return FailAt(absl::StrCat("SEND before its producer: ", send_name(), " comes before ",
                                  ToString(s_.worker_actions[producer.worker][producer.index])),
                     send, producer);
     }
     if (recv.index > consumer.index) {
-      return FailAt(absl::StrCat("RECV after its consumer: ", recv_name, " comes after ",
+      return FailAt(absl::StrCat("RECV after its consumer: ", recv_name(), " comes after ",
                                  ToString(s_.worker_actions[consumer.worker][consumer.index])),
                     recv, consumer);
     }
@@ -278,7 +279,7 @@ class Validator {
     StageCost sc;
     sc.f = sc.b = sc.w = 0;
     zero.stages.assign(s_.num_stages, sc);
-    const EngineRun run = RunEngine(s_, zero);
+    const EngineRun run = RunEngine(s_, zero, /*record=*/false);
     if (!run.deadlocked) return absl::OkStatus();
     std::string what = "deadlock: no worker can make progress (cross-worker dependency cycle)";
     std::vector<std::pair<int, int>> marks;
