@@ -10,12 +10,25 @@ namespace {
 
 constexpr double kNotDone = -1.0;
 
-// All per-(stage, microbatch) completion times, one cache line per (stage, microbatch) so an
-// action touches its own line and its neighbour stage's line only.
-struct Slot {
-  double f_end = kNotDone, bwd_end = kNotDone, act_arrival = kNotDone, grad_arrival = kNotDone,
-         recv_act = kNotDone, recv_grad = kNotDone, offload_end = kNotDone, reload_end = kNotDone;
+// Per-(stage, microbatch) completion times. The hot pair (16 bytes) is all a compute-only
+// schedule touches, so p=64, m=1024 fits in L2; transfer and offload times live apart and are
+// allocated only when the schedule has such actions.
+struct Hot {
+  double f_end = kNotDone, bwd_end = kNotDone;
 };
+struct Cold {
+  double act_arrival = kNotDone, grad_arrival = kNotDone, recv_act = kNotDone, recv_grad = kNotDone,
+         offload_end = kNotDone, reload_end = kNotDone;
+};
+
+bool HasOffload(const Schedule& schedule) {
+  for (const auto& list : schedule.worker_actions) {
+    for (const Action& a : list) {
+      if (IsOffload(a.kind)) return true;
+    }
+  }
+  return false;
+}
 
 class Engine {
  public:
@@ -27,7 +40,9 @@ class Engine {
         n_stages_(s.num_stages),
         m_(s.num_microbatches),
         explicit_(HasTransfers(s)),
-        keys_(static_cast<size_t>(s.num_stages) * s.num_microbatches) {}
+        has_offload_(HasOffload(s)),
+        hot_(static_cast<size_t>(s.num_stages) * s.num_microbatches),
+        cold_(explicit_ || has_offload_ ? hot_.size() : 0) {}
 
   EngineRun Run() {
     EngineRun run;
@@ -70,17 +85,17 @@ class Engine {
         switch (a.kind) {
           case ActionKind::kF:
             end = start + sc.f;
-            keys_[key].f_end = end;
+            hot_[key].f_end = end;
             mem.push_back({start, sc.activation});
             break;
           case ActionKind::kB:
             end = start + sc.b;
-            keys_[key].bwd_end = end;
+            hot_[key].bwd_end = end;
             if (sc.freed_by_b != 0) mem.push_back({end, -sc.freed_by_b});
             break;
           case ActionKind::kBW:
             end = start + sc.FusedBackward();
-            keys_[key].bwd_end = end;
+            hot_[key].bwd_end = end;
             mem.push_back({end, -sc.activation});
             break;
           case ActionKind::kW:
@@ -88,33 +103,33 @@ class Engine {
             mem.push_back({end, -(sc.activation - sc.freed_by_b)});
             break;
           case ActionKind::kSendAct:
-            if (a.stage + 1 < n_stages_) keys_[key + 1].act_arrival = end + costs_.comm;
+            if (a.stage + 1 < n_stages_) cold_[key + 1].act_arrival = end + costs_.comm;
             break;
           case ActionKind::kSendGrad:
-            if (a.stage > 0) keys_[key - 1].grad_arrival = end + costs_.comm;
+            if (a.stage > 0) cold_[key - 1].grad_arrival = end + costs_.comm;
             break;
           case ActionKind::kRecvAct:
             start = free_at[w];
             end = std::max(start, ready);
-            keys_[key].recv_act = end;
+            cold_[key].recv_act = end;
             break;
           case ActionKind::kRecvGrad:
             start = free_at[w];
             end = std::max(start, ready);
-            keys_[key].recv_grad = end;
+            cold_[key].recv_grad = end;
             break;
           case ActionKind::kOffload:
             start = std::max(start, copy_free[w]);
             end = start + costs_.offload;
             copy_free[w] = end;
-            keys_[key].offload_end = end;
+            cold_[key].offload_end = end;
             mem.push_back({end, -sc.activation});
             break;
           case ActionKind::kReload:
             start = std::max(start, copy_free[w]);
             end = start + costs_.reload;
             copy_free[w] = end;
-            keys_[key].reload_end = end;
+            cold_[key].reload_end = end;
             mem.push_back({start, sc.activation});
             break;
         }
@@ -162,31 +177,33 @@ class Engine {
       case ActionKind::kF: {
         if (a.stage == 0) return true;
         const bool cross = Cross(a.stage - 1, a.stage);
-        if (cross && explicit_) return need(keys_[key].recv_act, 0);
-        return need(keys_[key - 1].f_end, cross ? costs_.comm : 0);
+        if (cross && explicit_) return need(cold_[key].recv_act, 0);
+        return need(hot_[key - 1].f_end, cross ? costs_.comm : 0);
       }
       case ActionKind::kB:
       case ActionKind::kBW: {
-        if (!need(keys_[key].f_end, 0)) return false;
-        if (keys_[key].offload_end >= 0 && !need(keys_[key].reload_end, 0)) return false;
+        if (!need(hot_[key].f_end, 0)) return false;
+        if (has_offload_ && cold_[key].offload_end >= 0 && !need(cold_[key].reload_end, 0)) {
+          return false;
+        }
         if (a.stage == n_stages_ - 1) return true;
         const bool cross = Cross(a.stage + 1, a.stage);
-        if (cross && explicit_) return need(keys_[key].recv_grad, 0);
-        return need(keys_[key + 1].bwd_end, cross ? costs_.comm : 0);
+        if (cross && explicit_) return need(cold_[key].recv_grad, 0);
+        return need(hot_[key + 1].bwd_end, cross ? costs_.comm : 0);
       }
       case ActionKind::kW:
-        return need(keys_[key].bwd_end, 0);
+        return need(hot_[key].bwd_end, 0);
       case ActionKind::kSendAct:
       case ActionKind::kOffload:
-        return need(keys_[key].f_end, 0);
+        return need(hot_[key].f_end, 0);
       case ActionKind::kSendGrad:
-        return need(keys_[key].bwd_end, 0);
+        return need(hot_[key].bwd_end, 0);
       case ActionKind::kRecvAct:
-        return need(keys_[key].act_arrival, 0);
+        return need(cold_[key].act_arrival, 0);
       case ActionKind::kRecvGrad:
-        return need(keys_[key].grad_arrival, 0);
+        return need(cold_[key].grad_arrival, 0);
       case ActionKind::kReload:
-        return need(keys_[key].offload_end, 0);
+        return need(cold_[key].offload_end, 0);
     }
     return false;
   }
@@ -207,8 +224,8 @@ class Engine {
         return "waiting for F of " + Producer("stage/microbatch", s - 1, i);
       case ActionKind::kB:
       case ActionKind::kBW:
-        if (!done(keys_[key].f_end)) return "waiting for its own forward F of this stage";
-        if (done(keys_[key].offload_end) && !done(keys_[key].reload_end)) {
+        if (!done(hot_[key].f_end)) return "waiting for its own forward F of this stage";
+        if (has_offload_ && done(cold_[key].offload_end) && !done(cold_[key].reload_end)) {
           return "waiting for RELOAD of its offloaded activations";
         }
         if (Cross(s + 1, s) && explicit_) return "waiting for RECV_B of this stage";
@@ -235,7 +252,9 @@ class Engine {
   const CostModel& costs_;
   const int p_, n_stages_, m_;
   const bool explicit_;
-  std::vector<Slot> keys_;
+  const bool has_offload_;
+  std::vector<Hot> hot_;
+  std::vector<Cold> cold_;
 };
 
 }  // namespace

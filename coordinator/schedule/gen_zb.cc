@@ -53,7 +53,8 @@ absl::StatusOr<Schedule> MakeZb(const PipelineSpec& spec, const char* name, int 
   }
   Schedule s = MakeEmptySchedule(name, p, m, LoopPlacement(p, 1));
   std::vector<double> f_end(static_cast<size_t>(p) * m, kInf), b_end(f_end);
-  auto at = [m](int w, int i) { return static_cast<size_t>(w) * m + i; };
+  // Microbatch-major so a worker and its neighbours read adjacent entries.
+  auto at = [p](int w, int i) { return static_cast<size_t>(i) * p + w; };
   std::vector<WorkerState> st(p);
   using Entry = std::tuple<double, int, int>;  // time, worker, token
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
