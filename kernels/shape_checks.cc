@@ -42,4 +42,16 @@ absl::Status CheckNumel(absl::string_view op, absl::string_view arg, const Tenso
   return absl::OkStatus();
 }
 
+absl::Status CheckIds(absl::string_view op, absl::Span<const int32_t> ids, int64_t limit,
+                      bool allow_ignore) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (allow_ignore && ids[i] == -1) continue;
+    if (ids[i] < 0 || ids[i] >= limit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": id ", ids[i], " at position ", i, " is outside [0, ", limit, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace pipetrain::kernels

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "kernels/tensor.h"
 
 namespace pipetrain::kernels {
@@ -24,6 +25,10 @@ absl::Status CheckMatrix(absl::string_view op, absl::string_view arg, const Tens
                          int64_t cols);
 // CheckDevice plus numel == n.
 absl::Status CheckNumel(absl::string_view op, absl::string_view arg, const Tensor& t, int64_t n);
+
+// Every id in [0, limit) (kIgnoreTarget = -1 also allowed when allow_ignore).
+absl::Status CheckIds(absl::string_view op, absl::Span<const int32_t> ids, int64_t limit,
+                      bool allow_ignore);
 
 }  // namespace pipetrain::kernels
 

@@ -10,19 +10,6 @@
 namespace pipetrain::kernels {
 namespace {
 
-absl::Status CheckIds(absl::string_view op, absl::Span<const int32_t> ids, int64_t vocab,
-                      bool allow_ignore) {
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int32_t id = ids[i];
-    if (allow_ignore && id == kIgnoreTarget) continue;
-    if (id < 0 || id >= vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": id ", id, " at position ", i, " is outside [0, ", vocab, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluA = 0.044715f;
 

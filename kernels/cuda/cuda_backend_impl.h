@@ -1,0 +1,39 @@
+// CudaBackend::Impl: the cuBLAS handle, uncounted scratch buffers and a row-major
+// strided-batched GEMM helper shared by the CudaBackend translation units. Internal header.
+// Thread-safety: owned by one CudaBackend; same rules.
+#ifndef PIPETRAIN_KERNELS_CUDA_CUDA_BACKEND_IMPL_H_
+#define PIPETRAIN_KERNELS_CUDA_CUDA_BACKEND_IMPL_H_
+
+#include <cublas_v2.h>
+
+#include <array>
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace pipetrain::kernels::cuda {
+
+inline cublasOperation_t Op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+struct CudaBackend::Impl {
+  cublasHandle_t handle = nullptr;
+  std::array<void*, 4> scratch{};
+  std::array<size_t, 4> scratch_bytes{};
+
+  // Row-major strided-batched GEMM with cblas-like arguments.
+  absl::Status Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta,
+                    float* c, int64_t ldc, int64_t sc, int64_t batch) {
+    PT_CUDA_RETURN_IF_ERROR(cublasSgemmStridedBatched(
+        handle, Op(tb), Op(ta), static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+        &alpha, b, static_cast<int>(ldb), sb, a, static_cast<int>(lda), sa, &beta, c,
+        static_cast<int>(ldc), sc, static_cast<int>(batch)));
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace pipetrain::kernels::cuda
+
+#endif  // PIPETRAIN_KERNELS_CUDA_CUDA_BACKEND_IMPL_H_

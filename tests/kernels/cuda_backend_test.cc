@@ -1,0 +1,193 @@
+// Every CudaBackend op against the CpuBackend op on the same random non-zero inputs, plus a
+// whole GPT chunk F/B/W on both backends. Skipped (GTEST_SKIP) when no CUDA device is visible;
+// always compiled and linked when CUDA is enabled. Tolerance: |cuda - cpu| <= 1e-4 + 1e-3 |cpu|
+// (fp32; different summation orders), bf16 GEMM: 2e-2 + 2e-2 |cpu|.
+#include "kernels/cuda/cuda_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "glog/logging.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/kernels/reference_ops.h"
+
+namespace pipetrain::kernels::cuda {
+namespace {
+
+using testing::RandomNonZero;
+
+class CudaVsCpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible (no GPU or no driver)";
+    auto be = CudaBackend::Create({});
+    ASSERT_TRUE(be.ok()) << be.status();
+    gpu_ = *std::move(be);
+  }
+  // A pair of equal tensors, one per backend.
+  struct Pair {
+    Tensor cpu, gpu;
+  };
+  Pair Random(const Shape& shape, uint32_t seed, float scale = 1.0f) {
+    const std::vector<float> v = RandomNonZero(NumElements(shape), seed, scale);
+    return {*cpu_.FromHost(shape, v, "t"), *gpu_->FromHost(shape, v, "t")};
+  }
+  Pair Empty(const Shape& shape) { return {*cpu_.Zeros(shape, "t"), *gpu_->Zeros(shape, "t")}; }
+  void ExpectClose(const Pair& p, const char* what, double atol = 1e-4, double rtol = 1e-3) {
+    const std::vector<float> a = *cpu_.ToVector(p.cpu), b = *gpu_->ToVector(p.gpu);
+    ASSERT_EQ(a.size(), b.size());
+    int bad = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::abs(a[i] - b[i]) > atol + rtol * std::abs(a[i]) && ++bad < 5) {
+        ADD_FAILURE() << what << "[" << i << "] cpu " << a[i] << " cuda " << b[i];
+      }
+    }
+  }
+
+  CpuBackend cpu_;
+  std::unique_ptr<CudaBackend> gpu_;
+};
+
+#define BOTH(call_cpu, call_gpu)  \
+  do {                            \
+    ASSERT_TRUE((call_cpu).ok()); \
+    ASSERT_TRUE((call_gpu).ok()); \
+  } while (0)
+
+TEST_F(CudaVsCpuTest, GemmAllTransposes) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Pair a = Random(ta ? Shape{37, 19} : Shape{19, 37}, 1);
+      Pair b = Random(tb ? Shape{23, 37} : Shape{37, 23}, 2);
+      Pair c = Random({19, 23}, 3);
+      BOTH(cpu_.Gemm(a.cpu, ta, b.cpu, tb, 0.5f, 1.0f, &c.cpu),
+           gpu_->Gemm(a.gpu, ta, b.gpu, tb, 0.5f, 1.0f, &c.gpu));
+      ExpectClose(c, "gemm");
+    }
+  }
+}
+
+TEST_F(CudaVsCpuTest, Bf16GemmIsCloseToFp32) {
+  auto bf = CudaBackend::Create({.bf16_gemm = true});
+  ASSERT_TRUE(bf.ok());
+  const std::vector<float> av = RandomNonZero(64 * 48, 4), bv = RandomNonZero(48 * 32, 5);
+  Tensor a = *cpu_.FromHost({64, 48}, av, "a"), b = *cpu_.FromHost({48, 32}, bv, "b");
+  Tensor c = *cpu_.Zeros({64, 32}, "c");
+  ASSERT_TRUE(cpu_.Gemm(a, false, b, false, 1, 0, &c).ok());
+  Tensor ga = *(*bf)->FromHost({64, 48}, av, "a"), gb = *(*bf)->FromHost({48, 32}, bv, "b");
+  Tensor gc = *(*bf)->Zeros({64, 32}, "c");
+  ASSERT_TRUE((*bf)->Gemm(ga, false, gb, false, 1, 0, &gc).ok());
+  const std::vector<float> want = *cpu_.ToVector(c), got = *(*bf)->ToVector(gc);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 2e-2 + 2e-2 * std::abs(want[i])) << i;
+  }
+}
+
+TEST_F(CudaVsCpuTest, ElementwiseBiasAndAdamW) {
+  Pair x = Random({33, 17}, 6), y = Random({33, 17}, 7), out = Empty({33, 17});
+  Pair bias = Random({17}, 8), db = Random({17}, 9);
+  BOTH(cpu_.Add(x.cpu, y.cpu, &out.cpu), gpu_->Add(x.gpu, y.gpu, &out.gpu));
+  ExpectClose(out, "add");
+  BOTH(cpu_.AddInPlace(x.cpu, &y.cpu), gpu_->AddInPlace(x.gpu, &y.gpu));
+  ExpectClose(y, "addinplace");
+  BOTH(cpu_.AddBias(bias.cpu, &y.cpu), gpu_->AddBias(bias.gpu, &y.gpu));
+  ExpectClose(y, "addbias");
+  BOTH(cpu_.BiasGrad(y.cpu, true, &db.cpu), gpu_->BiasGrad(y.gpu, true, &db.gpu));
+  ExpectClose(db, "biasgrad");
+  Pair g = Random({33, 17}, 10), m = Random({33, 17}, 11, 0.1f), v = Random({33, 17}, 12, 0.1f);
+  for (Pair* p : {&v}) {  // second moments must be non-negative
+    std::vector<float> h = *cpu_.ToVector(p->cpu);
+    for (float& e : h) e = std::abs(e);
+    ASSERT_TRUE(cpu_.Upload(h, &p->cpu).ok());
+    ASSERT_TRUE(gpu_->Upload(h, &p->gpu).ok());
+  }
+  const AdamWConfig cfg{.lr = 0.01f, .weight_decay = 0.1f};
+  BOTH(cpu_.AdamWUpdate(cfg, 2, g.cpu, &x.cpu, &m.cpu, &v.cpu),
+       gpu_->AdamWUpdate(cfg, 2, g.gpu, &x.gpu, &m.gpu, &v.gpu));
+  ExpectClose(x, "adamw p");
+  ExpectClose(v, "adamw v");
+}
+
+TEST_F(CudaVsCpuTest, EmbeddingLayerNormGelu) {
+  const int64_t V = 29, H = 40, T = 7, B = 3;
+  std::vector<int32_t> ids(B * T);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 11 + 5) % V);
+  Pair wte = Random({V, H}, 13), wpe = Random({T, H}, 14), e = Empty({B * T, H});
+  BOTH(cpu_.EmbeddingForward(ids, T, wte.cpu, wpe.cpu, &e.cpu),
+       gpu_->EmbeddingForward(ids, T, wte.gpu, wpe.gpu, &e.gpu));
+  ExpectClose(e, "embedding");
+  BOTH(cpu_.EmbeddingBackward(ids, T, e.cpu, true, &wte.cpu, &wpe.cpu),
+       gpu_->EmbeddingBackward(ids, T, e.gpu, true, &wte.gpu, &wpe.gpu));
+  ExpectClose(wte, "dwte");
+  ExpectClose(wpe, "dwpe");
+  Pair g = Random({H}, 15), b = Random({H}, 16), y = Empty({B * T, H}), mean = Empty({B * T}),
+       rstd = Empty({B * T}), dy = Random({B * T, H}, 17), dx = Empty({B * T, H});
+  BOTH(cpu_.LayerNormForward(e.cpu, g.cpu, b.cpu, &y.cpu, &mean.cpu, &rstd.cpu),
+       gpu_->LayerNormForward(e.gpu, g.gpu, b.gpu, &y.gpu, &mean.gpu, &rstd.gpu));
+  ExpectClose(y, "ln");
+  BOTH(cpu_.LayerNormBackwardInput(dy.cpu, e.cpu, g.cpu, mean.cpu, rstd.cpu, &dx.cpu),
+       gpu_->LayerNormBackwardInput(dy.gpu, e.gpu, g.gpu, mean.gpu, rstd.gpu, &dx.gpu));
+  ExpectClose(dx, "ln dx");
+  BOTH(cpu_.LayerNormBackwardWeight(dy.cpu, e.cpu, mean.cpu, rstd.cpu, false, &g.cpu, &b.cpu),
+       gpu_->LayerNormBackwardWeight(dy.gpu, e.gpu, mean.gpu, rstd.gpu, false, &g.gpu, &b.gpu));
+  ExpectClose(g, "ln dgamma");
+  ExpectClose(b, "ln dbeta");
+  BOTH(cpu_.GeluForward(dy.cpu, &y.cpu), gpu_->GeluForward(dy.gpu, &y.gpu));
+  ExpectClose(y, "gelu");
+  BOTH(cpu_.GeluBackward(e.cpu, dy.cpu, &dx.cpu), gpu_->GeluBackward(e.gpu, dy.gpu, &dx.gpu));
+  ExpectClose(dx, "gelu dx");
+}
+
+TEST_F(CudaVsCpuTest, CausalAttention) {
+  const int64_t B = 2, T = 9, nh = 3, H = 24;
+  Pair qkv = Random({B * T, 3 * H}, 18), probs = Empty({B, nh, T, T}), out = Empty({B * T, H});
+  BOTH(cpu_.AttentionForward(qkv.cpu, B, T, nh, &probs.cpu, &out.cpu),
+       gpu_->AttentionForward(qkv.gpu, B, T, nh, &probs.gpu, &out.gpu));
+  ExpectClose(probs, "probs");
+  ExpectClose(out, "attn out");
+  Pair dout = Random({B * T, H}, 19), dqkv = Empty({B * T, 3 * H});
+  BOTH(cpu_.AttentionBackward(dout.cpu, qkv.cpu, probs.cpu, B, T, nh, &dqkv.cpu),
+       gpu_->AttentionBackward(dout.gpu, qkv.gpu, probs.gpu, B, T, nh, &dqkv.gpu));
+  ExpectClose(dqkv, "dqkv");
+}
+
+TEST_F(CudaVsCpuTest, CrossEntropy) {
+  const int64_t N = 13, V = 300;
+  Pair logits = Random({N, V}, 20, 4.0f), probs = Empty({N, V}), dl = Empty({N, V});
+  std::vector<int32_t> targets(N);
+  for (int64_t i = 0; i < N; ++i) targets[i] = static_cast<int32_t>((i * 37) % V);
+  targets[4] = kIgnoreTarget;
+  auto a = cpu_.CrossEntropyForward(logits.cpu, targets, &probs.cpu);
+  auto b = gpu_->CrossEntropyForward(logits.gpu, targets, &probs.gpu);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NEAR(a->loss, b->loss, 1e-4);
+  EXPECT_EQ(a->valid_targets, b->valid_targets);
+  EXPECT_EQ(a->predictions, b->predictions);
+  ExpectClose(probs, "ce probs");
+  BOTH(cpu_.CrossEntropyBackward(probs.cpu, targets, 0.5f, &dl.cpu),
+       gpu_->CrossEntropyBackward(probs.gpu, targets, 0.5f, &dl.gpu));
+  ExpectClose(dl, "ce dlogits");
+}
+
+TEST_F(CudaVsCpuTest, TransfersAndCounting) {
+  Pair x = Random({100}, 21);
+  const int64_t before = gpu_->device_allocator().current_bytes();
+  auto host = gpu_->CopyToHost(x.gpu, "offload");
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ(gpu_->host_allocator().current_bytes(), 400);
+  x.gpu.Reset();
+  EXPECT_EQ(gpu_->device_allocator().current_bytes(), before - 400);
+  auto back = gpu_->CopyToDevice(*host, "reload");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*gpu_->ToVector(*back), *cpu_.ToVector(x.cpu));
+}
+
+TEST(CudaBackendNoDeviceTest, CreateFailsCleanlyWithoutDevice) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  auto be = CudaBackend::Create({});
+  EXPECT_EQ(be.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace pipetrain::kernels::cuda
