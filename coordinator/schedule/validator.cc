@@ -1,6 +1,7 @@
 #include "coordinator/schedule/validator.h"
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,7 +50,7 @@ class Validator {
     }
     m_ = s_.num_microbatches;
     const size_t n = static_cast<size_t>(s_.num_stages) * m_;
-    for (auto& v : pos_) v.assign(n, Pos{});
+    n_ = n;
     for (int w = 0; w < s_.num_workers; ++w) {
       const auto& list = s_.worker_actions[w];
       for (int k = 0; k < static_cast<int>(list.size()); ++k) {
@@ -76,8 +77,10 @@ class Validator {
   }
   size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * m_ + mb; }
   int WorkerOf(int stage) const { return s_.stage_to_worker[stage]; }
-  const Pos& At(ActionKind kind, int stage, int mb) const {
-    return pos_[static_cast<int>(kind)][Key(stage, mb)];
+  Pos At(ActionKind kind, int stage, int mb) const {
+    const auto& table = pos_[static_cast<int>(kind)];
+    if (table.empty()) return Pos{};
+    return Pos{WorkerOf(stage), table[Key(stage, mb)]};
   }
   std::string Name(ActionKind kind, int stage, int mb) const {
     return ToString(Action{kind, stage, mb});
@@ -123,13 +126,18 @@ class Validator {
                                  " is placed on worker ", owner, ", found on worker ", w),
                     here);
     }
-    Pos& slot = pos_[static_cast<int>(a.kind)][Key(a.stage, a.microbatch)];
+    // Index per kind, allocated on first use: compute-only schedules never pay for the
+    // transfer and offload tables. The worker is implied (checked above: the stage's owner).
+    auto& table = pos_[static_cast<int>(a.kind)];
+    if (table.empty()) table.assign(n_, -1);
+    int32_t& slot_index = table[Key(a.stage, a.microbatch)];
+    const Pos slot{owner, slot_index};
     if (slot.Found()) {
       return FailAt(
           absl::StrCat("duplicate ", KindToken(a.kind), ": ", ToString(a), " appears twice"), here,
           slot);
     }
-    slot = here;
+    slot_index = k;
     return absl::OkStatus();
   }
 
@@ -295,7 +303,8 @@ class Validator {
 
   const Schedule& s_;
   int m_ = 0;
-  std::array<std::vector<Pos>, kNumActionKinds> pos_;
+  size_t n_ = 0;
+  std::array<std::vector<int32_t>, kNumActionKinds> pos_;
 };
 
 }  // namespace
