@@ -86,11 +86,11 @@ Reference TrainReference(const model::GptConfig& c, int m) {
       in.loss_scale = 1.0f / m;
       auto out = (*chunk)->Forward(mb, std::move(in));
       EXPECT_TRUE(out.ok()) << out.status();
-      loss += out->loss;
+      loss += out->loss / m;
       EXPECT_TRUE((*chunk)->Backward(mb, kernels::Tensor()).ok());
     }
     EXPECT_TRUE((*chunk)->OptimizerStep(Adam(), step + 1).ok());
-    ref.losses.push_back(loss / m);
+    ref.losses.push_back(loss);
   }
   ref.weights = Weights(backend, **chunk);
   return ref;

@@ -112,19 +112,56 @@ TEST(TcpTransport, RecvTimesOutWithBoundedWait) {
   EXPECT_NE(r.status().message().find("activation of stage 0 microbatch 0"), std::string::npos);
 }
 
-TEST(TcpTransport, LostPeerFailsPendingRecvPromptly) {
+TEST(TcpTransport, PeerShutdownFailsPendingRecvPromptly) {
   auto t = ConnectRing(2);
   MessageKey k{0, 0, 0, TensorRole::kActivation};
   auto pending = std::async(std::launch::async, [&] { return t[1]->Recv(0, k, Soon()); });
   absl::SleepFor(absl::Milliseconds(100));
   const absl::Time killed = absl::Now();
-  t[0].reset();  // rank 0 disappears: its sockets close
+  t[0].reset();  // rank 0 shuts down cleanly: drains, says goodbye, closes
   auto r = pending.get();
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
-  EXPECT_NE(r.status().message().find("lost rank 0"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("rank 0 at 127.0.0.1:"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("finished its run"), std::string::npos) << r.status();
   EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
   // Later calls fail at once too.
   EXPECT_FALSE(t[1]->Send(0, MakeMessage(k, 1, 1, 0)).ok());
+}
+
+// A raw client that introduces itself as rank 0 and then vanishes without a goodbye.
+TEST(TcpTransport, AbruptlyLostPeerIsReportedAsLost) {
+  auto listener = TcpListener::Bind("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const int port = (*listener)->port();
+  auto accept = std::async(std::launch::async, [&] {
+    TcpTransportOptions o;
+    o.rank = 1;
+    o.addresses = {"127.0.0.1:1", absl::StrCat("127.0.0.1:", port)};
+    o.peers = {0};
+    o.connect_timeout = absl::Seconds(10);
+    return TcpTransport::Connect(o, std::move(*listener));
+  });
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const uint32_t hello[2] = {0x4f4c4548, 0};
+  ASSERT_EQ(::send(fd, hello, sizeof(hello), 0), 8);
+  auto transport = accept.get();
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  ::close(fd);  // gone, no goodbye
+  auto r = (*transport)->Recv(0, MessageKey{0, 0, 0, TensorRole::kActivation}, Soon());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_NE(r.status().message().find("lost rank 0"), std::string::npos) << r.status();
+}
+
+TEST(TcpTransport, SendRejectsShapeDataMismatch) {
+  auto t = ConnectRing(2);
+  Message m = MakeMessage(MessageKey{0, 0, 0, TensorRole::kActivation}, 2, 3, 0);
+  m.data.pop_back();
+  EXPECT_EQ(t[0]->Send(1, std::move(m)).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TcpTransport, MalformedFrameIsDetectedNotConsumed) {

@@ -49,8 +49,7 @@ void ModelStageRunner::Measure() { peak_bytes_ = std::max(peak_bytes_, activatio
 absl::Status ModelStageRunner::BeginStep(int step) {
   step_ = step;
   data_.clear();
-  loss_sum_ = 0;
-  losses_ = 0;
+  losses_.clear();
   for (auto& [stage, c] : chunks_) PT_RETURN_IF_ERROR(c->ZeroGrad());
   return absl::OkStatus();
 }
@@ -75,8 +74,7 @@ absl::StatusOr<kernels::Tensor> ModelStageRunner::Forward(int stage, int microba
   in.activation = std::move(input);
   PT_ASSIGN_OR_RETURN(model::ForwardOutput out, c->Forward(microbatch, std::move(in)));
   if (c->spec().has_head) {
-    loss_sum_ += out.loss;
-    ++losses_;
+    losses_[microbatch] = out.loss;
   }
   Measure();
   return std::move(out.activation);
@@ -124,8 +122,11 @@ absl::StatusOr<std::optional<double>> ModelStageRunner::EndStep() {
     }
     PT_RETURN_IF_ERROR(c->OptimizerStep(config_.optimizer, step_ + 1));
   }
-  if (losses_ == 0) return std::optional<double>();
-  return std::optional<double>(loss_sum_ / losses_);
+  if (losses_.empty()) return std::optional<double>();
+  // The same arithmetic, in the same order, as the reference trainer: sum of loss / m.
+  double loss = 0;
+  for (const auto& [mb, l] : losses_) loss += l / config_.num_microbatches;
+  return std::optional<double>(loss);
 }
 
 }  // namespace pipetrain::worker

@@ -75,8 +75,7 @@ class ModelStageRunner final : public StageRunner {
   std::map<int, std::unique_ptr<model::GptChunk>> chunks_;
   std::map<int, MicrobatchData> data_;  // this step's microbatches, fetched on first use
   int step_ = 0;
-  double loss_sum_ = 0;
-  int losses_ = 0;
+  std::map<int, double> losses_;  // per microbatch, summed in microbatch order at EndStep
   int64_t peak_bytes_ = 0;
   int64_t offloaded_bytes_ = 0;
 };

@@ -22,6 +22,7 @@ namespace {
 
 constexpr uint32_t kFrameMagic = 0x31545450;  // "PTT1"
 constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
+constexpr uint32_t kByeMagic = 0x21455942;    // "BYE!": the peer finished cleanly
 constexpr int kMaxDims = 4;
 
 // Little-endian on every platform we build for (x86-64, aarch64).
@@ -231,6 +232,19 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
 }
 
 TcpTransport::~TcpTransport() {
+  // Graceful part: let every writer drain its queue and say goodbye (bounded wait).
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  for (auto& link : links_) {
+    if (link == nullptr) continue;
+    absl::MutexLock lock(&link->mu);
+    link->goodbye_requested = true;
+  }
+  for (auto& link : links_) {
+    if (link == nullptr) continue;
+    absl::MutexLock lock(&link->mu);
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) { return link->writer_done; };
+    link->mu.AwaitWithDeadline(absl::Condition(&done), deadline);
+  }
   stopping_ = true;
   mailbox_.FailAll(absl::CancelledError("transport shut down"));
   for (auto& link : links_) {
@@ -264,6 +278,13 @@ absl::Status TcpTransport::Send(int peer, Message message) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor rank ", message.shape.size(), " exceeds ", kMaxDims));
   }
+  int64_t elements = 1;
+  for (int64_t d : message.shape) elements *= d;
+  if (elements != static_cast<int64_t>(message.data.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(ToString(message.key), ": shape holds ",
+                                                   elements, " elements but ",
+                                                   message.data.size(), " were given"));
+  }
   Link* link = links_[peer].get();
   absl::MutexLock lock(&link->mu);
   link->queue.push_back(std::move(message));
@@ -271,20 +292,39 @@ absl::Status TcpTransport::Send(int peer, Message message) {
 }
 
 void TcpTransport::WriteLoop(Link* link) {
+  const auto finish = [&](absl::Status status) {
+    absl::MutexLock lock(&link->mu);
+    if (!status.ok() && link->send_status.ok()) link->send_status = status;
+    link->writing = false;
+    link->writer_done = true;
+    link->queue.clear();
+  };
   while (true) {
     Message message;
     {
       absl::MutexLock lock(&link->mu);
       auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
-        return !link->queue.empty() || stopping_.load();
+        return !link->queue.empty() || link->goodbye_requested || stopping_.load();
       };
       link->mu.Await(absl::Condition(&ready));
-      if (stopping_) return;
-      message = std::move(link->queue.front());
-      link->queue.pop_front();
-      link->writing = true;
+      if (stopping_) {
+        link->writer_done = true;
+        return;
+      }
+      if (link->queue.empty()) {  // drained and asked to say goodbye
+        link->writing = true;
+      } else {
+        message = std::move(link->queue.front());
+        link->queue.pop_front();
+        link->writing = true;
+      }
     }
     FrameHeader header{};
+    if (message.shape.empty() && message.data.empty()) {
+      header.magic = kByeMagic;
+      finish(WriteAll(link->fd, &header, sizeof(header)));
+      return;
+    }
     header.magic = kFrameMagic;
     header.role = static_cast<uint8_t>(message.key.role);
     header.ndim = static_cast<uint8_t>(message.shape.size());
@@ -296,21 +336,19 @@ void TcpTransport::WriteLoop(Link* link) {
     header.checksum = PayloadChecksum(message.data);
     absl::Status status = WriteAll(link->fd, &header, sizeof(header));
     if (status.ok()) status = WriteAll(link->fd, message.data.data(), header.payload_bytes);
-    if (status.ok()) {
-      sent_bytes_ += message.bytes();
-      ++sent_messages_;
-    } else if (!stopping_) {
-      // Fail the link before waking Flush, so it sees the error rather than an empty queue.
-      mailbox_.Fail(link->peer, absl::UnavailableError(absl::StrCat(
-                                    "sending to rank ", link->peer, " at ",
-                                    options_.addresses[link->peer], " failed: ", status.message())));
-    }
-    absl::MutexLock lock(&link->mu);
-    link->writing = false;
     if (!status.ok()) {
-      link->queue.clear();
+      status = absl::UnavailableError(absl::StrCat("sending to rank ", link->peer, " at ",
+                                                   options_.addresses[link->peer],
+                                                   " failed: ", status.message()));
+      // Fail the receive side too: a broken socket carries nothing either way.
+      if (!stopping_) mailbox_.Fail(link->peer, status);
+      finish(status);
       return;
     }
+    sent_bytes_ += message.bytes();
+    ++sent_messages_;
+    absl::MutexLock lock(&link->mu);
+    link->writing = false;
   }
 }
 
@@ -324,6 +362,10 @@ void TcpTransport::ReadLoop(Link* link) {
     FrameHeader header{};
     if (absl::Status s = ReadAll(link->fd, &header, sizeof(header)); !s.ok()) {
       fail(absl::UnavailableError(absl::StrCat("lost ", who, ": ", s.message())));
+      return;
+    }
+    if (header.magic == kByeMagic) {
+      fail(absl::UnavailableError(absl::StrCat(who, " finished its run and closed the link")));
       return;
     }
     if (header.magic != kFrameMagic || header.ndim > kMaxDims ||
@@ -377,13 +419,13 @@ absl::Status TcpTransport::Flush(absl::Time deadline) {
     if (link == nullptr) continue;
     absl::MutexLock lock(&link->mu);
     auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->mu) {
-      return (link->queue.empty() && !link->writing) || !mailbox_.LinkStatus(link->peer).ok();
+      return (link->queue.empty() && !link->writing) || !link->send_status.ok();
     };
     if (!link->mu.AwaitWithDeadline(absl::Condition(&drained), deadline)) {
       return absl::DeadlineExceededError(
           absl::StrCat("sends to rank ", link->peer, " did not drain before the deadline"));
     }
-    PT_RETURN_IF_ERROR(mailbox_.LinkStatus(link->peer));
+    if (!link->send_status.ok()) return link->send_status;
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,9 @@
 // (bench/transport). Gloo's pairs add a rendezvous store and no failure semantics we need;
 // gRPC streams add protobuf framing and copies of every payload.
 //
+// Shutdown: destroying the transport drains queued sends, then writes a goodbye frame, so a
+// peer can tell "finished its run" from "lost" (EOF without goodbye).
+//
 // Connection rule: the lower rank connects to the higher rank's listener and introduces itself
 // with a hello frame; each side then runs one reader and one writer thread per peer.
 //
@@ -77,6 +80,9 @@ class TcpTransport final : public Transport {
     absl::Mutex mu;
     std::deque<Message> queue ABSL_GUARDED_BY(mu);
     bool writing ABSL_GUARDED_BY(mu) = false;
+    bool goodbye_requested ABSL_GUARDED_BY(mu) = false;  // write a goodbye once drained
+    bool writer_done ABSL_GUARDED_BY(mu) = false;
+    absl::Status send_status ABSL_GUARDED_BY(mu);  // first write error
   };
 
   explicit TcpTransport(TcpTransportOptions options);

@@ -1,0 +1,137 @@
+#include "coordinator/job_spec_validation.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/schedule/generator.h"
+
+namespace pipetrain::coordinator {
+namespace {
+
+absl::Status Bad(absl::string_view field, const absl::AlphaNum& value, absl::string_view allowed) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", value.Piece(), " is not allowed; ", allowed));
+}
+
+absl::Status Range(absl::string_view field, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return Bad(field, value, absl::StrCat("allowed: ", lo, "..", hi));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  const v1::ModelSpec& m = spec.model();
+  if (absl::Status s = Range("model.num_layers", m.num_layers(), 1, kMaxLayers); !s.ok()) return s;
+  if (absl::Status s = Range("model.hidden", m.hidden(), 1, kMaxHidden); !s.ok()) return s;
+  if (absl::Status s = Range("model.num_heads", m.num_heads(), 1, m.hidden()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.num_heads: ", m.num_heads(), " is not allowed; allowed: 1..model.hidden (",
+        m.hidden(), ") and a divisor of it"));
+  }
+  if (m.hidden() % m.num_heads() != 0) {
+    return Bad("model.num_heads", m.num_heads(),
+               absl::StrCat("it must divide model.hidden (", m.hidden(), ")"));
+  }
+  if (absl::Status s = Range("model.ffn_hidden", m.ffn_hidden(), 0, 16 * kMaxHidden); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Range("model.seq_len", m.seq_len(), 0, kMaxSeqLen); !s.ok()) return s;
+  if (absl::Status s = Range("model.vocab_size", m.vocab_size(), 0, kMaxVocab); !s.ok()) return s;
+
+  const v1::TrainingSpec& t = spec.training();
+  if (absl::Status s = Range("training.steps", t.steps(), 1, kMaxSteps); !s.ok()) return s;
+  if (absl::Status s = Range("training.microbatch_size", t.microbatch_size(), 1, 1 << 20);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Range("training.global_batch", t.global_batch(), 1, 1 << 30); !s.ok()) {
+    return s;
+  }
+  if (t.global_batch() % t.microbatch_size() != 0) {
+    return Bad("training.global_batch", t.global_batch(),
+               absl::StrCat("it must be a multiple of training.microbatch_size (",
+                            t.microbatch_size(), ")"));
+  }
+  if (t.global_batch() / t.microbatch_size() > kMaxMicrobatches) {
+    return Bad("training.global_batch", t.global_batch(),
+               absl::StrCat("at most ", kMaxMicrobatches, " microbatches per step"));
+  }
+  const v1::OptimizerSpec& o = t.optimizer();
+  if (!o.name().empty() && o.name() != "adamw") {
+    return Bad("training.optimizer.name", absl::StrCat("\"", o.name(), "\""), "allowed: adamw");
+  }
+  if (!std::isfinite(o.learning_rate()) || o.learning_rate() < 0 || o.learning_rate() > 10) {
+    return Bad("training.optimizer.learning_rate", o.learning_rate(),
+               "allowed: 0 < lr <= 10 (0 means the default 3e-3)");
+  }
+  for (auto [name, beta] : {std::pair<const char*, double>{"beta1", o.beta1()},
+                            std::pair<const char*, double>{"beta2", o.beta2()}}) {
+    if (!std::isfinite(beta) || beta < 0 || beta >= 1) {
+      return Bad(absl::StrCat("training.optimizer.", name), beta,
+                 "allowed: 0 <= beta < 1 (0 means the default)");
+    }
+  }
+  if (!std::isfinite(o.epsilon()) || o.epsilon() < 0 || o.epsilon() > 1) {
+    return Bad("training.optimizer.epsilon", o.epsilon(), "allowed: 0..1");
+  }
+  if (!std::isfinite(o.weight_decay()) || o.weight_decay() < 0 || o.weight_decay() > 1) {
+    return Bad("training.optimizer.weight_decay", o.weight_decay(), "allowed: 0..1");
+  }
+  const v1::DataSpec& d = t.data();
+  if (!d.source().empty() && d.source() != "default" && d.source() != "text") {
+    return Bad("training.data.source", absl::StrCat("\"", d.source(), "\""),
+               "allowed: default, text");
+  }
+  if (d.source() == "text" && d.path().empty()) {
+    return absl::InvalidArgumentError(
+        "training.data.path: required when training.data.source is \"text\"");
+  }
+
+  const v1::ParallelismSpec& p = spec.parallelism();
+  if (absl::Status s = Range("parallelism.num_workers", p.num_workers(), 1, kMaxWorkers);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Range("parallelism.chunks_per_worker", p.chunks_per_worker(), 0, 64);
+      !s.ok()) {
+    return s;
+  }
+  if (!p.schedule().empty()) {
+    const std::vector<std::string> names = schedule::GeneratorNames();
+    if (std::find(names.begin(), names.end(), p.schedule()) == names.end()) {
+      return Bad("parallelism.schedule", absl::StrCat("\"", p.schedule(), "\""),
+                 absl::StrCat("allowed: ", absl::StrJoin(names, ", ")));
+    }
+  }
+
+  const v1::MemorySpec& mem = spec.memory();
+  if (mem.device_budget_bytes() < 0) {
+    return Bad("memory.device_budget_bytes", mem.device_budget_bytes(),
+               "allowed: 0 (unlimited) or a positive byte count");
+  }
+  if (mem.offload() != v1::OFFLOAD_POLICY_UNSPECIFIED && mem.offload() != v1::OFFLOAD_POLICY_NONE) {
+    return Bad("memory.offload", v1::OffloadPolicy_Name(mem.offload()),
+               "this version plans OFFLOAD_POLICY_NONE only (offload planning is not built yet)");
+  }
+  if (!std::isfinite(mem.host_link_bytes_per_s()) || mem.host_link_bytes_per_s() < 0) {
+    return Bad("memory.host_link_bytes_per_s", mem.host_link_bytes_per_s(), "allowed: >= 0");
+  }
+
+  const v1::CheckpointSpec& c = spec.checkpoint();
+  if (absl::Status s = Range("checkpoint.interval_steps", c.interval_steps(), 0, kMaxSteps);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Range("checkpoint.keep_last", c.keep_last(), 0, 1000); !s.ok()) return s;
+  if (c.interval_steps() > 0 && c.dir().empty()) {
+    return absl::InvalidArgumentError(
+        "checkpoint.dir: required when checkpoint.interval_steps > 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pipetrain::coordinator

@@ -1,0 +1,28 @@
+// ValidateJobSpec: the one place that decides whether a submitted JobSpec is acceptable. Every
+// error is InvalidArgument whose message starts with the field path ("training.global_batch:")
+// and says what is allowed. Unset (zero) fields that have defaults are accepted; the defaults
+// themselves live in worker/runtime/job_config.h.
+//
+// Thread-safety: pure function.
+#ifndef PIPETRAIN_COORDINATOR_JOB_SPEC_VALIDATION_H_
+#define PIPETRAIN_COORDINATOR_JOB_SPEC_VALIDATION_H_
+
+#include "absl/status/status.h"
+#include "pipetrain/v1/job.pb.h"
+
+namespace pipetrain::coordinator {
+
+// Upper bounds that keep a typo from asking for absurd resources.
+inline constexpr int kMaxLayers = 4096;
+inline constexpr int kMaxHidden = 65536;
+inline constexpr int kMaxSeqLen = 1 << 20;
+inline constexpr int kMaxVocab = 1 << 22;
+inline constexpr int kMaxWorkers = 4096;
+inline constexpr int kMaxMicrobatches = 1 << 16;
+inline constexpr int kMaxSteps = 100000000;
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+}  // namespace pipetrain::coordinator
+
+#endif  // PIPETRAIN_COORDINATOR_JOB_SPEC_VALIDATION_H_

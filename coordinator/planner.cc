@@ -1,0 +1,132 @@
+#include "coordinator/planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "coordinator/job_spec_validation.h"
+#include "coordinator/schedule/codec/plan_proto.h"
+#include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/passes.h"
+#include "worker/model/cost_model.h"
+#include "worker/runtime/job_config.h"
+
+namespace pipetrain::coordinator {
+namespace {
+
+// Exact per-stage costs for a schedule of `num_stages` stages.
+absl::StatusOr<schedule::CostModel> StageCosts(const model::GptConfig& config, int num_stages,
+                                               int microbatch_size,
+                                               const PlannerOptions& options) {
+  PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> specs,
+                      model::SplitEvenly(config, num_stages));
+  schedule::CostModel costs;
+  costs.bytes_per_unit = 1.0;
+  int64_t boundary_bytes = 0;
+  for (const model::ChunkSpec& spec : specs) {
+    const model::ChunkCost c = model::EstimateChunkCost(config, spec, microbatch_size);
+    schedule::StageCost s;
+    s.f = c.forward_flops / options.device_flops_per_s;
+    s.b = c.backward_input_flops / options.device_flops_per_s;
+    s.w = c.backward_weight_flops / options.device_flops_per_s;
+    s.activation = static_cast<double>(c.activation_bytes_after_forward);
+    s.freed_by_b = static_cast<double>(c.activation_bytes_after_forward -
+                                       c.activation_bytes_after_backward_input);
+    boundary_bytes = std::max(boundary_bytes, c.output_activation_bytes);
+    costs.stages.push_back(s);
+  }
+  costs.comm = options.link_latency_s + boundary_bytes / options.link_bytes_per_s;
+  return costs;
+}
+
+int ChunksFor(absl::string_view name, int requested) {
+  if (name == "zb-v" || name == "v-zb" || name == "v-half" || name == "v-min" ||
+      name == "v-adaptive") {
+    return 2;
+  }
+  if (name == "interleaved-1f1b") return requested > 0 ? requested : 2;
+  return 1;
+}
+
+}  // namespace
+
+absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options) {
+  PT_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  PT_ASSIGN_OR_RETURN(auto dataset, worker::MakeDataset(spec));
+  PT_ASSIGN_OR_RETURN(model::GptConfig config, worker::ModelConfig(spec, *dataset));
+  const int p = spec.parallelism().num_workers();
+  const int m = worker::NumMicrobatches(spec);
+  const int mbs = spec.training().microbatch_size();
+  const std::string name = spec.parallelism().schedule().empty() ? "auto"
+                                                                 : spec.parallelism().schedule();
+  const int chunks = ChunksFor(name, spec.parallelism().chunks_per_worker());
+  // `auto` may pick a V schedule: it needs 2p stages, so the model must be deep enough for that.
+  const int max_stages = p * (name == "auto" ? 2 : chunks);
+  if (config.num_layers < max_stages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.num_layers: ", config.num_layers, " layers cannot fill ", max_stages,
+        " pipeline stages (", p, " workers x ", max_stages / p, " chunks for schedule ", name,
+        "); use at least ", max_stages, " layers, fewer workers, or a 1-chunk schedule"));
+  }
+
+  // Plan with one cost per worker share (the generators' convention), in seconds and "units"
+  // of one microbatch's activations for an average worker share.
+  PT_ASSIGN_OR_RETURN(schedule::CostModel share_costs, StageCosts(config, p, mbs, options));
+  double f = 0, b = 0, w = 0, bytes = 0;
+  for (const schedule::StageCost& s : share_costs.stages) {
+    f += s.f / p;
+    b += s.b / p;
+    w += s.w / p;
+    bytes += s.activation / p;
+  }
+  schedule::PipelineSpec pspec;
+  pspec.num_workers = p;
+  pspec.num_microbatches = m;
+  pspec.chunks_per_worker = spec.parallelism().chunks_per_worker();
+  pspec.f = f;
+  pspec.b = b;
+  pspec.w = w;
+  pspec.comm = share_costs.comm;
+  const double budget = static_cast<double>(spec.memory().device_budget_bytes());
+  if (budget > 0) pspec.memory_limit = budget / bytes;
+  PT_ASSIGN_OR_RETURN(schedule::Schedule compute, schedule::Generate(name, pspec));
+  PT_ASSIGN_OR_RETURN(schedule::Schedule with_transfers, schedule::AddTransfers(compute));
+
+  PlannedJob planned;
+  planned.bytes_per_unit = bytes;
+  PT_ASSIGN_OR_RETURN(planned.costs,
+                      StageCosts(config, with_transfers.num_stages, mbs, options));
+  PT_ASSIGN_OR_RETURN(planned.sim, schedule::Simulate(with_transfers, planned.costs));
+  const double peak = *std::max_element(planned.sim.peak_memory.begin(),
+                                        planned.sim.peak_memory.end());
+  if (budget > 0 && peak > budget) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "memory.device_budget_bytes: schedule %s needs %.0f activation bytes on its busiest "
+        "worker, over the budget of %.0f; try schedule auto, v-half or v-min, more workers, a "
+        "smaller training.microbatch_size, or offload",
+        with_transfers.name, peak, budget));
+  }
+  planned.schedule = std::move(with_transfers);
+  planned.plan = schedule::PlanToProto(planned.schedule, planned.costs, &planned.sim);
+  planned.plan.mutable_prediction()->clear_peak_activation_units();
+  for (double peak_bytes : planned.sim.peak_memory) {
+    planned.plan.mutable_prediction()->add_peak_activation_units(peak_bytes / bytes);
+  }
+  PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> split,
+                      model::SplitEvenly(config, planned.schedule.num_stages));
+  for (const model::ChunkSpec& s : split) {
+    planned.plan.add_stage_first_layer(s.first_block);
+    planned.plan.add_stage_num_layers(s.num_blocks);
+  }
+  planned.plan.set_explanation(absl::StrFormat(
+      "%s on %d workers x %d chunks, %d microbatches of %d; predicted step %.3f s, bubble "
+      "%.3f, peak activations %.2f MiB (%.2f units of %.2f MiB)",
+      planned.schedule.name, p, planned.schedule.ChunksPerWorker(), m, mbs,
+      planned.sim.makespan, planned.sim.bubble_ratio, peak / (1 << 20), peak / bytes,
+      bytes / (1 << 20)));
+  return planned;
+}
+
+}  // namespace pipetrain::coordinator

@@ -1,0 +1,46 @@
+// Planner: JobSpec -> Plan. Builds the cost model from the model's analytic FLOPs and activation
+// bytes (worker/model/cost_model.h) and the device and link speeds, runs the named schedule
+// generator (or `auto` under the memory budget), adds transfers, validates, and simulates with
+// the exact per-stage costs to predict step time, bubble and peak activation bytes per worker.
+// The worker builds stage s from the same even split of layers the plan records.
+//
+// Thread-safety: pure function.
+#ifndef PIPETRAIN_COORDINATOR_PLANNER_H_
+#define PIPETRAIN_COORDINATOR_PLANNER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/schedule/cost_model.h"
+#include "coordinator/schedule/schedule.h"
+#include "coordinator/schedule/simulator.h"
+#include "pipetrain/v1/job.pb.h"
+#include "pipetrain/v1/plan.pb.h"
+
+namespace pipetrain::coordinator {
+
+struct PlannerOptions {
+  // Sustained FLOP/s of one worker's device for GEMM-dominated work (CPU default: one core with
+  // OpenBLAS; replaced by measured per-action times when workers report them).
+  double device_flops_per_s = 30e9;
+  // Point-to-point link between workers: latency and bandwidth.
+  double link_latency_s = 100e-6;
+  double link_bytes_per_s = 1.5e9;
+};
+
+struct PlannedJob {
+  v1::Plan plan;                // what is stored with the job and sent to workers
+  schedule::Schedule schedule;  // with transfers
+  schedule::CostModel costs;    // exact, per stage: seconds and bytes (bytes_per_unit = 1)
+  schedule::SimResult sim;      // the prediction, in seconds and bytes
+  double bytes_per_unit = 0;    // one microbatch's activations of an average worker share
+};
+
+// ValidateJobSpec first; then plan. Errors: InvalidArgument naming the field (e.g. too few
+// layers for the stages), ResourceExhausted when no schedule fits memory.device_budget_bytes
+// (saying the smallest peak reachable and what would help).
+absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options = {});
+
+}  // namespace pipetrain::coordinator
+
+#endif  // PIPETRAIN_COORDINATOR_PLANNER_H_

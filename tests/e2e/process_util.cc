@@ -1,0 +1,91 @@
+#include "tests/e2e/process_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/time/clock.h"
+
+namespace pipetrain::testing {
+
+Process Spawn(const std::vector<std::string>& argv, const std::string& log_prefix) {
+  Process p;
+  p.stdout_path = log_prefix + ".out";
+  p.stderr_path = log_prefix + ".err";
+  p.pid = fork();
+  if (p.pid == 0) {
+    int out = open(p.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open(p.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return p;
+}
+
+std::optional<int> WaitFor(const Process& process, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    int status = 0;
+    pid_t r = waitpid(process.pid, &status, WNOHANG);
+    if (r == process.pid) {
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      return 128 + WTERMSIG(status);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  kill(process.pid, SIGKILL);
+  waitpid(process.pid, nullptr, 0);
+  return std::nullopt;
+}
+
+void Kill(const Process& process, int signal) { kill(process.pid, signal); }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool WaitForText(const std::string& path, const std::string& needle, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (ReadFile(path).find(needle) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/pipetrain-e2e-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  return dir == nullptr ? "/tmp" : dir;
+}
+
+}  // namespace pipetrain::testing

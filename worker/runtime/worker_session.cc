@@ -1,0 +1,138 @@
+#include "worker/runtime/worker_session.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/schedule/codec/plan_proto.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "worker/runtime/emulated_stage_runner.h"
+#include "worker/runtime/job_config.h"
+#include "worker/runtime/model_stage_runner.h"
+#include "worker/transport/tcp_transport.h"
+
+namespace pipetrain::worker {
+
+WorkerSession::~WorkerSession() {
+  // The executor refers to the runner and transport; tear down in dependency order.
+  executor_.reset();
+  transport_.reset();
+  runner_.reset();
+}
+
+bool WorkerSession::holds_loss() const {
+  return schedule_.WorkerOf(schedule_.num_stages - 1) == rank_;
+}
+
+absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
+    const v1::PrepareRequest& request, const SessionOptions& options) {
+  auto session = std::unique_ptr<WorkerSession>(new WorkerSession());
+  PT_ASSIGN_OR_RETURN(session->schedule_, schedule::ScheduleFromProto(request.plan()));
+  const schedule::Schedule& sched = session->schedule_;
+  const int rank = request.rank();
+  session->rank_ = rank;
+  session->next_step_ = request.start_step();
+  if (rank < 0 || rank >= sched.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank: ", rank, " is outside 0..", sched.num_workers - 1));
+  }
+  if (request.peers_size() != sched.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("peers: ", request.peers_size(),
+                                                   " given, the plan has ", sched.num_workers,
+                                                   " workers"));
+  }
+  std::vector<std::string> addresses(sched.num_workers);
+  for (const v1::Peer& peer : request.peers()) {
+    if (peer.rank() < 0 || peer.rank() >= sched.num_workers) {
+      return absl::InvalidArgumentError(absl::StrCat("peers[].rank: ", peer.rank(),
+                                                     " is outside 0..", sched.num_workers - 1));
+    }
+    addresses[peer.rank()] = peer.address();
+  }
+  const int m = sched.num_microbatches;
+  kernels::CpuBackendOptions backend_options;
+  backend_options.blas_threads = options.blas_threads;
+  if (request.spec().memory().device_budget_bytes() > 0) {
+    backend_options.device_budget_bytes = request.spec().memory().device_budget_bytes();
+  }
+  session->backend_ = std::make_unique<kernels::CpuBackend>(backend_options);
+
+  std::vector<int> my_stages;
+  std::set<int> peers;
+  for (int s = 0; s < sched.num_stages; ++s) {
+    if (sched.WorkerOf(s) != rank) continue;
+    my_stages.push_back(s);
+    for (int n : {s - 1, s + 1}) {
+      if (n >= 0 && n < sched.num_stages && sched.WorkerOf(n) != rank) {
+        peers.insert(sched.WorkerOf(n));
+      }
+    }
+  }
+
+  PT_ASSIGN_OR_RETURN(session->dataset_, MakeDataset(request.spec()));
+  PT_ASSIGN_OR_RETURN(model::GptConfig config, ModelConfig(request.spec(), *session->dataset_));
+  if (options.emulate) {
+    EmulatedStageConfig emulated;
+    emulated.costs = schedule::CostModelFromProto(request.plan());
+    emulated.bytes_per_unit = 1.0;  // the plan stores bytes
+    emulated.boundary_elements =
+        int64_t{request.spec().training().microbatch_size()} * config.seq_len * config.hidden;
+    session->runner_ = std::make_unique<EmulatedStageRunner>(session->backend_.get(),
+                                                             sched.num_stages, emulated);
+  } else {
+    ModelStageConfig mc;
+    mc.model = config;
+    mc.chunk.seed = request.spec().training().seed();
+    mc.optimizer = OptimizerConfig(request.spec());
+    mc.num_stages = sched.num_stages;
+    mc.num_microbatches = m;
+    mc.stages = my_stages;
+    const data::Dataset* dataset = session->dataset_.get();
+    const int mbs = request.spec().training().microbatch_size();
+    mc.data = [dataset, mbs](int step, int mb) -> absl::StatusOr<MicrobatchData> {
+      data::Microbatch batch = TrainingMicrobatch(*dataset, step, mb, mbs);
+      return MicrobatchData{std::move(batch.tokens), std::move(batch.targets)};
+    };
+    PT_ASSIGN_OR_RETURN(auto runner, ModelStageRunner::Create(session->backend_.get(), mc));
+    for (int s : my_stages) {
+      session->parameter_bytes_ += runner->chunk(s)->ParameterStateBytes();
+    }
+    session->runner_ = std::move(runner);
+  }
+
+  // Listen on this rank's address (all interfaces of that host), then meet the neighbours.
+  const std::string& mine = addresses[rank];
+  const size_t colon = mine.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(mine.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("peers[", rank, "].address: \"", mine, "\" is not host:port"));
+  }
+  std::string host = mine.substr(0, colon);
+  if (host == "localhost") host = "127.0.0.1";
+  PT_ASSIGN_OR_RETURN(auto listener, TcpListener::Bind(host, port));
+  TcpTransportOptions topts;
+  topts.rank = rank;
+  topts.addresses = addresses;
+  topts.peers.assign(peers.begin(), peers.end());
+  topts.connect_timeout = options.connect_timeout;
+  PT_ASSIGN_OR_RETURN(session->transport_, TcpTransport::Connect(topts, std::move(listener)));
+  session->executor_ = std::make_unique<Executor>(session->schedule_, rank, session->runner_.get(),
+                                                  session->transport_.get(),
+                                                  ExecutorOptions{options.recv_timeout});
+  return session;
+}
+
+absl::Status WorkerSession::Run(int num_steps,
+                                const std::function<absl::Status(const StepResult&)>& on_step) {
+  for (int i = 0; i < num_steps; ++i) {
+    PT_ASSIGN_OR_RETURN(StepResult result, executor_->RunStep(next_step_));
+    ++next_step_;
+    PT_RETURN_IF_ERROR(on_step(result));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pipetrain::worker

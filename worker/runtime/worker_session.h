@@ -1,0 +1,65 @@
+// WorkerSession: everything one worker needs to run its part of a job, built from the same
+// PrepareRequest the coordinator sends over gRPC (or a plan file, for pipetrain-worker
+// --plan): the backend, its stage runner (real GPT chunks, or emulated compute when asked),
+// the TCP transport to its pipeline neighbours, and the executor. Run() drives the steps.
+//
+// Thread-safety: not thread-safe; one thread calls Run.
+#ifndef PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
+#define PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "coordinator/schedule/schedule.h"
+#include "kernels/backend.h"
+#include "pipetrain/v1/worker.pb.h"
+#include "worker/data/dataset.h"
+#include "worker/runtime/executor.h"
+#include "worker/runtime/stage_runner.h"
+#include "worker/transport/transport.h"
+
+namespace pipetrain::worker {
+
+struct SessionOptions {
+  // EMULATED compute (sleep for the plan's predicted times; real memory and transfers).
+  bool emulate = false;
+  int blas_threads = 1;
+  absl::Duration connect_timeout = absl::Seconds(30);
+  absl::Duration recv_timeout = absl::Seconds(60);
+};
+
+class WorkerSession {
+ public:
+  // Validates the plan (an untrusted input), binds this rank's address from request.peers,
+  // builds the chunks and connects to the neighbouring ranks.
+  static absl::StatusOr<std::unique_ptr<WorkerSession>> Create(const v1::PrepareRequest& request,
+                                                               const SessionOptions& options);
+  ~WorkerSession();
+
+  // Runs steps start_step .. start_step + num_steps - 1, calling on_step after each (a non-OK
+  // return stops the run with that status).
+  absl::Status Run(int num_steps, const std::function<absl::Status(const StepResult&)>& on_step);
+
+  const schedule::Schedule& schedule() const { return schedule_; }
+  int rank() const { return rank_; }
+  bool holds_loss() const;
+  int64_t parameter_bytes() const { return parameter_bytes_; }
+
+ private:
+  WorkerSession() = default;
+
+  schedule::Schedule schedule_;
+  int rank_ = 0;
+  int next_step_ = 0;
+  int64_t parameter_bytes_ = 0;
+  std::unique_ptr<data::Dataset> dataset_;
+  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<StageRunner> runner_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Executor> executor_;
+};
+
+}  // namespace pipetrain::worker
+
+#endif  // PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
