@@ -1,6 +1,6 @@
 // ZB-H1 / ZB-H2: a list scheduler over simulated time with B and W split (see
-// generators_classic.h for limits). Workers are processed in time order (a heap), so every
-// decision at time t sees exactly the inputs that have arrived by t. Cost: O(p*m log p).
+// generators_classic.h for limits). Workers are processed in time order (a tournament tree), so
+// every decision at time t sees exactly the inputs that have arrived by t. Cost: O(p*m log p).
 // Whenever a worker is free at time t it picks:
 //   1. its next B if the gradient input has arrived by t;
 //   2. its next F if the activation input has arrived and the memory limit allows it;
@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <queue>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -30,8 +30,29 @@ struct WorkerState {
   double free = 0.0;
   int next_f = 0, next_b = 0, next_w = 0;
   double held = 0.0;
-  double wake = 0.0;  // time of its live heap entry; kInf while asleep
-  int token = 0;
+  double wake = 0.0;  // when it next wakes (its entry in the WakeTree); kInf while asleep
+};
+
+// Min over workers' wake times (ties: lower worker), O(log p) update: a tournament tree.
+class WakeTree {
+ public:
+  explicit WakeTree(int n) {
+    while (size_ < n) size_ *= 2;
+    node_.assign(2 * size_, {kInf, 0});
+    for (int i = 0; i < size_; ++i) node_[size_ + i] = {kInf, i};
+    for (int i = size_ - 1; i >= 1; --i) node_[i] = std::min(node_[2 * i], node_[2 * i + 1]);
+  }
+  void Set(int w, double t) {
+    int i = size_ + w;
+    node_[i].first = t;
+    for (i /= 2; i >= 1; i /= 2) node_[i] = std::min(node_[2 * i], node_[2 * i + 1]);
+  }
+  double MinTime() const { return node_[1].first; }
+  int MinWorker() const { return node_[1].second; }
+
+ private:
+  int size_ = 1;
+  std::vector<std::pair<double, int>> node_;
 };
 
 absl::StatusOr<Schedule> MakeZb(const PipelineSpec& spec, const char* name, int limit_factor,
@@ -56,14 +77,13 @@ absl::StatusOr<Schedule> MakeZb(const PipelineSpec& spec, const char* name, int 
   // Microbatch-major so a worker and its neighbours read adjacent entries.
   auto at = [p](int w, int i) { return static_cast<size_t>(i) * p + w; };
   std::vector<WorkerState> st(p);
-  using Entry = std::tuple<double, int, int>;  // time, worker, token
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  WakeTree tree(p);
   auto push = [&](int w, double t) {
     WorkerState& ws = st[w];
     t = std::max(t, ws.free);
-    if (t >= ws.wake && ws.wake != kInf) return;  // an earlier entry is live already
+    if (t >= ws.wake && ws.wake != kInf) return;  // it wakes earlier already
     ws.wake = t;
-    heap.push({t, w, ++ws.token});
+    tree.Set(w, t);
   };
   for (int w = 0; w < p; ++w) {
     st[w].wake = kInf;
@@ -77,11 +97,11 @@ absl::StatusOr<Schedule> MakeZb(const PipelineSpec& spec, const char* name, int 
     const int fit = static_cast<int>(std::floor(limit / costs.stages[w].activation + 1e-9));
     warmup[w] = std::clamp(fit - 1 - w, 0, m);
   }
-  while (!heap.empty()) {
-    auto [t, w, token] = heap.top();
-    heap.pop();
+  while (tree.MinTime() != kInf) {
+    const int w = tree.MinWorker();
+    const double t = tree.MinTime();
     WorkerState& ws = st[w];
-    if (token != ws.token) continue;
+    tree.Set(w, kInf);
     ws.wake = kInf;
     if (ws.next_w == m) continue;
     const StageCost& c = costs.stages[w];
