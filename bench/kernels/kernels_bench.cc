@@ -1,0 +1,186 @@
+// Compute benchmarks (issue 4): the single-thread OpenBLAS sgemm rate as the yardstick, per-op
+// throughput of the CPU backend, and per-chunk F / B / W throughput of a 512-hidden GPT chunk.
+// GFLOP/s counters use analytic FLOPs (GEMM FLOPs only for chunks, see cost_model.h) and wall
+// time (UseRealTime). OpenBLAS runs with 1 thread.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <string>
+
+#include "glog/logging.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "worker/model/cost_model.h"
+#include "worker/model/gpt_chunk.h"
+#include "worker/model/parameter.h"
+
+namespace pipetrain {
+namespace {
+
+using kernels::CpuBackend;
+using kernels::Tensor;
+
+CpuBackend& Backend() {
+  static CpuBackend* backend = new CpuBackend({.blas_threads = 1});
+  return *backend;
+}
+
+Tensor Random(const kernels::Shape& shape, uint64_t seed) {
+  return *Backend().FromHost(
+      shape, model::NormalValues(seed, 0, "bench", kernels::NumElements(shape), 1.0f), "bench");
+}
+
+void SetFlops(benchmark::State& state, double flops) {
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Square sgemm m = n = k: the reference rate.
+void BM_Sgemm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor a = Random({n, n}, 1), b = Random({n, n}, 2), c = Random({n, n}, 3);
+  for (auto _ : state) {
+    auto s = Backend().Gemm(a, false, b, false, 1, 0, &c);
+    benchmark::DoNotOptimize(s);
+  }
+  SetFlops(state, 2.0 * n * n * n);
+}
+BENCHMARK(BM_Sgemm)->Arg(512)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Linear-layer GEMMs at N = 1024 tokens, H = 512, F = 2048: forward, input grad, weight grad.
+void BM_LinearGemm(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  const int64_t n = 1024, in = 512, out = 2048;
+  Tensor x = Random({n, in}, 1), w = Random({in, out}, 2), y = Random({n, out}, 3);
+  Tensor dx = Random({n, in}, 4), dw = Random({in, out}, 5);
+  for (auto _ : state) {
+    absl::Status s;
+    if (mode == 0) s = Backend().Gemm(x, false, w, false, 1, 0, &y);  // F: X W
+    if (mode == 1) s = Backend().Gemm(y, false, w, true, 1, 0, &dx);  // B: dY W^T
+    if (mode == 2) s = Backend().Gemm(x, true, y, false, 1, 1, &dw);  // W: dW += X^T dY
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetLabel(mode == 0 ? "F XW" : mode == 1 ? "B dYW^T" : "W X^TdY(acc)");
+  SetFlops(state, 2.0 * n * in * out);
+}
+BENCHMARK(BM_LinearGemm)->DenseRange(0, 2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_Attention(benchmark::State& state) {
+  const bool backward = state.range(0) == 1;
+  const int64_t b = 4, t = 256, nh = 8, h = 512;
+  Tensor qkv = Random({b * t, 3 * h}, 1), probs = Random({b, nh, t, t}, 2);
+  Tensor out = Random({b * t, h}, 3), dqkv = Random({b * t, 3 * h}, 4);
+  CHECK((Backend().AttentionForward(qkv, b, t, nh, &probs, &out)).ok());
+  for (auto _ : state) {
+    absl::Status s = backward ? Backend().AttentionBackward(out, qkv, probs, b, t, nh, &dqkv)
+                              : Backend().AttentionForward(qkv, b, t, nh, &probs, &out);
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetLabel(backward ? "B" : "F");
+  SetFlops(state, (backward ? 8.0 : 4.0) * b * t * t * h);
+}
+BENCHMARK(BM_Attention)->DenseRange(0, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Elementwise / row-wise ops on [1024, 512] (GELU on [1024, 2048]); FLOPs are nominal
+// (per-element operation counts) and only indicate relative cost.
+void BM_LayerNorm(benchmark::State& state) {
+  Tensor x = Random({1024, 512}, 1), g = Random({512}, 2), b = Random({512}, 3);
+  Tensor y = Random({1024, 512}, 4), mean = Random({1024}, 5), rstd = Random({1024}, 6);
+  for (auto _ : state) {
+    auto s = Backend().LayerNormForward(x, g, b, &y, &mean, &rstd);
+    benchmark::DoNotOptimize(s);
+  }
+  SetFlops(state, 8.0 * 1024 * 512);
+}
+BENCHMARK(BM_LayerNorm)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_Gelu(benchmark::State& state) {
+  Tensor x = Random({1024, 2048}, 1), y = Random({1024, 2048}, 2);
+  for (auto _ : state) {
+    auto s = Backend().GeluForward(x, &y);
+    benchmark::DoNotOptimize(s);
+  }
+  SetFlops(state, 10.0 * 1024 * 2048);
+}
+BENCHMARK(BM_Gelu)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_CrossEntropy(benchmark::State& state) {
+  Tensor logits = Random({1024, 256}, 1), probs = Random({1024, 256}, 2);
+  std::vector<int32_t> targets(1024, 7);
+  for (auto _ : state) {
+    auto r = Backend().CrossEntropyForward(logits, targets, &probs);
+    benchmark::DoNotOptimize(r);
+  }
+  SetFlops(state, 5.0 * 1024 * 256);
+}
+BENCHMARK(BM_CrossEntropy)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// One chunk of a 512-hidden GPT (8 heads, ffn 2048, seq_len 256, vocab 256), microbatch of 4
+// sequences (1024 tokens). range(0): 0 = middle chunk with 2 blocks, 1 = last chunk (1 block +
+// head). range(1): 0 = F, 1 = B, 2 = W.
+void BM_Chunk(benchmark::State& state) {
+  model::GptConfig config{
+      .num_layers = 4, .hidden = 512, .heads = 8, .ffn = 2048, .seq_len = 256, .vocab = 256};
+  const model::ChunkSpec spec = state.range(0) == 0 ? model::ChunkSpec{1, 2, false, false}
+                                                    : model::ChunkSpec{3, 1, false, true};
+  const int pass = static_cast<int>(state.range(1));
+  const int64_t mbs = 4, n = mbs * config.seq_len;
+  auto chunk = *model::GptChunk::Create(&Backend(), config, spec);
+  CHECK((chunk->ZeroGrad()).ok());
+  const std::vector<float> input = model::NormalValues(9, 0, "input", n * config.hidden, 1.0f);
+  std::vector<int32_t> targets(n);
+  for (int64_t i = 0; i < n; ++i) targets[i] = static_cast<int32_t>((i * 31) % config.vocab);
+  auto forward = [&](int mb) {
+    model::ForwardInput in;
+    in.activation = *Backend().FromHost({n, config.hidden}, input, "input");
+    if (spec.has_head) in.targets = targets;
+    return *chunk->Forward(mb, std::move(in));
+  };
+  auto backward_input = [&](int mb) {
+    Tensor dy;
+    if (!spec.has_head) dy = *Backend().FromHost({n, config.hidden}, input, "dy");
+    return *chunk->BackwardInput(mb, std::move(dy));
+  };
+  int mb = 0;
+  for (auto _ : state) {
+    if (pass == 0) {
+      benchmark::DoNotOptimize(forward(mb));
+      state.PauseTiming();
+      chunk->Discard(mb);
+      state.ResumeTiming();
+    } else if (pass == 1) {
+      state.PauseTiming();
+      forward(mb);
+      state.ResumeTiming();
+      benchmark::DoNotOptimize(backward_input(mb));
+      state.PauseTiming();
+      chunk->Discard(mb);
+      state.ResumeTiming();
+    } else {
+      state.PauseTiming();
+      forward(mb);
+      backward_input(mb);
+      state.ResumeTiming();
+      CHECK((chunk->BackwardWeight(mb)).ok());
+      ++mb;
+    }
+  }
+  const model::ChunkCost cost = model::EstimateChunkCost(config, spec, mbs);
+  const double flops = pass == 0   ? cost.forward_flops
+                       : pass == 1 ? cost.backward_input_flops
+                                   : cost.backward_weight_flops;
+  state.SetLabel(std::string(spec.has_head ? "1 block + head " : "2 blocks ") + (pass == 0 ? "F"
+                                                                                 : pass == 1
+                                                                                     ? "B"
+                                                                                     : "W"));
+  SetFlops(state, flops);
+}
+BENCHMARK(BM_Chunk)
+    ->ArgsProduct({{0, 1}, {0, 1, 2}})
+    ->UseRealTime()
+    ->MinTime(2.0)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace pipetrain
+
+BENCHMARK_MAIN();
