@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/passes.h"
 #include "coordinator/schedule/simulator.h"
 #include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
@@ -39,6 +40,20 @@ Planned Plan(const std::string& name, int p, int m, int v = 0) {
   auto r = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok()) return {};
+  // Explicit transfers validate and simulate identically (comm = 0 here) ...
+  auto t = AddTransfers(*s);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (t.ok()) {
+    auto rt = Simulate(*t, CostModelFor(spec, s->ChunksPerWorker()));
+    EXPECT_TRUE(rt.ok()) << rt.status();
+    if (rt.ok()) EXPECT_DOUBLE_EQ(rt->makespan, r->makespan);
+    // ... and stay deadlock-free, matching implicit comm, when messages take time.
+    spec.comm = 0.3;
+    auto ri = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
+    auto re = Simulate(*t, CostModelFor(spec, s->ChunksPerWorker()));
+    EXPECT_TRUE(ri.ok() && re.ok());
+    if (ri.ok() && re.ok()) EXPECT_DOUBLE_EQ(ri->makespan, re->makespan);
+  }
   return {*std::move(s), *std::move(r)};
 }
 
@@ -120,6 +135,52 @@ TEST_P(GridTest, ZbH2) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, GridTest, ::testing::Values(1, 2, 3, 4, 8, 16));
+
+TEST(ZbMemoryLimitTest, RespectsLimitOrFailsClearly) {
+  for (const char* name : {"zb-h1", "zb-h2"}) {
+    for (double limit : {1.0, 2.0, 3.0}) {
+      PipelineSpec spec;
+      spec.num_workers = 4;
+      spec.num_microbatches = 12;
+      spec.memory_limit = limit;
+      auto s = Generate(name, spec);
+      ASSERT_TRUE(s.ok()) << name << " " << limit << ": " << s.status();
+      auto r = Simulate(*s, CostModelFor(spec, 1));
+      ASSERT_TRUE(r.ok());
+      EXPECT_LE(MaxPeak(*r), limit + kEps) << name;
+    }
+    PipelineSpec spec;
+    spec.num_workers = 4;
+    spec.num_microbatches = 12;
+    spec.memory_limit = 0.5;
+    auto s = Generate(name, spec);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(std::string(s.status().message()).find("memory_limit"), std::string::npos);
+  }
+}
+
+TEST(ZbMemoryLimitTest, MoreMemoryNeverSlower) {
+  // zb-h2's extra memory buys a bubble no larger than zb-h1's, at real unequal costs and comm.
+  for (int p : {4, 8}) {
+    PipelineSpec spec;
+    spec.num_workers = p;
+    spec.num_microbatches = 3 * p;
+    spec.f = 1.0;
+    spec.b = 2.0;
+    spec.w = 1.0;
+    spec.comm = 0.25;
+    auto h1 = Generate("zb-h1", spec);
+    auto h2 = Generate("zb-h2", spec);
+    auto one = Generate("1f1b", spec);
+    ASSERT_TRUE(h1.ok() && h2.ok() && one.ok());
+    const double m1 = Simulate(*h1, CostModelFor(spec, 1))->makespan;
+    const double m2 = Simulate(*h2, CostModelFor(spec, 1))->makespan;
+    const double mo = Simulate(*one, CostModelFor(spec, 1))->makespan;
+    EXPECT_LE(m2, m1) << p;
+    EXPECT_LT(m1, mo) << p;
+  }
+}
 
 TEST(RegistryTest, UnknownNameListsValidOnes) {
   PipelineSpec spec;
