@@ -22,7 +22,9 @@ int RunPlanCommand(const pipetrain::client::PlanOptions& options, const std::str
   }
   if (output.empty()) {
     std::cout << result->document;
-    if (options.format == "ascii") std::cout << result->summary;
+    // Keep stdout a clean document for svg/trace/csv/json (pipe it to a file); the
+    // predictions still reach the terminal.
+    (options.format == "ascii" ? std::cout : std::cerr) << result->summary;
     return 0;
   }
   std::ofstream file(output, std::ios::binary | std::ios::trunc);
