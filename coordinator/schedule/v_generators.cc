@@ -8,34 +8,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/schedule/v_greedy.h"
+#include "coordinator/schedule/v_pattern.h"
 
 namespace pipetrain::schedule {
 namespace {
-
-std::vector<VVariant> Expand(const std::vector<std::pair<std::string, VBlockShape>>& shapes,
-                             VPriority priority) {
-  std::vector<VVariant> out;
-  // Policies: 0 greedy, 1 conservative backfill, 2 the repeated block squeezed (no reorder).
-  const int policies = priority == VPriority::kBlock ? 3 : 1;
-  for (const auto& [label, shape] : shapes) {
-    for (int policy = 0; policy < policies; ++policy) {
-      VVariant v;
-      v.label = absl::StrCat(label, policy == 0   ? "/greedy"
-                                    : policy == 1 ? "/conservative"
-                                                  : "/squeezed");
-      v.shape = shape;
-      v.options.priority = priority;
-      v.options.conservative = policy == 1;
-      v.options.strict_order = policy == 2;
-      out.push_back(std::move(v));
-    }
-  }
-  return out;
-}
-
-VBlockShape Shape(double f0, double f1, double b1, double b0, double stretch = 0.0) {
-  return VBlockShape{f0, f1, b1, b0, 0.0, stretch};
-}
 
 // Smallest cap the V schedules accept: one microbatch on the fullest worker.
 double OneMicrobatch(const CostModel& costs, int p) {
@@ -46,15 +23,62 @@ double OneMicrobatch(const CostModel& costs, int p) {
   return most;
 }
 
+double BusiestWork(const CostModel& costs, int p) {
+  double most = 0.0;
+  for (int w = 0; w < p; ++w) {
+    const StageCost& x = costs.stages[w];
+    const StageCost& y = costs.stages[2 * p - 1 - w];
+    most = std::max(most, x.f + x.b + x.w + y.f + y.b + y.w);
+  }
+  return most;
+}
+
+// The greedy engine's search space for a cap: priority rules x in-flight limits K (chunk-0
+// microbatches a worker may hold before their chunk-0 B; 0 = limited by memory only).
+std::vector<VVariant> GreedyVariants(int p, double cap_chunks, bool full) {
+  std::vector<int> ks = {0};
+  if (full) {
+    for (double x : {0.5, 0.625, 0.75, 0.875, 1.0}) {
+      ks.push_back(std::max(1, static_cast<int>(std::ceil(x * cap_chunks))));
+    }
+    for (int k : {p / 2, p, 3 * p / 2}) ks.push_back(std::max(1, k));
+    std::sort(ks.begin(), ks.end());
+    ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+  }
+  std::vector<VVariant> out;
+  for (int k : ks) {
+    for (bool older : {true, false}) {
+      for (bool f1 : {true, false}) {
+        for (double idle : {0.0, 1.0}) {
+          VVariant v;
+          v.label = absl::StrCat("greedy K=", k, older ? " b-older" : " b-down", f1 ? " f1" : " f0",
+                                 idle > 0 ? " wait" : "");
+          v.options.b_older_first = older;
+          v.options.f1_first = f1;
+          v.options.idle_budget = idle;
+          v.inflight = k;
+          out.push_back(std::move(v));
+          if (!full) return out;  // ZB-V: the one backward-first greedy
+        }
+      }
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& name, double law,
-                                   const std::vector<VVariant>& variants) {
+                                   const std::vector<VPatternKind>& patterns, bool full) {
   PT_RETURN_IF_ERROR(CheckVSpec(spec));
   const CostModel costs = CostModelFor(spec, 2);
   double cap = law;
   if (spec.memory_limit > 0) cap = std::min(cap, spec.memory_limit);
   cap = std::max(cap, OneMicrobatch(costs, spec.num_workers));
-  PT_ASSIGN_OR_RETURN(
-      VPlan plan, PlanBestV(spec.num_workers, spec.num_microbatches, costs, cap, variants, name));
+  const int p = spec.num_workers;
+  double chunk = 0.0;
+  for (const StageCost& c : costs.stages) chunk = std::max(chunk, c.activation);
+  PT_ASSIGN_OR_RETURN(VPlan plan,
+                      PlanBestV(p, spec.num_microbatches, costs, cap, patterns,
+                                GreedyVariants(p, chunk > 0 ? cap / chunk : 2.0 * p, full), name));
   return std::move(plan.schedule);
 }
 
@@ -63,32 +87,6 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
 int VMinPeakLaw(int p) { return (p + 4) / 3; }
 int VHalfPeakLaw(int p) { return (p + 2) / 2; }
 int VZbPeakLaw(int p) { return p; }
-
-std::vector<VVariant> ZbVVariants() {
-  return Expand({{"zbv", Shape(0, 0, 0, 0)}}, VPriority::kBackwardFirst);
-}
-std::vector<VVariant> VMinVariants() {
-  return Expand({{"tight", Shape(0, 0, 0, 0)},
-                 {"half", Shape(1, 0, 1, 0)},
-                 {"tight+10%", Shape(0, 0, 0, 0, 0.1)},
-                 {"tight+25%", Shape(0, 0, 0, 0, 0.25)}},
-                VPriority::kBlock);
-}
-std::vector<VVariant> VHalfVariants() {
-  return Expand({{"half", Shape(1, 0, 1, 0)},
-                 {"tight", Shape(0, 0, 0, 0)},
-                 {"wide", Shape(2, 0, 2, 0)},
-                 {"tight+10%", Shape(0, 0, 0, 0, 0.1)},
-                 {"tight+25%", Shape(0, 0, 0, 0, 0.25)},
-                 {"tight+50%", Shape(0, 0, 0, 0, 0.5)}},
-                VPriority::kBlock);
-}
-std::vector<VVariant> VZbVariants() {
-  return Expand(
-      {{"wide", Shape(2, 0, 2, 0)}, {"half", Shape(1, 0, 1, 0)}, {"tight", Shape(0, 0, 0, 0)}},
-      VPriority::kBlock);
-}
-std::vector<VVariant> AllVVariants() { return VZbVariants(); }
 
 absl::Status CheckVSpec(const PipelineSpec& spec) {
   if (spec.num_workers < 2) {
@@ -132,39 +130,55 @@ absl::Status CheckVSpec(const PipelineSpec& spec) {
 }
 
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
-                                double cap, const std::vector<VVariant>& variants,
-                                const std::string& name) {
+                                double cap, const std::vector<VPatternKind>& patterns,
+                                const std::vector<VVariant>& variants, const std::string& name) {
+  const int p = num_workers, m = num_microbatches;
   std::optional<VPlan> best;
-  absl::Status last_error = absl::InvalidArgumentError("no V variants to try");
-  for (const VVariant& variant : variants) {
-    const BuildingBlock block = MakeVBlock(num_workers, costs, variant.shape);
-    VListOptions options = variant.options;
-    options.memory_cap = cap;
-    absl::StatusOr<VListResult> r =
-        ListScheduleV(num_workers, num_microbatches, costs, block, options, name);
-    if (!r.ok()) {
-      last_error = r.status();
-      continue;
-    }
-    if (!best.has_value() || r->makespan < best->makespan - 1e-9) {
-      best = VPlan{std::move(r->schedule), r->makespan, std::move(r->peak), variant.label};
+  auto better = [&](double span, double makespan) {
+    return !best || span < best->max_span - 1e-9 ||
+           (span < best->max_span + 1e-9 && makespan < best->makespan - 1e-9);
+  };
+  for (VPatternKind kind : patterns) {
+    Schedule s = MakeVPattern(kind, p, m, name);
+    const VOrderEval e = EvaluateVOrder(s, costs);
+    if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) continue;
+    if (better(e.max_span, e.makespan)) {
+      best = VPlan{std::move(s), e.max_span, e.makespan, e.peak,
+                   kind == VPatternKind::kMin ? "pattern v-min" : "pattern v-half"};
     }
   }
-  if (!best.has_value()) return last_error;
+  absl::Status last = absl::InternalError("no V candidate fits");
+  for (const VVariant& variant : variants) {
+    VGreedyOptions options = variant.options;
+    options.memory_cap = cap;
+    if (variant.inflight > 0) options.max_inflight.assign(p, variant.inflight);
+    absl::StatusOr<VGreedyResult> r = GreedyScheduleV(p, m, costs, options, name);
+    if (!r.ok()) {
+      last = r.status();
+      continue;
+    }
+    if (better(r->max_span, r->makespan)) {
+      best = VPlan{std::move(r->schedule), r->max_span, r->makespan, std::move(r->peak),
+                   variant.label};
+    }
+  }
+  if (!best) return last;
   return std::move(*best);
 }
 
 absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec) {
-  return MakeNamed(spec, "v-min", VMinPeakLaw(spec.num_workers), VMinVariants());
+  return MakeNamed(spec, "v-min", VMinPeakLaw(spec.num_workers), {VPatternKind::kMin}, true);
 }
 absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec) {
-  return MakeNamed(spec, "v-half", VHalfPeakLaw(spec.num_workers), VHalfVariants());
+  return MakeNamed(spec, "v-half", VHalfPeakLaw(spec.num_workers),
+                   {VPatternKind::kHalf, VPatternKind::kMin}, true);
 }
 absl::StatusOr<Schedule> MakeVZb(const PipelineSpec& spec) {
-  return MakeNamed(spec, "v-zb", VZbPeakLaw(spec.num_workers), VZbVariants());
+  return MakeNamed(spec, "v-zb", VZbPeakLaw(spec.num_workers),
+                   {VPatternKind::kHalf, VPatternKind::kMin}, true);
 }
 absl::StatusOr<Schedule> MakeZbV(const PipelineSpec& spec) {
-  return MakeNamed(spec, "zb-v", VZbPeakLaw(spec.num_workers), ZbVVariants());
+  return MakeNamed(spec, "zb-v", VZbPeakLaw(spec.num_workers), {}, false);
 }
 absl::StatusOr<Schedule> MakeVAdaptive(const PipelineSpec& spec) {
   if (spec.memory_limit <= 0) {
@@ -172,7 +186,8 @@ absl::StatusOr<Schedule> MakeVAdaptive(const PipelineSpec& spec) {
         "memory_limit must be > 0 for v-adaptive (peak activation units per worker)");
   }
   // Above 2p units nothing changes: every V schedule is done by then.
-  return MakeNamed(spec, "v-adaptive", 2.0 * spec.num_workers, AllVVariants());
+  return MakeNamed(spec, "v-adaptive", 2.0 * spec.num_workers,
+                   {VPatternKind::kHalf, VPatternKind::kMin}, true);
 }
 
 }  // namespace pipetrain::schedule

@@ -37,9 +37,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "coordinator/schedule/building_block.h"
 #include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/v_list_scheduler.h"
+#include "coordinator/schedule/v_greedy.h"
+#include "coordinator/schedule/v_pattern.h"
 
 namespace pipetrain::schedule {
 
@@ -48,35 +48,29 @@ int VMinPeakLaw(int p);   // (p+4)//3
 int VHalfPeakLaw(int p);  // (p+2)//2
 int VZbPeakLaw(int p);    // p
 
-// One point of the search: a block shape and a list-scheduling policy.
+// One point of the greedy engine's search (v_greedy.h); memory_cap is set by the caller.
 struct VVariant {
   std::string label;
-  VBlockShape shape;
-  VListOptions options;  // memory_cap is overwritten by the caller's cap
+  VGreedyOptions options;
+  int inflight = 0;  // max_inflight on every worker; 0 = memory only
 };
 
 struct VPlan {
   Schedule schedule;
-  double makespan = 0.0;     // planner's estimate (Simulate may only be earlier)
+  double max_span = 0.0;  // longest worker span (the bubble's denominator)
+  double makespan = 0.0;
   std::vector<double> peak;  // per worker
-  std::string variant;       // label of the winning variant
+  std::string variant;       // label of the winning candidate
 };
-
-// The variants each named schedule searches.
-std::vector<VVariant> VMinVariants();
-std::vector<VVariant> VHalfVariants();
-std::vector<VVariant> VZbVariants();
-std::vector<VVariant> ZbVVariants();
-// Everything above: the adaptive scheduler's search space.
-std::vector<VVariant> AllVVariants();
 
 // Checks the fields the V generators need (see Limits above).
 absl::Status CheckVSpec(const PipelineSpec& spec);
 
-// Best (least estimated makespan) V schedule over `variants` with peak <= cap on every worker.
+// Best candidate (least longest worker span, then makespan) with peak <= cap on every worker:
+// the fixed `patterns` (v_pattern.h, real-cost timed) and the greedy `variants`.
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
-                                double cap, const std::vector<VVariant>& variants,
-                                const std::string& name);
+                                double cap, const std::vector<VPatternKind>& patterns,
+                                const std::vector<VVariant>& variants, const std::string& name);
 
 absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec);
 absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec);
