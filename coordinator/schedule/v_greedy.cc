@@ -43,17 +43,21 @@ class VGreedy {
     clock_.assign(p_, 0.0);
     first_.assign(p_, kInf);
     pending_.assign(p_, kInf);
-    version_.assign(p_, 0);
     mem_.assign(p_, 0.0);
     r_.peak.assign(p_, 0.0);
+    leaves_ = 1;
+    while (leaves_ < p_) leaves_ *= 2;
+    tree_.assign(2 * leaves_, kInf);
     for (int w = 0; w < p_; ++w) Wake(w, 0.0);
     long remaining = 6L * p_ * m_;
-    while (!events_.empty()) {
-      const auto [time, w, version] = events_.top();
-      events_.pop();
-      if (version != version_[w]) continue;
-      pending_[w] = kInf;
-      now_ = time;
+    while (tree_[1] < kInf) {
+      // The earliest pending decision (ties: lowest worker), found down the min-tree.
+      int node = 1;
+      while (node < leaves_)
+        node = tree_[2 * node] <= tree_[2 * node + 1] ? 2 * node : 2 * node + 1;
+      const int w = node - leaves_;
+      now_ = pending_[w];
+      SetPending(w, kInf);
       if (Decide(w)) --remaining;
     }
     if (remaining != 0) {
@@ -75,7 +79,6 @@ class VGreedy {
     double ready = kInf;
     bool ok = false;  // exists and allowed (memory, admission)
   };
-  using Event = std::tuple<double, int, int>;  // (time, worker, version), min-heap
 
   double Act(int stage) const { return costs_.stages[stage].activation; }
   double Comm(int from, int to) const {
@@ -84,11 +87,15 @@ class VGreedy {
   }
   size_t Idx(int stage, int mb) const { return static_cast<size_t>(stage) * m_ + mb; }
 
-  void Wake(int w, double time) {
+  void SetPending(int w, double time) {
     pending_[w] = time;
-    ++version_[w];
-    events_.emplace(time, w, version_[w]);
+    int node = leaves_ + w;
+    tree_[node] = time;
+    for (node /= 2; node >= 1; node /= 2) {
+      tree_[node] = std::min(tree_[2 * node], tree_[2 * node + 1]);
+    }
   }
+  void Wake(int w, double time) { SetPending(w, time); }
   void Notify(int w, double ready) {
     const double when = std::max({clock_[w], ready, now_});
     if (when < pending_[w]) Wake(w, when);
@@ -228,8 +235,9 @@ class VGreedy {
   std::vector<std::vector<int>> wq_;  // per worker: stages of pending W's, in B order
   std::vector<size_t> wq_head_;
   std::vector<double> clock_, first_, pending_, mem_;
-  std::vector<int> version_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  // Min-tree over the workers' pending decision times (kInf = asleep until notified).
+  int leaves_ = 1;
+  std::vector<double> tree_;
   double now_ = 0.0;
   VGreedyResult r_;
 };

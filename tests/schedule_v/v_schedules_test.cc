@@ -9,6 +9,7 @@
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/simulator.h"
 #include "coordinator/schedule/v_generators.h"
+#include "coordinator/schedule/v_pattern.h"
 #include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
 
@@ -66,8 +67,8 @@ TEST(VLawsTest, PeakMemoryLawsUnitCosts) {
   }
 }
 
-// Bubble with unit costs: V-ZB / ZB-V <= 0.10 for m >= 2p (measured max 0.07 at p = 16, m =
-// 2p); V-Min <= 0.8 x 1F1B's; V-Half <= 1F1B's.
+// Bubble with unit costs (measured: v-half 0.35-0.60x 1F1B's, v-min 0.68-0.74x, v-zb/zb-v
+// <= 0.09 for m >= 2p): v-half <= 0.6x, v-min <= 0.75x, v-zb and zb-v <= 0.10.
 TEST(VLawsTest, BubbleUnitCosts) {
   for (int p : {4, 8, 16}) {
     for (int m : {2 * p, 4 * p}) {
@@ -75,21 +76,51 @@ TEST(VLawsTest, BubbleUnitCosts) {
       const double one_f1b = RunGen("1f1b", spec).bubble;
       EXPECT_LE(RunGen("v-zb", spec).bubble, 0.10) << "p=" << p << " m=" << m;
       EXPECT_LE(RunGen("zb-v", spec).bubble, 0.10) << "p=" << p << " m=" << m;
-      EXPECT_LE(RunGen("v-min", spec).bubble, 0.8 * one_f1b) << "p=" << p << " m=" << m;
-      EXPECT_LE(RunGen("v-half", spec).bubble, one_f1b) << "p=" << p << " m=" << m;
+      EXPECT_LE(RunGen("v-min", spec).bubble, 0.75 * one_f1b) << "p=" << p << " m=" << m;
+      EXPECT_LE(RunGen("v-half", spec).bubble, 0.6 * one_f1b) << "p=" << p << " m=" << m;
     }
   }
 }
 
-// Acceptance criterion NOT met yet: with B = 2F the V-Half planner still falls behind 1F1B at
-// p >= 8 (see docs/SCHEDULES.md). Kept disabled so it is visible, not silently dropped.
+// Acceptance criterion NOT met: with unequal costs V-Half is below 1F1B for p <= 6 (and some
+// larger cases) but above it at p >= 8 for m >= 4p (e.g. 1:2:1 p=16 m=64: 0.230 vs 0.190; see
+// docs/SCHEDULES.md). Kept disabled, over the full grid, so the gap stays visible.
 TEST(VLawsTest, DISABLED_VHalfBeats1F1BWithUnequalCosts) {
-  for (int p : {4, 8, 16}) {
-    for (int m : {2 * p, 4 * p}) {
-      for (auto [f, b, w] : {std::tuple{1.0, 2.0, 1.0}, std::tuple{1.0, 1.5, 0.5}}) {
-        const PipelineSpec spec = Spec(p, m, f, b, w);
+  for (int p : {2, 3, 4, 6, 8, 12, 16}) {
+    for (int m : {p, 2 * p, 4 * p, 64}) {
+      if (m < p) continue;
+      for (auto [f, b, w, c] : {std::tuple{1.0, 1.0, 1.0, 0.0}, std::tuple{1.0, 2.0, 1.0, 0.0},
+                                std::tuple{1.0, 1.5, 0.5, 0.0}, std::tuple{1.0, 2.0, 1.0, 0.2}}) {
+        const PipelineSpec spec = Spec(p, m, f, b, w, c);
         EXPECT_LT(RunGen("v-half", spec).bubble, RunGen("1f1b", spec).bubble)
-            << "p=" << p << " m=" << m << " costs " << f << ":" << b << ":" << w;
+            << "p=" << p << " m=" << m << " costs " << f << ":" << b << ":" << w << " comm " << c;
+      }
+    }
+  }
+}
+
+// Against the authors' fixed V-Min / V-Half pattern (SCHEDULING_SPEC.md §2.6, without their
+// reorder passes), timed by the same Simulate: pipetrain matches or beats its bubble at equal
+// or lower peak memory, for unit and unequal costs and comm > 0.
+TEST(VBaselineTest, MatchesOrBeatsFixedPattern) {
+  for (int p : {2, 3, 4, 6, 8, 12}) {
+    for (int m : {p, 2 * p, 4 * p}) {
+      for (auto [f, b, w, c] : {std::tuple{1.0, 1.0, 1.0, 0.0}, std::tuple{1.0, 2.0, 1.0, 0.0},
+                                std::tuple{1.0, 1.5, 0.5, 0.1}}) {
+        const PipelineSpec spec = Spec(p, m, f, b, w, c);
+        const CostModel costs = CostModelFor(spec, 2);
+        for (auto [name, kind] :
+             {std::pair{"v-min", VPatternKind::kMin}, std::pair{"v-half", VPatternKind::kHalf}}) {
+          absl::StatusOr<SimResult> ref = Simulate(MakeVPattern(kind, p, m, "ref"), costs);
+          ASSERT_TRUE(ref.ok()) << ref.status();
+          const double ref_peak =
+              *std::max_element(ref->peak_memory.begin(), ref->peak_memory.end());
+          const Measured got = RunGen(name, spec);
+          const std::string where = std::string(name) + " p=" + std::to_string(p) +
+                                    " m=" + std::to_string(m) + " b=" + std::to_string(b);
+          EXPECT_LE(got.peak, ref_peak + 1e-9) << where;
+          EXPECT_LE(got.bubble, ref->bubble_ratio + 1e-9) << where;
+        }
       }
     }
   }
@@ -175,7 +206,9 @@ TEST(AutoTest, PicksFastestThatFitsAndExplains) {
   ASSERT_NE(chosen, nullptr) << FormatCandidates(rows);
   EXPECT_LE(chosen->peak, 5.0);
   for (const PlanCandidate& c : rows) {
-    if (c.fits) EXPECT_GE(c.makespan, chosen->makespan - 1e-9) << c.name;
+    if (c.fits) {
+      EXPECT_GE(c.makespan, chosen->makespan - 1e-9) << c.name;
+    }
   }
   const Measured m = RunGen("auto", spec);
   EXPECT_DOUBLE_EQ(m.makespan, chosen->makespan);
