@@ -27,7 +27,8 @@ bool WorkerSession::holds_loss() const {
 }
 
 absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
-    const v1::PrepareRequest& request, const SessionOptions& options) {
+    const v1::PrepareRequest& request, const SessionOptions& options,
+    std::unique_ptr<TcpListener> listener) {
   auto session = std::unique_ptr<WorkerSession>(new WorkerSession());
   PT_ASSIGN_OR_RETURN(session->schedule_, schedule::ScheduleFromProto(request.plan()));
   const schedule::Schedule& sched = session->schedule_;
@@ -102,17 +103,19 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     session->runner_ = std::move(runner);
   }
 
-  // Listen on this rank's address (all interfaces of that host), then meet the neighbours.
-  const std::string& mine = addresses[rank];
-  const size_t colon = mine.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(mine.substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("peers[", rank, "].address: \"", mine, "\" is not host:port"));
+  // Listen on this rank's address, then meet the neighbours.
+  if (listener == nullptr) {
+    const std::string& mine = addresses[rank];
+    const size_t colon = mine.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(mine.substr(colon + 1), &port)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("peers[", rank, "].address: \"", mine, "\" is not host:port"));
+    }
+    std::string host = mine.substr(0, colon);
+    if (host == "localhost") host = "127.0.0.1";
+    PT_ASSIGN_OR_RETURN(listener, TcpListener::Bind(host, port));
   }
-  std::string host = mine.substr(0, colon);
-  if (host == "localhost") host = "127.0.0.1";
-  PT_ASSIGN_OR_RETURN(auto listener, TcpListener::Bind(host, port));
   TcpTransportOptions topts;
   topts.rank = rank;
   topts.addresses = addresses;
@@ -125,9 +128,15 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
   return session;
 }
 
+void WorkerSession::Cancel(absl::Status status) {
+  cancelled_ = true;
+  transport_->Abort(std::move(status));
+}
+
 absl::Status WorkerSession::Run(int num_steps,
                                 const std::function<absl::Status(const StepResult&)>& on_step) {
   for (int i = 0; i < num_steps; ++i) {
+    if (cancelled_) return absl::CancelledError("the run was cancelled");
     PT_ASSIGN_OR_RETURN(StepResult result, executor_->RunStep(next_step_));
     ++next_step_;
     PT_RETURN_IF_ERROR(on_step(result));

@@ -7,6 +7,7 @@
 #ifndef PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
 #define PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -17,6 +18,7 @@
 #include "worker/data/dataset.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/stage_runner.h"
+#include "worker/transport/tcp_transport.h"
 #include "worker/transport/transport.h"
 
 namespace pipetrain::worker {
@@ -31,15 +33,21 @@ struct SessionOptions {
 
 class WorkerSession {
  public:
-  // Validates the plan (an untrusted input), binds this rank's address from request.peers,
-  // builds the chunks and connects to the neighbouring ranks.
-  static absl::StatusOr<std::unique_ptr<WorkerSession>> Create(const v1::PrepareRequest& request,
-                                                               const SessionOptions& options);
+  // Validates the plan (an untrusted input), binds this rank's address from request.peers
+  // (or uses `listener`, already bound to it, when given), builds the chunks and connects to the
+  // neighbouring ranks.
+  static absl::StatusOr<std::unique_ptr<WorkerSession>> Create(
+      const v1::PrepareRequest& request, const SessionOptions& options,
+      std::unique_ptr<TcpListener> listener = nullptr);
   ~WorkerSession();
 
   // Runs steps start_step .. start_step + num_steps - 1, calling on_step after each (a non-OK
   // return stops the run with that status).
   absl::Status Run(int num_steps, const std::function<absl::Status(const StepResult&)>& on_step);
+
+  // Thread-safe: makes a Run in progress stop within moments (a pending wait for a tensor fails
+  // at once with `status`) and return `status`.
+  void Cancel(absl::Status status);
 
   const schedule::Schedule& schedule() const { return schedule_; }
   int rank() const { return rank_; }
@@ -52,6 +60,7 @@ class WorkerSession {
   schedule::Schedule schedule_;
   int rank_ = 0;
   int next_step_ = 0;
+  std::atomic<bool> cancelled_{false};
   int64_t parameter_bytes_ = 0;
   std::unique_ptr<data::Dataset> dataset_;
   std::unique_ptr<kernels::Backend> backend_;

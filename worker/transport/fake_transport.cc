@@ -38,6 +38,7 @@ class FakeTransportHub::Endpoint final : public Transport {
   }
 
   absl::Status Flush(absl::Time) override { return absl::OkStatus(); }
+  void Abort(absl::Status status) override { mailbox.FailAll(std::move(status)); }
 
   TransportStats stats() const override {
     return TransportStats{sent_bytes.load(), received_bytes.load(), sent_messages.load(),

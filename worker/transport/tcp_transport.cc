@@ -274,6 +274,10 @@ absl::Status TcpTransport::CheckPeer(int peer) const {
 absl::Status TcpTransport::Send(int peer, Message message) {
   PT_RETURN_IF_ERROR(CheckPeer(peer));
   PT_RETURN_IF_ERROR(mailbox_.LinkStatus(peer));
+  {
+    absl::MutexLock lock(&links_[peer]->mu);
+    PT_RETURN_IF_ERROR(links_[peer]->send_status);
+  }
   if (message.shape.size() > kMaxDims) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor rank ", message.shape.size(), " exceeds ", kMaxDims));
@@ -428,6 +432,16 @@ absl::Status TcpTransport::Flush(absl::Time deadline) {
     if (!link->send_status.ok()) return link->send_status;
   }
   return absl::OkStatus();
+}
+
+void TcpTransport::Abort(absl::Status status) {
+  mailbox_.FailAll(status);
+  for (auto& link : links_) {
+    if (link == nullptr) continue;
+    absl::MutexLock lock(&link->mu);
+    if (link->send_status.ok()) link->send_status = status;
+    link->queue.clear();
+  }
 }
 
 TransportStats TcpTransport::stats() const {

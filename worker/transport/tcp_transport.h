@@ -70,6 +70,7 @@ class TcpTransport final : public Transport {
   absl::StatusOr<Message> Recv(int peer, const MessageKey& key, absl::Time deadline) override;
   absl::Status Flush(absl::Time deadline) override;
   TransportStats stats() const override;
+  void Abort(absl::Status status) override;
 
  private:
   struct Link {

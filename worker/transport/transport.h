@@ -39,6 +39,9 @@ class Transport {
   // Blocks until every queued send has been written out (or failed).
   virtual absl::Status Flush(absl::Time deadline) = 0;
   virtual TransportStats stats() const = 0;
+  // Fails every link with `status` (e.g. Cancelled when the job is aborted): pending and later
+  // Recv/Send return it at once. Irreversible.
+  virtual void Abort(absl::Status status) = 0;
 };
 
 }  // namespace pipetrain::worker

@@ -1,0 +1,56 @@
+#include "worker/service/plan_file_run.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "coordinator/schedule/codec/plan_proto.h"
+#include "coordinator/schedule/render_trace.h"
+#include "worker/runtime/measured_timeline.h"
+
+namespace pipetrain::worker {
+
+absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
+  std::ifstream in(config.plan_path);
+  if (!in) return absl::NotFoundError("--plan: cannot read " + config.plan_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  v1::PrepareRequest request;
+  PT_RETURN_IF_ERROR(schedule::FromJson(text.str(), &request));
+  request.set_rank(config.rank);
+  const int steps = config.steps > 0 ? config.steps : request.spec().training().steps();
+  PT_ASSIGN_OR_RETURN(auto session, WorkerSession::Create(request, config.session));
+
+  std::ofstream report;
+  if (!config.report_path.empty()) report.open(config.report_path);
+  const schedule::Schedule& sched = session->schedule();
+  const int rank = config.rank;
+  return session->Run(steps, [&](const StepResult& r) {
+    const std::string loss = r.loss ? absl::StrFormat("%.17g", *r.loss) : "null";
+    std::printf("rank %d step %d loss %s time_ms %.1f peak_activation_bytes %lld sent_bytes %lld\n",
+                rank, r.step, loss.c_str(), r.duration_ns / 1e6,
+                static_cast<long long>(r.peak_activation_bytes),
+                static_cast<long long>(r.sent_bytes));
+    std::fflush(stdout);
+    if (report.is_open()) {
+      report << absl::StrFormat(
+                    "{\"rank\":%d,\"step\":%d,\"loss\":%s,\"duration_ns\":%d,"
+                    "\"peak_activation_bytes\":%d,\"sent_bytes\":%d,\"received_bytes\":%d}",
+                    rank, r.step, loss, r.duration_ns, r.peak_activation_bytes, r.sent_bytes,
+                    r.received_bytes)
+             << std::endl;
+    }
+    if (!config.trace_dir.empty()) {
+      std::vector<std::vector<ActionTiming>> timings(sched.num_workers);
+      timings[rank] = r.timings;
+      std::ofstream trace(
+          absl::StrFormat("%s/step-%d.rank-%d.trace.json", config.trace_dir, r.step, rank));
+      trace << schedule::RenderChromeTrace(sched, MeasuredTimeline(sched, timings));
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace pipetrain::worker

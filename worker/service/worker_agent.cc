@@ -1,0 +1,295 @@
+#include "worker/service/worker_agent.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pipetrain::worker {
+namespace {
+
+v1::StepReport ToReport(const StepResult& r, const std::string& job_id,
+                        const std::string& worker_id, int rank) {
+  v1::StepReport report;
+  report.set_job_id(job_id);
+  report.set_worker_id(worker_id);
+  report.set_rank(rank);
+  report.set_step(r.step);
+  report.set_has_loss(r.loss.has_value());
+  report.set_loss(r.loss.value_or(0.0));
+  report.set_step_duration_ns(r.duration_ns);
+  report.set_peak_activation_bytes(r.peak_activation_bytes);
+  report.set_offloaded_bytes(r.offloaded_bytes);
+  report.set_sent_bytes(r.sent_bytes);
+  report.set_received_bytes(r.received_bytes);
+  for (const ActionTiming& t : r.timings) {
+    v1::ActionTiming* pt = report.add_timings();
+    v1::Action* a = pt->mutable_action();
+    a->set_kind(static_cast<v1::ActionKind>(static_cast<int>(t.action.kind) + 1));
+    a->set_stage(t.action.stage);
+    a->set_microbatch(t.action.microbatch);
+    pt->set_start_ns(t.start_ns);
+    pt->set_end_ns(t.end_ns);
+    pt->set_bytes(t.bytes);
+  }
+  return report;
+}
+
+}  // namespace
+
+WorkerAgent::WorkerAgent(WorkerAgentOptions options, CoordinatorClient* coordinator,
+                         std::unique_ptr<TcpListener> listener, WorkerMetrics* metrics)
+    : options_(std::move(options)),
+      coordinator_(coordinator),
+      metrics_(metrics),
+      listener_(std::move(listener)),
+      heartbeat_interval_(options_.heartbeat_interval) {}
+
+WorkerAgent::~WorkerAgent() { Shutdown(); }
+
+void WorkerAgent::Start(std::string grpc_address) {
+  {
+    absl::MutexLock lock(&mu_);
+    grpc_address_ = std::move(grpc_address);
+  }
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+}
+
+void WorkerAgent::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    if (session_ != nullptr) session_->Cancel(absl::CancelledError("the worker is shutting down"));
+  }
+  ReapRun();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+}
+
+std::string WorkerAgent::worker_id() const {
+  absl::MutexLock lock(&mu_);
+  return worker_id_;
+}
+
+bool WorkerAgent::busy() const {
+  absl::MutexLock lock(&mu_);
+  return !job_id_.empty();
+}
+
+void WorkerAgent::ReapRun() {
+  std::thread finished;
+  {
+    absl::MutexLock lock(&mu_);
+    finished = std::move(run_thread_);
+  }
+  if (finished.joinable()) finished.join();
+}
+
+absl::StatusOr<v1::PrepareResponse> WorkerAgent::Prepare(const v1::PrepareRequest& request) {
+  if (request.job_id().empty()) return absl::InvalidArgumentError("job_id: required");
+  std::unique_ptr<TcpListener> listener;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("the worker is shutting down");
+    if (!job_id_.empty() && job_id_ != request.job_id()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("this worker is busy with job ", job_id_, "; abort it first"));
+    }
+    if (running_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id_, " is already running on this worker"));
+    }
+    job_id_ = request.job_id();
+    rank_ = request.rank();
+    listener = std::move(listener_);
+  }
+  if (listener == nullptr) {  // the previous job's transport consumed it: bind the port again
+    const std::string& address = options_.transport_address;
+    int port = 0;
+    absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
+    auto bound = TcpListener::Bind(address.substr(0, address.rfind(':')), port);
+    if (!bound.ok()) {
+      absl::MutexLock lock(&mu_);
+      job_id_.clear();
+      return bound.status();
+    }
+    listener = std::move(*bound);
+  }
+  if (request.rank() < 0 || request.rank() >= request.peers_size() ||
+      request.peers(request.rank()).address() != options_.transport_address) {
+    absl::MutexLock lock(&mu_);
+    job_id_.clear();
+    listener_ = std::move(listener);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peers[rank=", request.rank(), "].address must be this worker's transport address ",
+        options_.transport_address));
+  }
+  auto session = WorkerSession::Create(request, options_.session, std::move(listener));
+  absl::MutexLock lock(&mu_);
+  if (!session.ok()) {
+    job_id_.clear();
+    return session.status();
+  }
+  v1::PrepareResponse response;
+  response.set_parameter_bytes((*session)->parameter_bytes());
+  if (request.rank() < request.plan().prediction().peak_activation_bytes_size()) {
+    response.set_predicted_peak_activation_bytes(
+        request.plan().prediction().peak_activation_bytes(request.rank()));
+  }
+  session_ = std::move(*session);
+  step_ = request.start_step();
+  return response;
+}
+
+absl::Status WorkerAgent::StartRun(const v1::StartRequest& request) {
+  ReapRun();
+  absl::MutexLock lock(&mu_);
+  if (session_ == nullptr || request.job_id() != job_id_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", request.job_id(), " was not prepared on this worker"));
+  }
+  if (running_) return absl::FailedPreconditionError("already running");
+  if (request.num_steps() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_steps: ", request.num_steps(), " is not allowed; allowed: >= 1"));
+  }
+  running_ = true;
+  if (metrics_ != nullptr) metrics_->SetBusy(true);
+  run_thread_ = std::thread([this, job = job_id_, n = request.num_steps()] { RunLoop(job, n); });
+  return absl::OkStatus();
+}
+
+void WorkerAgent::RunLoop(std::string job_id, int num_steps) {
+  std::shared_ptr<WorkerSession> session;
+  std::string worker_id;
+  int rank;
+  {
+    absl::MutexLock lock(&mu_);
+    session = session_;
+    worker_id = worker_id_;
+    rank = rank_;
+  }
+  absl::Status status = session->Run(num_steps, [&](const StepResult& r) -> absl::Status {
+    if (metrics_ != nullptr) metrics_->StepDone(r);
+    {
+      absl::MutexLock lock(&mu_);
+      step_ = r.step + 1;
+    }
+    v1::ReportStepRequest req;
+    req.set_job_id(job_id);
+    req.set_rank(rank);
+    *req.mutable_report() = ToReport(r, job_id, worker_id, rank);
+    auto response = coordinator_->ReportStep(req);
+    if (!response.ok()) {
+      LOG(WARNING) << "step report for " << job_id << " step " << r.step
+                   << " not delivered: " << response.status();
+    } else if (response->cancel()) {
+      return absl::CancelledError("the coordinator stopped the job");
+    }
+    return absl::OkStatus();
+  });
+  v1::ReportStepRequest end;
+  end.set_job_id(job_id);
+  end.set_rank(rank);
+  if (status.ok()) {
+    end.set_finished(true);
+  } else {
+    end.set_failure(absl::StrCat("rank ", rank, ": ", status.ToString()));
+    LOG(WARNING) << "job " << job_id << " rank " << rank << " failed: " << status;
+  }
+  if (auto r = coordinator_->ReportStep(end); !r.ok()) {
+    LOG(WARNING) << "end-of-run report for " << job_id << " not delivered: " << r.status();
+  }
+  std::shared_ptr<WorkerSession> done;
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = false;
+    job_id_.clear();
+    done = std::move(session_);
+    if (metrics_ != nullptr) metrics_->SetBusy(false);
+  }
+  // Outside the lock: closing the transport waits (bounded) for the goodbye to go out.
+  done.reset();
+  session.reset();
+}
+
+absl::Status WorkerAgent::Abort(const v1::AbortRequest& request) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (job_id_.empty() || request.job_id() != job_id_) return absl::OkStatus();  // idempotent
+    if (session_ != nullptr) {
+      session_->Cancel(absl::CancelledError(absl::StrCat("aborted: ", request.reason())));
+    }
+    if (!running_) {  // prepared but never started
+      job_id_.clear();
+      session_.reset();
+    }
+  }
+  ReapRun();
+  return absl::OkStatus();
+}
+
+void WorkerAgent::HeartbeatLoop() {
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (true) {
+    absl::Duration wait;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      wait = heartbeat_interval_;
+    }
+    if (worker_id().empty()) {
+      v1::RegisterWorkerRequest req;
+      {
+        absl::MutexLock lock(&mu_);
+        req.set_address(grpc_address_);
+      }
+      req.set_transport_address(options_.transport_address);
+      req.set_metrics_address(options_.metrics_address);
+      req.set_device(options_.device);
+      req.set_name(options_.name);
+      auto r = coordinator_->Register(req);
+      if (r.ok()) {
+        absl::MutexLock lock(&mu_);
+        worker_id_ = r->worker_id();
+        if (r->heartbeat_interval_ms() > 0) {
+          heartbeat_interval_ = absl::Milliseconds(r->heartbeat_interval_ms());
+        }
+        backoff = absl::Milliseconds(100);
+        LOG(INFO) << "registered as " << worker_id_;
+      } else {
+        wait = backoff;  // the coordinator is away: retry with backoff
+        backoff = std::min(backoff * 2, options_.max_backoff);
+      }
+    } else {
+      v1::HeartbeatRequest req;
+      {
+        absl::MutexLock lock(&mu_);
+        req.set_worker_id(worker_id_);
+        req.set_job_id(job_id_);
+        req.set_step(step_);
+      }
+      auto r = coordinator_->Heartbeat(req);
+      if (r.ok() && r->reregister()) {
+        absl::MutexLock lock(&mu_);
+        worker_id_.clear();
+      } else if (r.ok()) {
+        for (const std::string& job : r->abort_job_ids()) {
+          v1::AbortRequest abort;
+          abort.set_job_id(job);
+          abort.set_reason("the coordinator asked in a heartbeat");
+          (void)Abort(abort);
+        }
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stop), wait);
+  }
+}
+
+}  // namespace pipetrain::worker

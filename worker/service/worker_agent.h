@@ -1,0 +1,84 @@
+// WorkerAgent: the worker daemon's domain logic, with no gRPC in it. It keeps the worker
+// registered with the coordinator (retrying with backoff while the coordinator is away, and
+// re-registering when the coordinator forgets it), heartbeats, and serves the Worker service:
+// Prepare builds a WorkerSession for one job and rank, Start runs its steps on a thread and
+// reports every step (and the end, or the failure) through ReportStep, Abort stops it promptly.
+// One job at a time.
+//
+// Thread-safety: thread-safe.
+#ifndef PIPETRAIN_WORKER_SERVICE_WORKER_AGENT_H_
+#define PIPETRAIN_WORKER_SERVICE_WORKER_AGENT_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "pipetrain/v1/worker.pb.h"
+#include "worker/runtime/worker_session.h"
+#include "worker/service/coordinator_client.h"
+#include "worker/service/worker_metrics.h"
+#include "worker/transport/tcp_transport.h"
+
+namespace pipetrain::worker {
+
+struct WorkerAgentOptions {
+  std::string name;               // stable name; re-registration keeps the id
+  std::string transport_address;  // host:port peers connect to (bound by the listener below)
+  std::string metrics_address;
+  v1::DeviceKind device = v1::DEVICE_KIND_CPU;
+  SessionOptions session;
+  absl::Duration heartbeat_interval = absl::Seconds(1);  // until the coordinator says otherwise
+  absl::Duration max_backoff = absl::Seconds(5);
+};
+
+class WorkerAgent {
+ public:
+  // `listener` is bound to transport_address's port (kept so the port stays ours). `metrics`
+  // may be null. Not owned: coordinator, metrics.
+  WorkerAgent(WorkerAgentOptions options, CoordinatorClient* coordinator,
+              std::unique_ptr<TcpListener> listener, WorkerMetrics* metrics);
+  ~WorkerAgent();
+
+  // Starts the registration/heartbeat thread; `grpc_address` is where this worker's Worker
+  // service listens (known once its server has started).
+  void Start(std::string grpc_address);
+  // Aborts any run and stops the heartbeat thread. Idempotent.
+  void Shutdown();
+
+  absl::StatusOr<v1::PrepareResponse> Prepare(const v1::PrepareRequest& request);
+  absl::Status StartRun(const v1::StartRequest& request);
+  absl::Status Abort(const v1::AbortRequest& request);
+
+  std::string worker_id() const;
+  bool busy() const;
+
+ private:
+  void HeartbeatLoop();
+  void RunLoop(std::string job_id, int num_steps);
+  // Joins a finished run thread and drops its session (not under mu_).
+  void ReapRun();
+
+  const WorkerAgentOptions options_;
+  CoordinatorClient* coordinator_;
+  WorkerMetrics* metrics_;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<TcpListener> listener_ ABSL_GUARDED_BY(mu_);
+  std::string grpc_address_ ABSL_GUARDED_BY(mu_);
+  std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  std::string job_id_ ABSL_GUARDED_BY(mu_);  // prepared or running job
+  int rank_ ABSL_GUARDED_BY(mu_) = -1;
+  int step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<WorkerSession> session_ ABSL_GUARDED_BY(mu_);
+  std::thread run_thread_ ABSL_GUARDED_BY(mu_);
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace pipetrain::worker
+
+#endif  // PIPETRAIN_WORKER_SERVICE_WORKER_AGENT_H_

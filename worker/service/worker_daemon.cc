@@ -1,0 +1,101 @@
+#include "worker/service/worker_daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <prometheus/exposer.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "worker/service/coordinator_client.h"
+#include "worker/service/worker_agent.h"
+#include "worker/service/worker_metrics.h"
+#include "worker/service/worker_service.h"
+
+namespace pipetrain::worker {
+namespace {
+
+absl::StatusOr<std::pair<std::string, int>> HostPort(const std::string& flag,
+                                                     const std::string& value) {
+  const size_t colon = value.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": \"", value, "\" is not host:port (port 0..65535)"));
+  }
+  return std::make_pair(value.substr(0, colon), port);
+}
+
+}  // namespace
+
+absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
+  if (config.coordinator.empty()) {
+    return absl::InvalidArgumentError("--coordinator: required (host:port of the coordinator)");
+  }
+  PT_ASSIGN_OR_RETURN(auto transport_hp, HostPort("--transport-listen", config.transport_listen));
+  PT_ASSIGN_OR_RETURN(auto listen_hp, HostPort("--listen", config.listen));
+  PT_ASSIGN_OR_RETURN(auto listener, TcpListener::Bind(transport_hp.first, transport_hp.second));
+  const std::string transport_address = absl::StrCat(transport_hp.first, ":", listener->port());
+
+  auto metrics = std::make_unique<WorkerMetrics>();
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::string metrics_address;
+  if (!config.metrics_listen.empty()) {
+    PT_ASSIGN_OR_RETURN(auto metrics_hp, HostPort("--metrics-listen", config.metrics_listen));
+    exposer = std::make_unique<prometheus::Exposer>(config.metrics_listen);
+    exposer->RegisterCollectable(metrics->registry());
+    metrics_address = absl::StrCat(metrics_hp.first, ":", exposer->GetListeningPorts().front());
+  }
+
+  std::unique_ptr<CoordinatorClient> coordinator =
+      MakeGrpcCoordinatorClient(config.coordinator, absl::Seconds(10));
+  WorkerAgentOptions options;
+  options.name = config.name.empty() ? absl::StrCat("worker-", getpid()) : config.name;
+  options.transport_address = transport_address;
+  options.metrics_address = metrics_address;
+  options.session = config.session;
+  WorkerAgent agent(options, coordinator.get(), std::move(listener), metrics.get());
+  WorkerServiceImpl service(&agent);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.SetMaxReceiveMessageSize(256 << 20);  // whole plans of large jobs
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || grpc_port == 0) {
+    return absl::UnavailableError(absl::StrCat("--listen: cannot serve on ", config.listen));
+  }
+  const std::string grpc_address = absl::StrCat(listen_hp.first, ":", grpc_port);
+  server->GetHealthCheckService()->SetServingStatus(true);
+  // First lines of output: what tests and launchers read to find this worker.
+  std::printf("listening on %s\ntransport on %s\n", grpc_address.c_str(),
+              transport_address.c_str());
+  if (!metrics_address.empty()) std::printf("metrics on %s\n", metrics_address.c_str());
+  std::fflush(stdout);
+  agent.Start(grpc_address);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  int received = 0;
+  sigwait(&signals, &received);
+  LOG(INFO) << "signal " << received << ": shutting down";
+  server->GetHealthCheckService()->SetServingStatus(false);
+  agent.Shutdown();  // aborts a run in progress; its end is reported as a failure
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return absl::OkStatus();
+}
+
+}  // namespace pipetrain::worker

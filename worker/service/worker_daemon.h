@@ -1,0 +1,32 @@
+// RunWorkerDaemon: the long-running worker process. Serves the pipetrain.v1.Worker gRPC service
+// (plus grpc.health.v1 and reflection), exposes Prometheus metrics, binds the tensor transport
+// port, registers with the coordinator (retrying while it is away) and runs the jobs it is
+// given until SIGTERM/SIGINT, then reports NOT_SERVING, aborts any run and exits cleanly.
+//
+// Thread-safety: call once, from main.
+#ifndef PIPETRAIN_WORKER_SERVICE_WORKER_DAEMON_H_
+#define PIPETRAIN_WORKER_SERVICE_WORKER_DAEMON_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "worker/runtime/worker_session.h"
+
+namespace pipetrain::worker {
+
+struct WorkerDaemonConfig {
+  std::string coordinator;                       // host:port of the coordinator
+  std::string listen = "127.0.0.1:0";            // gRPC Worker service
+  std::string transport_listen = "127.0.0.1:0";  // tensor transport
+  std::string metrics_listen = "127.0.0.1:0";    // Prometheus /metrics; empty disables
+  std::string name;                              // default: worker-<pid>
+  SessionOptions session;
+};
+
+// Blocks until a termination signal. SIGTERM and SIGINT must be blocked in every thread
+// before this is called (main does it first thing) so that this function can wait for them.
+absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config);
+
+}  // namespace pipetrain::worker
+
+#endif  // PIPETRAIN_WORKER_SERVICE_WORKER_DAEMON_H_

@@ -1,0 +1,33 @@
+#include "worker/service/worker_service.h"
+
+#include "worker/service/grpc_status.h"
+
+namespace pipetrain::worker {
+
+grpc::Status WorkerServiceImpl::Prepare(grpc::ServerContext*, const v1::PrepareRequest* request,
+                                        v1::PrepareResponse* response) {
+  auto result = agent_->Prepare(*request);
+  if (!result.ok()) return ToGrpc(result.status());
+  *response = *result;
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerServiceImpl::Start(grpc::ServerContext*, const v1::StartRequest* request,
+                                      v1::StartResponse*) {
+  return ToGrpc(agent_->StartRun(*request));
+}
+
+grpc::Status WorkerServiceImpl::Abort(grpc::ServerContext*, const v1::AbortRequest* request,
+                                      v1::AbortResponse*) {
+  return ToGrpc(agent_->Abort(*request));
+}
+
+grpc::Status WorkerServiceImpl::TransferTensor(grpc::ServerContext*,
+                                               grpc::ServerReader<v1::TensorMessage>*,
+                                               v1::TransferAck*) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      "this worker moves tensors over its TCP transport (transport_address in "
+                      "its registration), not over gRPC");
+}
+
+}  // namespace pipetrain::worker
