@@ -1,0 +1,96 @@
+#include "coordinator/dispatcher.h"
+
+#include <functional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace pipetrain::coordinator {
+namespace {
+
+// Runs fn(r) for r in [0, n) on n threads and returns the per-rank statuses.
+std::vector<absl::Status> ForEachRank(int n, const std::function<absl::Status(int)>& fn) {
+  std::vector<absl::Status> statuses(n);
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { statuses[r] = fn(r); });
+  }
+  for (std::thread& t : threads) t.join();
+  return statuses;
+}
+
+absl::Status FirstError(const std::vector<absl::Status>& statuses,
+                        const std::vector<DispatchTarget>& targets, absl::string_view phase) {
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    if (!statuses[r].ok()) {
+      return absl::Status(
+          statuses[r].code(),
+          absl::StrCat(phase, " failed on rank ", r, " (worker ", targets[r].worker_id, " at ",
+                       targets[r].address, "): ", statuses[r].message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<v1::PrepareRequest> Dispatcher::BuildPrepareRequests(
+    const v1::Job& job, const std::vector<DispatchTarget>& targets) {
+  std::vector<v1::PrepareRequest> requests(targets.size());
+  for (size_t r = 0; r < targets.size(); ++r) {
+    v1::PrepareRequest& request = requests[r];
+    request.set_job_id(job.id());
+    request.set_rank(static_cast<int>(r));
+    *request.mutable_spec() = job.spec();
+    *request.mutable_plan() = job.plan();
+    for (size_t peer = 0; peer < targets.size(); ++peer) {
+      v1::Peer* p = request.add_peers();
+      p->set_rank(static_cast<int>(peer));
+      p->set_address(targets[peer].transport_address.empty() ? targets[peer].address
+                                                             : targets[peer].transport_address);
+    }
+    request.set_start_step(0);
+  }
+  return requests;
+}
+
+absl::Status Dispatcher::Launch(const v1::Job& job, const std::vector<DispatchTarget>& targets,
+                                const std::function<bool()>& still_wanted) const {
+  const std::vector<v1::PrepareRequest> requests = BuildPrepareRequests(job, targets);
+  const int n = static_cast<int>(targets.size());
+  std::vector<absl::Status> prepared = ForEachRank(n, [&](int r) -> absl::Status {
+    return client_->Prepare(targets[r].address, requests[r], options_.prepare_timeout).status();
+  });
+  if (absl::Status s = FirstError(prepared, targets, "Prepare"); !s.ok()) return s;
+  if (still_wanted && !still_wanted()) {
+    return absl::CancelledError("the job ended while its workers prepared");
+  }
+  v1::StartRequest start;
+  start.set_job_id(job.id());
+  start.set_num_steps(job.spec().training().steps());
+  std::vector<absl::Status> started = ForEachRank(n, [&](int r) -> absl::Status {
+    return client_->Start(targets[r].address, start, options_.start_timeout);
+  });
+  return FirstError(started, targets, "Start");
+}
+
+void Dispatcher::AbortAll(const std::string& job_id, const std::vector<DispatchTarget>& targets,
+                          const std::string& reason) const {
+  v1::AbortRequest abort;
+  abort.set_job_id(job_id);
+  abort.set_reason(reason);
+  std::vector<absl::Status> aborted =
+      ForEachRank(static_cast<int>(targets.size()), [&](int r) -> absl::Status {
+        return client_->Abort(targets[r].address, abort, options_.abort_timeout);
+      });
+  for (size_t r = 0; r < aborted.size(); ++r) {
+    if (!aborted[r].ok()) {
+      LOG(WARNING) << "Abort of " << job_id << " on rank " << r << " (" << targets[r].address
+                   << "): " << aborted[r];
+    }
+  }
+}
+
+}  // namespace pipetrain::coordinator

@@ -1,0 +1,61 @@
+// Dispatcher: launches a planned job on its assigned workers and aborts it. Rank r runs on
+// targets[r]. Launch builds one PrepareRequest per rank (job id, rank, spec, the whole plan,
+// every rank's peer address = that worker's transport address, start step 0), calls Prepare on
+// ALL ranks concurrently (each worker's Prepare blocks until it has connected to its pipeline
+// neighbours, so sequential calls would deadlock), then Start on all ranks (also concurrently).
+//
+// Thread-safety: thread-safe; stateless apart from the client and options.
+#ifndef PIPETRAIN_COORDINATOR_DISPATCHER_H_
+#define PIPETRAIN_COORDINATOR_DISPATCHER_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "coordinator/worker_client.h"
+#include "pipetrain/v1/job.pb.h"
+#include "pipetrain/v1/worker.pb.h"
+
+namespace pipetrain::coordinator {
+
+struct DispatchTarget {
+  std::string worker_id;
+  std::string address;            // Worker service
+  std::string transport_address;  // where peers connect
+};
+
+struct DispatcherOptions {
+  absl::Duration prepare_timeout = absl::Seconds(120);
+  absl::Duration start_timeout = absl::Seconds(30);
+  absl::Duration abort_timeout = absl::Seconds(5);
+};
+
+class Dispatcher {
+ public:
+  Dispatcher(WorkerClient* client, const DispatcherOptions& options)
+      : client_(client), options_(options) {}
+
+  // The PrepareRequest of every rank, in rank order.
+  static std::vector<v1::PrepareRequest> BuildPrepareRequests(
+      const v1::Job& job, const std::vector<DispatchTarget>& targets);
+
+  // Prepare on every rank concurrently, then Start on every rank. The first failure (naming the
+  // rank, worker and phase) is returned; the caller aborts the job. `still_wanted` (if set) is
+  // asked between the phases: false stops before Start with Cancelled.
+  absl::Status Launch(const v1::Job& job, const std::vector<DispatchTarget>& targets,
+                      const std::function<bool()>& still_wanted = nullptr) const;
+
+  // Abort on every rank concurrently, best effort; returns when all answered or timed out.
+  void AbortAll(const std::string& job_id, const std::vector<DispatchTarget>& targets,
+                const std::string& reason) const;
+
+ private:
+  WorkerClient* const client_;
+  const DispatcherOptions options_;
+};
+
+}  // namespace pipetrain::coordinator
+
+#endif  // PIPETRAIN_COORDINATOR_DISPATCHER_H_

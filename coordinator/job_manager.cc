@@ -1,0 +1,552 @@
+#include "coordinator/job_manager.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "coordinator/job_spec_validation.h"
+#include "coordinator/metrics.h"
+#include "glog/logging.h"
+#include "worker/runtime/job_config.h"
+
+namespace pipetrain::coordinator {
+namespace {
+
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+void SetNow(v1::TimestampNs* t) { t->set_unix_ns(absl::ToUnixNanos(absl::Now())); }
+
+// Limits the coordinator adds to ValidateJobSpec: free-text fields stay small.
+absl::Status CheckTextFields(const v1::JobSpec& spec) {
+  if (spec.name().size() > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("name: ", spec.name().size(), " characters is too long; allowed: <= 256"));
+  }
+  if (spec.training().data().path().size() > 4096) {
+    return absl::InvalidArgumentError("training.data.path: too long; allowed: <= 4096 characters");
+  }
+  if (spec.checkpoint().dir().size() > 4096) {
+    return absl::InvalidArgumentError("checkpoint.dir: too long; allowed: <= 4096 characters");
+  }
+  return absl::OkStatus();
+}
+
+// global_batch x the model's sequence length (the dataset's when the spec leaves it 0).
+int64_t TokensPerStep(const v1::JobSpec& spec) {
+  int64_t seq_len = spec.model().seq_len();
+  if (absl::StatusOr<std::unique_ptr<data::Dataset>> dataset = worker::MakeDataset(spec);
+      dataset.ok()) {
+    if (absl::StatusOr<model::GptConfig> config = worker::ModelConfig(spec, **dataset);
+        config.ok()) {
+      seq_len = config->seq_len;
+    }
+  }
+  return static_cast<int64_t>(spec.training().global_batch()) * seq_len;
+}
+
+// A copy of `job` for events and listings: the plan without its action lists, and without
+// `losses` unless asked. Avoids copying the (possibly large) plan.
+v1::Job SlimCopy(v1::Job& job, bool with_losses) {
+  v1::Plan* plan = job.has_plan() ? job.release_plan() : nullptr;
+  google::protobuf::RepeatedField<double> losses;
+  if (!with_losses) losses.Swap(job.mutable_losses());
+  v1::Job copy = job;
+  if (!with_losses) losses.Swap(job.mutable_losses());
+  if (plan != nullptr) {
+    google::protobuf::RepeatedPtrField<v1::WorkerActions> actions;
+    actions.Swap(plan->mutable_workers());
+    *copy.mutable_plan() = *plan;
+    actions.Swap(plan->mutable_workers());
+    job.set_allocated_plan(plan);
+  }
+  return copy;
+}
+
+absl::Status BadField(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+}  // namespace
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+JobManager::JobManager(JobStore* store, WorkerRegistry* registry, WorkerClient* workers,
+                       CoordinatorMetrics* metrics, JobManagerOptions options)
+    : store_(store),
+      registry_(registry),
+      metrics_(metrics),
+      options_(std::move(options)),
+      planner_(options_.planner),
+      dispatcher_(workers, options_.dispatch) {
+  if (!planner_) {
+    planner_ = [](const v1::JobSpec& spec) { return PlanJob(spec, PlannerOptions{}); };
+  }
+  registry_->SetListeners([this](const std::string& worker, const std::string& job,
+                                 const std::string& reason) { OnWorkerLost(worker, job, reason); },
+                          [this] { Kick(); });
+}
+
+JobManager::~JobManager() { Shutdown(); }
+
+absl::Status JobManager::Start() {
+  PT_ASSIGN_OR_RETURN(std::vector<v1::Job> stored, store_->ListJobs(v1::JOB_STATE_UNSPECIFIED));
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("JobManager::Start called twice");
+    started_ = true;
+    for (v1::Job& job : stored) {
+      std::optional<int64_t> seq = SequenceFromJobId(job.id());
+      if (!seq.has_value()) {
+        LOG(ERROR) << "job store: skipping a job with a malformed id \"" << job.id() << "\"";
+        continue;
+      }
+      Record& r = jobs_[*seq];
+      r.job = std::move(job);
+      const v1::JobState state = r.job.state();
+      if (metrics_ != nullptr) metrics_->JobStateChanged(v1::JOB_STATE_UNSPECIFIED, state);
+      if (!IsTerminal(state)) ++unfinished_;
+      switch (state) {
+        case v1::JOB_STATE_QUEUED:
+          queued_.push_back(*seq);
+          break;
+        case v1::JOB_STATE_PLANNING:
+          TransitionLocked(r, v1::JOB_STATE_QUEUED, "");
+          queued_.push_back(*seq);
+          break;
+        case v1::JOB_STATE_WAITING_FOR_WORKERS:
+          if (r.job.plan().workers_size() == 0) {
+            TransitionLocked(r, v1::JOB_STATE_QUEUED, "");
+            queued_.push_back(*seq);
+          } else {
+            waiting_.insert(*seq);
+            if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
+          }
+          break;
+        case v1::JOB_STATE_SUCCEEDED:
+        case v1::JOB_STATE_FAILED:
+        case v1::JOB_STATE_CANCELLED:
+          break;
+        default:  // RUNNING, RECOVERING (and anything unknown): its workers are gone.
+          TransitionLocked(r, v1::JOB_STATE_FAILED, "coordinator restarted");
+          break;
+      }
+    }
+    LOG(INFO) << "job manager: loaded " << jobs_.size() << " jobs (" << queued_.size()
+              << " queued, " << waiting_.size() << " waiting for workers)";
+  }
+  scheduler_ = std::thread([this] { SchedulerLoop(); });
+  return absl::OkStatus();
+}
+
+void JobManager::Shutdown() {
+  {
+    absl::MutexLock lock(&kick_mu_);
+    stop_scheduler_ = true;
+  }
+  if (scheduler_.joinable()) scheduler_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      for (auto& [seq, r] : jobs_) {
+        if (r.job.state() == v1::JOB_STATE_RUNNING) {
+          TransitionLocked(r, v1::JOB_STATE_FAILED, "coordinator shutting down");
+        }
+        for (const std::shared_ptr<JobWatch>& w : r.watchers) w->End();
+        r.watchers.clear();
+      }
+    }
+  }
+  tasks_.JoinAll();
+}
+
+absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec) {
+  PT_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  PT_RETURN_IF_ERROR(CheckTextFields(spec));
+  v1::Job stored;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("the coordinator is shutting down");
+    if (unfinished_ >= options_.max_unfinished_jobs) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("spec: the coordinator already holds ", unfinished_,
+                       " unfinished jobs (the limit); wait for some to finish or cancel some"));
+    }
+    v1::Job job;
+    *job.mutable_spec() = spec;
+    job.set_state(v1::JOB_STATE_QUEUED);
+    SetNow(job.mutable_created());
+    *job.mutable_updated() = job.created();
+    absl::StatusOr<v1::Job> created = store_->CreateJob(job);
+    if (!created.ok()) {
+      LOG(ERROR) << "job store: CreateJob: " << created.status();
+      return absl::UnavailableError(absl::StrCat("the job store failed; the job was not accepted: ",
+                                                 created.status().message()));
+    }
+    const int64_t seq = SequenceFromJobId(created->id()).value_or(0);
+    Record& r = jobs_[seq];
+    r.job = *created;
+    queued_.push_back(seq);
+    ++unfinished_;
+    if (metrics_ != nullptr) {
+      metrics_->JobSubmitted();
+      metrics_->JobStateChanged(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_QUEUED);
+    }
+    stored = std::move(*created);
+  }
+  Kick();
+  return stored;
+}
+
+absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  PT_ASSIGN_OR_RETURN(Record * r, const_cast<JobManager*>(this)->LookupLocked(job_id));
+  return r->job;
+}
+
+absl::StatusOr<JobPage> JobManager::List(v1::JobState state, int page_size,
+                                         const std::string& page_token) {
+  if (!v1::JobState_IsValid(state)) {
+    return BadField("state", absl::StrCat(static_cast<int>(state), " is not a JobState"));
+  }
+  if (page_size < 0 || page_size > kMaxPageSize) {
+    return BadField("page_size", absl::StrCat(page_size, " is not allowed; allowed: 0..",
+                                              kMaxPageSize, " (0 means ", kDefaultPageSize, ")"));
+  }
+  if (page_size == 0) page_size = kDefaultPageSize;
+  int64_t after = 0;
+  if (!page_token.empty()) {
+    std::optional<int64_t> seq = SequenceFromJobId(page_token);
+    if (!seq.has_value()) {
+      return BadField("page_token", "not a token from a previous ListJobs response");
+    }
+    after = *seq;
+  }
+  JobPage page;
+  absl::MutexLock lock(&mu_);
+  for (auto it = jobs_.upper_bound(after); it != jobs_.end(); ++it) {
+    if (state != v1::JOB_STATE_UNSPECIFIED && it->second.job.state() != state) continue;
+    if (static_cast<int>(page.jobs.size()) == page_size) {
+      page.next_page_token = page.jobs.back().id();
+      break;
+    }
+    page.jobs.push_back(SlimCopy(it->second.job, /*with_losses=*/true));
+  }
+  return page;
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  PT_ASSIGN_OR_RETURN(Record * r, LookupLocked(job_id));
+  const v1::JobState state = r->job.state();
+  if (state == v1::JOB_STATE_CANCELLED) return r->job;
+  if (IsTerminal(state)) {
+    return absl::FailedPreconditionError(absl::StrCat("job_id: ", job_id, " already ended (",
+                                                      v1::JobState_Name(state),
+                                                      "); only unfinished jobs can be cancelled"));
+  }
+  waiting_.erase(SequenceFromJobId(job_id).value_or(0));
+  TransitionLocked(*r, v1::JOB_STATE_CANCELLED, "cancelled by CancelJob");
+  return r->job;
+}
+
+absl::StatusOr<std::shared_ptr<JobWatch>> JobManager::Watch(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  PT_ASSIGN_OR_RETURN(Record * r, LookupLocked(job_id));
+  auto watch = std::make_shared<JobWatch>();
+  v1::JobEvent event;
+  *event.mutable_job() = SlimCopy(r->job, /*with_losses=*/true);
+  event.set_message(absl::StrCat("state ", v1::JobState_Name(r->job.state())));
+  watch->Push(event);
+  if (IsTerminal(r->job.state()) || stopping_) {
+    watch->End();
+  } else {
+    r->watchers.push_back(watch);
+  }
+  return watch;
+}
+
+absl::StatusOr<v1::Plan> JobManager::Plan(const v1::JobSpec& spec) const {
+  PT_RETURN_IF_ERROR(CheckTextFields(spec));
+  absl::StatusOr<PlannedJob> planned = planner_(spec);
+  if (!planned.ok()) {
+    if (absl::IsResourceExhausted(planned.status())) {
+      return absl::InvalidArgumentError(planned.status().message());
+    }
+    return planned.status();
+  }
+  return std::move(planned->plan);
+}
+
+absl::StatusOr<v1::ReportStepResponse> JobManager::ReportStep(
+    const v1::ReportStepRequest& request) {
+  v1::ReportStepResponse response;
+  absl::MutexLock lock(&mu_);
+  PT_ASSIGN_OR_RETURN(Record * found, LookupLocked(request.job_id()));
+  Record& r = *found;
+  if (r.job.state() != v1::JOB_STATE_RUNNING || r.aggregator == nullptr) {
+    response.set_cancel(true);
+    return response;
+  }
+  const int p = static_cast<int>(r.targets.size());
+  const int rank = request.rank();
+  if (rank < 0 || rank >= p) {
+    return BadField(
+        "rank", absl::StrCat(rank, " is not allowed; job ", r.job.id(), " has ranks 0..", p - 1));
+  }
+  if (request.has_report()) {
+    const v1::StepReport& report = request.report();
+    if (report.rank() != rank) {
+      return BadField("report.rank", absl::StrCat(report.rank(), " differs from rank ", rank));
+    }
+    if (!report.job_id().empty() && report.job_id() != request.job_id()) {
+      return BadField("report.job_id",
+                      absl::StrCat("\"", report.job_id(), "\" differs from job_id"));
+    }
+    if (report.step() < 0 || report.step() >= r.job.spec().training().steps()) {
+      return BadField("report.step", absl::StrCat(report.step(), " is not allowed; allowed: 0..",
+                                                  r.job.spec().training().steps() - 1));
+    }
+    if (report.step_duration_ns() < 0) {
+      return BadField("report.step_duration_ns", "must be >= 0");
+    }
+    if (report.peak_activation_bytes() < 0) {
+      return BadField("report.peak_activation_bytes", "must be >= 0");
+    }
+    const std::vector<v1::StepReport> completed = r.aggregator->Add(report, &r.job);
+    for (const v1::StepReport& step : completed) {
+      if (metrics_ != nullptr) metrics_->JobStep(r.job);
+      v1::JobEvent event;
+      *event.mutable_job() = SlimCopy(r.job, /*with_losses=*/false);
+      *event.mutable_step() = step;
+      PublishLocked(r, event);
+    }
+    if (!completed.empty() && absl::Now() - r.last_persist >= options_.step_persist_interval) {
+      PersistLocked(r);
+    }
+  }
+  if (!request.failure().empty()) {
+    TransitionLocked(r, v1::JOB_STATE_FAILED,
+                     absl::StrCat("rank ", rank, " (worker ", r.targets[rank].worker_id,
+                                  ") failed: ", request.failure()));
+    response.set_cancel(true);
+    return response;
+  }
+  if (request.finished()) {
+    r.finished[rank] = true;
+    if (std::all_of(r.finished.begin(), r.finished.end(), [](bool f) { return f; })) {
+      const int steps = r.job.spec().training().steps();
+      if (r.job.steps_done() >= steps) {
+        TransitionLocked(r, v1::JOB_STATE_SUCCEEDED, "");
+      } else {
+        TransitionLocked(r, v1::JOB_STATE_FAILED,
+                         absl::StrCat("every rank finished, but only ", r.job.steps_done(), " of ",
+                                      steps, " steps were reported by every rank"));
+      }
+    }
+  }
+  return response;
+}
+
+void JobManager::Kick() {
+  absl::MutexLock lock(&kick_mu_);
+  kicked_ = true;
+}
+
+void JobManager::SchedulerLoop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&kick_mu_);
+      auto ready = [this]()
+                       ABSL_SHARED_LOCKS_REQUIRED(kick_mu_) { return kicked_ || stop_scheduler_; };
+      kick_mu_.AwaitWithTimeout(absl::Condition(&ready), options_.scheduler_tick);
+      if (stop_scheduler_) return;
+      kicked_ = false;
+    }
+    registry_->ExpireLost();
+    while (PlanNextQueued()) {
+      DispatchWaiting();
+      absl::MutexLock lock(&kick_mu_);
+      if (stop_scheduler_) return;
+    }
+    DispatchWaiting();
+  }
+}
+
+bool JobManager::PlanNextQueued() {
+  int64_t seq = 0;
+  v1::JobSpec spec;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || queued_.empty()) return false;
+    seq = queued_.front();
+    queued_.pop_front();
+    Record& r = jobs_[seq];
+    if (r.job.state() != v1::JOB_STATE_QUEUED) return true;  // cancelled while queued
+    TransitionLocked(r, v1::JOB_STATE_PLANNING, "");
+    spec = r.job.spec();
+  }
+  absl::StatusOr<PlannedJob> planned = planner_(spec);
+  absl::MutexLock lock(&mu_);
+  Record& r = jobs_[seq];
+  if (r.job.state() != v1::JOB_STATE_PLANNING) return true;  // cancelled while planning
+  if (!planned.ok()) {
+    TransitionLocked(r, v1::JOB_STATE_FAILED,
+                     absl::StrCat("planning failed: ", planned.status().message()));
+    return true;
+  }
+  *r.job.mutable_plan() = std::move(planned->plan);
+  if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
+  waiting_.insert(seq);
+  TransitionLocked(r, v1::JOB_STATE_WAITING_FOR_WORKERS, "");
+  return true;
+}
+
+void JobManager::DispatchWaiting() {
+  std::vector<int64_t> launch;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      Record& r = jobs_[*it];
+      if (r.job.state() != v1::JOB_STATE_WAITING_FOR_WORKERS) {
+        it = waiting_.erase(it);
+        continue;
+      }
+      const int p = r.job.plan().workers_size();
+      const WorkerRegistry::Counts counts = registry_->CountByState();
+      if (counts.idle < p) {
+        // FIFO: the oldest job that the live workers can run waits for them; a job needing more
+        // workers than are registered does not hold back the ones behind it.
+        if (p <= counts.idle + counts.busy) break;
+        ++it;
+        continue;
+      }
+      absl::StatusOr<std::vector<WorkerInfo>> workers = registry_->Acquire(p, r.job.id());
+      if (!workers.ok()) break;
+      r.targets.clear();
+      r.job.clear_worker_ids();
+      for (const WorkerInfo& w : *workers) {
+        r.targets.push_back({w.id, w.registration.address, w.registration.transport_address});
+        r.job.add_worker_ids(w.id);
+      }
+      r.finished.assign(p, false);
+      r.aggregator.reset();
+      TransitionLocked(r, v1::JOB_STATE_RUNNING, "");
+      launch.push_back(*it);
+      it = waiting_.erase(it);
+    }
+  }
+  for (int64_t seq : launch) tasks_.Spawn([this, seq] { Launch(seq); });
+}
+
+void JobManager::Launch(int64_t seq) {
+  v1::Job job;
+  std::vector<DispatchTarget> targets;
+  {
+    absl::MutexLock lock(&mu_);
+    Record& r = jobs_[seq];
+    if (r.job.state() != v1::JOB_STATE_RUNNING) return;
+    job = r.job;
+    targets = r.targets;
+  }
+  const int64_t tokens = TokensPerStep(job.spec());
+  {
+    absl::MutexLock lock(&mu_);
+    Record& r = jobs_[seq];
+    if (r.job.state() != v1::JOB_STATE_RUNNING) return;
+    r.aggregator = std::make_unique<StepAggregator>(static_cast<int>(targets.size()), tokens);
+  }
+  auto still_running = [this, seq] {
+    absl::MutexLock lock(&mu_);
+    return jobs_[seq].job.state() == v1::JOB_STATE_RUNNING;
+  };
+  const absl::Status launched = dispatcher_.Launch(job, targets, still_running);
+  if (launched.ok()) return;
+  absl::MutexLock lock(&mu_);
+  Record& r = jobs_[seq];
+  if (r.job.state() == v1::JOB_STATE_RUNNING) {
+    TransitionLocked(r, v1::JOB_STATE_FAILED, std::string(launched.message()));
+  }
+}
+
+void JobManager::OnWorkerLost(const std::string& worker_id, const std::string& job_id,
+                              const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  Record* r = FindLocked(job_id);
+  if (r == nullptr || r->job.state() != v1::JOB_STATE_RUNNING) return;
+  LOG(WARNING) << "job " << job_id << ": lost worker " << worker_id << ": " << reason;
+  TransitionLocked(*r, v1::JOB_STATE_FAILED, absl::StrCat("lost a worker: ", reason));
+}
+
+JobManager::Record* JobManager::FindLocked(const std::string& job_id) {
+  std::optional<int64_t> seq = SequenceFromJobId(job_id);
+  if (!seq.has_value()) return nullptr;
+  auto it = jobs_.find(*seq);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<JobManager::Record*> JobManager::LookupLocked(const std::string& job_id) {
+  if (job_id.empty()) return BadField("job_id", "required");
+  if (!SequenceFromJobId(job_id).has_value()) {
+    return BadField("job_id",
+                    absl::StrCat("\"", job_id.substr(0, 64), "\" is not a job id (job-NNNNNN)"));
+  }
+  Record* r = FindLocked(job_id);
+  if (r == nullptr) return absl::NotFoundError(absl::StrCat("job_id: no job ", job_id));
+  return r;
+}
+
+void JobManager::PersistLocked(Record& r) {
+  r.last_persist = absl::Now();
+  if (absl::Status s = store_->UpdateJob(r.job); !s.ok()) {
+    LOG(ERROR) << "job store: could not save " << r.job.id() << ": " << s;
+  }
+}
+
+void JobManager::TransitionLocked(Record& r, v1::JobState state, const std::string& reason) {
+  const v1::JobState from = r.job.state();
+  r.job.set_state(state);
+  if (!reason.empty()) r.job.set_failure_reason(reason);
+  SetNow(r.job.mutable_updated());
+  PersistLocked(r);
+  if (metrics_ != nullptr) metrics_->JobStateChanged(from, state);
+  const bool terminal = IsTerminal(state);
+  if (terminal && !IsTerminal(from)) --unfinished_;
+
+  v1::JobEvent event;
+  *event.mutable_job() = SlimCopy(r.job, /*with_losses=*/terminal);
+  event.set_message(reason.empty()
+                        ? absl::StrCat("state ", v1::JobState_Name(state))
+                        : absl::StrCat("state ", v1::JobState_Name(state), ": ", reason));
+  PublishLocked(r, event);
+  if (!terminal) return;
+  for (const std::shared_ptr<JobWatch>& w : r.watchers) w->End();
+  r.watchers.clear();
+  r.aggregator.reset();
+  if (r.targets.empty()) return;
+  std::vector<DispatchTarget> targets = std::move(r.targets);
+  r.targets.clear();
+  const std::string job_id = r.job.id();
+  if (state == v1::JOB_STATE_SUCCEEDED) {
+    registry_->Release(job_id);
+    return;
+  }
+  tasks_.Spawn([this, job_id, targets = std::move(targets), reason] {
+    dispatcher_.AbortAll(job_id, targets, reason);
+    registry_->Release(job_id);
+  });
+}
+
+void JobManager::PublishLocked(Record& r, const v1::JobEvent& event) {
+  std::erase_if(r.watchers, [](const std::shared_ptr<JobWatch>& w) { return w->closed(); });
+  for (const std::shared_ptr<JobWatch>& w : r.watchers) w->Push(event);
+}
+
+}  // namespace pipetrain::coordinator

@@ -1,0 +1,153 @@
+// JobManager: the job lifecycle. Submit validates the spec and stores the job QUEUED; a scheduler
+// thread plans queued jobs in FIFO order (QUEUED -> PLANNING -> WAITING_FOR_WORKERS, or FAILED
+// with the planner's message), and dispatches the oldest waiting job that enough idle workers can
+// run (-> RUNNING; ranks 0..p-1 on p idle workers; see dispatcher.h). Workers report steps
+// (ReportStep); when every rank finished the job is SUCCEEDED. A failure report, a failed
+// Prepare/Start or a lost worker aborts the other ranks and FAILS the job with the reason;
+// CancelJob aborts it promptly (CANCELLED). Every change is written to the JobStore, and every
+// state change and completed step is delivered to every watcher of the job (Watch).
+//
+// Restart: Start() loads every stored job. RUNNING / RECOVERING jobs become FAILED with reason
+// "coordinator restarted" (the fault-tolerance work will resume them instead); PLANNING jobs are
+// queued again; QUEUED and WAITING_FOR_WORKERS jobs keep their state and order.
+//
+// Events carry the Job without its plan's action lists (GetJob has them); step events carry no
+// `losses` either (the terminal event and the first event of a watch do).
+//
+// Lock order: mu_, then the registry's lock. Store and registry calls are made under mu_; calls
+// to workers never are.
+// Thread-safety: thread-safe.
+#ifndef PIPETRAIN_COORDINATOR_JOB_MANAGER_H_
+#define PIPETRAIN_COORDINATOR_JOB_MANAGER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/dispatcher.h"
+#include "coordinator/job_store.h"
+#include "coordinator/job_watch.h"
+#include "coordinator/planner.h"
+#include "coordinator/step_aggregator.h"
+#include "coordinator/task_group.h"
+#include "coordinator/worker_client.h"
+#include "coordinator/worker_registry.h"
+#include "pipetrain/v1/coordinator.pb.h"
+
+namespace pipetrain::coordinator {
+
+class CoordinatorMetrics;
+
+using PlanFunction = std::function<absl::StatusOr<PlannedJob>(const v1::JobSpec&)>;
+
+struct JobManagerOptions {
+  PlanFunction planner;  // empty: PlanJob(spec, PlannerOptions{})
+  DispatcherOptions dispatch;
+  // How often the scheduler checks heartbeat deadlines when nothing else wakes it.
+  absl::Duration scheduler_tick = absl::Milliseconds(100);
+  // Step measurements are written to the store at most this often per job (state changes always).
+  absl::Duration step_persist_interval = absl::Seconds(1);
+  int max_unfinished_jobs = 10000;  // Submit fails with ResourceExhausted beyond this
+};
+
+struct JobPage {
+  std::vector<v1::Job> jobs;
+  std::string next_page_token;  // empty on the last page
+};
+
+// True for SUCCEEDED, FAILED and CANCELLED.
+bool IsTerminal(v1::JobState state);
+
+class JobManager {
+ public:
+  // None of the pointers is owned; all must outlive the manager. `metrics` may be null.
+  JobManager(JobStore* store, WorkerRegistry* registry, WorkerClient* workers,
+             CoordinatorMetrics* metrics, JobManagerOptions options);
+  ~JobManager();
+
+  // Loads the store (see Restart above) and starts the scheduler. Call once.
+  absl::Status Start();
+  // Stops the scheduler, fails running jobs ("coordinator shutting down"; their workers are
+  // aborted), ends every watch and joins background work. Idempotent.
+  void Shutdown();
+
+  // InvalidArgument naming the field for a bad spec; Unavailable if the store failed.
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
+  absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
+  // Jobs in id order, after `page_token` (the last id of the previous page); page_size 0 = 100.
+  // Listed jobs carry their plan without its action lists.
+  absl::StatusOr<JobPage> List(v1::JobState state, int page_size, const std::string& page_token);
+  // CANCELLED (idempotent); FailedPrecondition for a job that already SUCCEEDED or FAILED.
+  absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
+  // The first event is the job as it is now; then every change until the job ends.
+  absl::StatusOr<std::shared_ptr<JobWatch>> Watch(const std::string& job_id);
+  // Dry run: the plan the job would get. A budget that no schedule fits is InvalidArgument.
+  absl::StatusOr<v1::Plan> Plan(const v1::JobSpec& spec) const;
+
+  // From a worker; see coordinator.proto. `cancel` is set when the job no longer runs.
+  absl::StatusOr<v1::ReportStepResponse> ReportStep(const v1::ReportStepRequest& request);
+
+ private:
+  struct Record {
+    v1::Job job;
+    std::vector<DispatchTarget> targets;  // by rank, while assigned
+    std::unique_ptr<StepAggregator> aggregator;
+    std::vector<bool> finished;  // by rank
+    std::vector<std::shared_ptr<JobWatch>> watchers;
+    absl::Time last_persist;
+  };
+
+  void SchedulerLoop();
+  void Kick();
+  // One queued job through planning; false if there was none.
+  bool PlanNextQueued();
+  void DispatchWaiting();
+  void Launch(int64_t seq);
+  void OnWorkerLost(const std::string& worker_id, const std::string& job_id,
+                    const std::string& reason);
+
+  Record* FindLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Record*> LookupLocked(const std::string& job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PersistLocked(Record& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the state (and reason), persists, updates metrics and tells the watchers. Ending a job
+  // that holds workers aborts them (unless SUCCEEDED) and then releases them.
+  void TransitionLocked(Record& r, v1::JobState state, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishLocked(Record& r, const v1::JobEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  JobStore* const store_;
+  WorkerRegistry* const registry_;
+  CoordinatorMetrics* const metrics_;
+  const JobManagerOptions options_;
+  PlanFunction planner_;
+  const Dispatcher dispatcher_;
+  TaskGroup tasks_;
+
+  mutable absl::Mutex mu_;
+  std::map<int64_t, Record> jobs_ ABSL_GUARDED_BY(mu_);  // by sequence number
+  std::deque<int64_t> queued_ ABSL_GUARDED_BY(mu_);      // FIFO of QUEUED jobs
+  std::set<int64_t> waiting_ ABSL_GUARDED_BY(mu_);       // WAITING_FOR_WORKERS, oldest first
+  int unfinished_ ABSL_GUARDED_BY(mu_) = 0;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  absl::Mutex kick_mu_;
+  bool kicked_ ABSL_GUARDED_BY(kick_mu_) = false;
+  bool stop_scheduler_ ABSL_GUARDED_BY(kick_mu_) = false;
+  std::thread scheduler_;
+};
+
+}  // namespace pipetrain::coordinator
+
+#endif  // PIPETRAIN_COORDINATOR_JOB_MANAGER_H_

@@ -1,0 +1,140 @@
+#include "coordinator/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace pipetrain::coordinator {
+
+std::string JobStateLabel(v1::JobState state) {
+  std::string name = v1::JobState_Name(state);
+  if (name.empty()) return absl::StrCat(static_cast<int>(state));
+  constexpr absl::string_view kPrefix = "JOB_STATE_";
+  if (absl::StartsWith(name, kPrefix)) name = name.substr(kPrefix.size());
+  return absl::AsciiStrToLower(name);
+}
+
+struct CoordinatorMetrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Gauge>& jobs =
+      prometheus::BuildGauge().Name("pipetrain_jobs").Help("Jobs by state.").Register(*registry);
+  prometheus::Family<prometheus::Counter>& submitted = prometheus::BuildCounter()
+                                                           .Name("pipetrain_jobs_submitted_total")
+                                                           .Help("Jobs accepted by SubmitJob.")
+                                                           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& steps =
+      prometheus::BuildCounter()
+          .Name("pipetrain_job_steps_total")
+          .Help("Completed training steps (every rank reported).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& step_duration =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_step_duration_seconds")
+          .Help("Duration of the last completed step (slowest rank).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& predicted_step =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_predicted_step_seconds")
+          .Help("Step time predicted by the plan's simulation.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& loss =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_loss")
+          .Help("Training loss of the last completed step.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& tokens =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_tokens_per_second")
+          .Help("Training throughput of the last completed step.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& bubble =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_bubble_ratio")
+          .Help("Pipeline bubble ratio, predicted by the plan or measured on the last step.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& peak =
+      prometheus::BuildGauge()
+          .Name("pipetrain_worker_peak_activation_bytes")
+          .Help("Peak activation bytes per rank, predicted by the plan or measured.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& workers = prometheus::BuildGauge()
+                                                       .Name("pipetrain_workers")
+                                                       .Help("Registered workers by state.")
+                                                       .Register(*registry);
+  prometheus::Family<prometheus::Counter>& heartbeats =
+      prometheus::BuildCounter()
+          .Name("pipetrain_worker_heartbeats_total")
+          .Help("Worker heartbeats received.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& rpc_errors =
+      prometheus::BuildCounter()
+          .Name("pipetrain_coordinator_rpc_errors_total")
+          .Help("Coordinator RPCs answered with a non-OK status.")
+          .Register(*registry);
+  prometheus::Counter& submitted_counter = submitted.Add({});
+  prometheus::Counter& heartbeat_counter = heartbeats.Add({});
+};
+
+CoordinatorMetrics::CoordinatorMetrics() : impl_(std::make_unique<Impl>()) {
+  for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
+    if (s == v1::JOB_STATE_UNSPECIFIED || !v1::JobState_IsValid(s)) continue;
+    impl_->jobs.Add({{"state", JobStateLabel(static_cast<v1::JobState>(s))}});
+  }
+  SetWorkerCounts(0, 0, 0);
+}
+
+CoordinatorMetrics::~CoordinatorMetrics() = default;
+
+std::shared_ptr<prometheus::Registry> CoordinatorMetrics::registry() const {
+  return impl_->registry;
+}
+
+void CoordinatorMetrics::JobSubmitted() { impl_->submitted_counter.Increment(); }
+
+void CoordinatorMetrics::JobStateChanged(v1::JobState from, v1::JobState to) {
+  if (from == to) return;
+  if (from != v1::JOB_STATE_UNSPECIFIED)
+    impl_->jobs.Add({{"state", JobStateLabel(from)}}).Decrement();
+  if (to != v1::JOB_STATE_UNSPECIFIED) impl_->jobs.Add({{"state", JobStateLabel(to)}}).Increment();
+}
+
+void CoordinatorMetrics::JobPlanned(const std::string& job_id, const v1::Prediction& prediction) {
+  impl_->predicted_step.Add({{"job", job_id}}).Set(prediction.makespan_s());
+  impl_->bubble.Add({{"job", job_id}, {"kind", "predicted"}}).Set(prediction.bubble_ratio());
+  for (int r = 0; r < prediction.peak_activation_bytes_size(); ++r) {
+    impl_->peak.Add({{"job", job_id}, {"rank", absl::StrCat(r)}, {"kind", "predicted"}})
+        .Set(static_cast<double>(prediction.peak_activation_bytes(r)));
+  }
+}
+
+void CoordinatorMetrics::JobStep(const v1::Job& job) {
+  const std::string& id = job.id();
+  impl_->steps.Add({{"job", id}}).Increment();
+  impl_->step_duration.Add({{"job", id}}).Set(job.last_step_s());
+  impl_->loss.Add({{"job", id}}).Set(job.last_loss());
+  impl_->tokens.Add({{"job", id}}).Set(job.tokens_per_s());
+  impl_->bubble.Add({{"job", id}, {"kind", "measured"}}).Set(job.measured_bubble_ratio());
+  for (int r = 0; r < job.measured_peak_activation_bytes_size(); ++r) {
+    impl_->peak.Add({{"job", id}, {"rank", absl::StrCat(r)}, {"kind", "measured"}})
+        .Set(static_cast<double>(job.measured_peak_activation_bytes(r)));
+  }
+}
+
+void CoordinatorMetrics::SetWorkerCounts(int idle, int busy, int lost) {
+  impl_->workers.Add({{"state", "idle"}}).Set(idle);
+  impl_->workers.Add({{"state", "busy"}}).Set(busy);
+  impl_->workers.Add({{"state", "lost"}}).Set(lost);
+}
+
+void CoordinatorMetrics::Heartbeat() { impl_->heartbeat_counter.Increment(); }
+
+void CoordinatorMetrics::RpcError(const std::string& method) {
+  impl_->rpc_errors.Add({{"method", method}}).Increment();
+}
+
+}  // namespace pipetrain::coordinator

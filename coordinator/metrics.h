@@ -1,0 +1,65 @@
+// CoordinatorMetrics: the coordinator's Prometheus series, behind plain methods so the domain
+// classes stay free of prometheus-cpp headers. Names (pipetrain_ prefix, base units, counters
+// end in _total; labels job/rank/state/kind, and method for RPC errors):
+//   pipetrain_jobs{state}                      gauge: jobs per state (lower-case state name)
+//   pipetrain_jobs_submitted_total             counter
+//   pipetrain_job_steps_total{job}             counter: completed steps
+//   pipetrain_job_step_duration_seconds{job}   gauge: the last completed step
+//   pipetrain_job_predicted_step_seconds{job}  gauge: the plan's predicted step (makespan)
+//   pipetrain_job_loss{job}                    gauge: the last step's loss
+//   pipetrain_job_tokens_per_second{job}       gauge
+//   pipetrain_job_bubble_ratio{job,kind}       gauge: kind="predicted" | "measured"
+//   pipetrain_worker_peak_activation_bytes{job,rank,kind}  gauge: predicted | measured
+//   pipetrain_workers{state}                   gauge: idle | busy | lost
+//   pipetrain_worker_heartbeats_total          counter
+//   pipetrain_coordinator_rpc_errors_total{method}  counter: RPCs answered with a non-OK status
+//
+// Thread-safety: thread-safe (prometheus-cpp metrics are atomic; family lookups are locked).
+#ifndef PIPETRAIN_COORDINATOR_METRICS_H_
+#define PIPETRAIN_COORDINATOR_METRICS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "pipetrain/v1/job.pb.h"
+#include "pipetrain/v1/plan.pb.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace pipetrain::coordinator {
+
+// "queued", "waiting_for_workers", ... (the enum name without JOB_STATE_, lower case).
+std::string JobStateLabel(v1::JobState state);
+
+class CoordinatorMetrics {
+ public:
+  CoordinatorMetrics();
+  ~CoordinatorMetrics();
+  CoordinatorMetrics(const CoordinatorMetrics&) = delete;
+  CoordinatorMetrics& operator=(const CoordinatorMetrics&) = delete;
+
+  // For an Exposer to serve.
+  std::shared_ptr<prometheus::Registry> registry() const;
+
+  void JobSubmitted();
+  // `from` JOB_STATE_UNSPECIFIED: a job appeared (submitted or loaded from the store).
+  void JobStateChanged(v1::JobState from, v1::JobState to);
+  // Predicted step time, bubble and peak activation bytes per rank.
+  void JobPlanned(const std::string& job_id, const v1::Prediction& prediction);
+  // After a completed step: the job's measurements as aggregated.
+  void JobStep(const v1::Job& job);
+  void SetWorkerCounts(int idle, int busy, int lost);
+  void Heartbeat();
+  void RpcError(const std::string& method);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pipetrain::coordinator
+
+#endif  // PIPETRAIN_COORDINATOR_METRICS_H_

@@ -1,0 +1,83 @@
+#include "coordinator/step_aggregator.h"
+
+#include <algorithm>
+
+namespace pipetrain::coordinator {
+namespace {
+
+bool IsCompute(v1::ActionKind kind) {
+  return kind == v1::ACTION_KIND_F || kind == v1::ACTION_KIND_B || kind == v1::ACTION_KIND_W ||
+         kind == v1::ACTION_KIND_BW;
+}
+
+}  // namespace
+
+StepAggregator::StepAggregator(int num_ranks, int64_t tokens_per_step)
+    : num_ranks_(num_ranks), tokens_per_step_(tokens_per_step) {}
+
+std::vector<v1::StepReport> StepAggregator::Add(const v1::StepReport& report, v1::Job* job) {
+  std::vector<v1::StepReport> completed;
+  const int rank = report.rank();
+  const int step = report.step();
+  if (rank < 0 || rank >= num_ranks_ || step < next_step_) return completed;
+  std::vector<std::optional<RankStep>>& ranks = pending_[step];
+  if (ranks.empty()) ranks.resize(num_ranks_);
+  if (ranks[rank].has_value()) return completed;
+  RankStep& rs = ranks[rank].emplace();
+  for (const v1::ActionTiming& t : report.timings()) {
+    rs.has_timings = true;
+    if (IsCompute(t.action().kind()))
+      rs.compute_ns += std::max<int64_t>(0, t.end_ns() - t.start_ns());
+  }
+  rs.report = report;
+  rs.report.clear_timings();
+
+  // Apply complete steps in order.
+  for (auto it = pending_.begin(); it != pending_.end() && it->first == next_step_;
+       it = pending_.erase(it)) {
+    const std::vector<std::optional<RankStep>>& all = it->second;
+    if (std::any_of(all.begin(), all.end(), [](const auto& r) { return !r.has_value(); })) break;
+    Apply(all, job);
+    const RankStep* loss_rank = &*all.back();
+    for (const auto& r : all) {
+      if (r->report.has_loss()) loss_rank = &*r;
+    }
+    completed.push_back(loss_rank->report);
+    ++next_step_;
+  }
+  return completed;
+}
+
+void StepAggregator::Apply(const std::vector<std::optional<RankStep>>& ranks, v1::Job* job) const {
+  job->set_steps_done(std::max(job->steps_done(), ranks.front()->report.step() + 1));
+  while (job->measured_peak_activation_bytes_size() < num_ranks_) {
+    job->add_measured_peak_activation_bytes(0);
+  }
+  int64_t max_duration_ns = 0, max_compute_ns = 0;
+  bool any_timings = false;
+  for (int r = 0; r < num_ranks_; ++r) {
+    const RankStep& rs = *ranks[r];
+    const v1::StepReport& report = rs.report;
+    if (report.has_loss()) {
+      job->add_losses(report.loss());
+      job->set_last_loss(report.loss());
+      job->set_last_accuracy(report.accuracy());
+    }
+    job->set_measured_peak_activation_bytes(
+        r, std::max(job->measured_peak_activation_bytes(r), report.peak_activation_bytes()));
+    max_duration_ns = std::max(max_duration_ns, report.step_duration_ns());
+    if (rs.has_timings) {
+      any_timings = true;
+      max_compute_ns = std::max(max_compute_ns, rs.compute_ns);
+    }
+  }
+  const double step_s = static_cast<double>(max_duration_ns) * 1e-9;
+  job->set_last_step_s(step_s);
+  job->set_tokens_per_s(step_s > 0 ? static_cast<double>(tokens_per_step_) / step_s : 0.0);
+  if (any_timings && max_duration_ns > 0) {
+    const double busy = static_cast<double>(max_compute_ns) / static_cast<double>(max_duration_ns);
+    job->set_measured_bubble_ratio(std::clamp(1.0 - busy, 0.0, 1.0));
+  }
+}
+
+}  // namespace pipetrain::coordinator

@@ -1,0 +1,51 @@
+// StepAggregator: turns the per-rank StepReports of one running job into per-step results. A step
+// is complete when every rank has reported it; complete steps are applied to the Job in step
+// order: steps_done, losses / last_loss / last_accuracy (from the rank whose report has_loss),
+// measured_peak_activation_bytes (per rank, max over steps), last_step_s (slowest rank),
+// tokens_per_s (tokens_per_step / last_step_s) and measured_bubble_ratio (1 - max over ranks of
+// the summed compute-action time / the longest rank's step duration; only from reports that
+// carry timings).
+//
+// Thread-safety: not thread-safe; the job manager calls it under its lock.
+#ifndef PIPETRAIN_COORDINATOR_STEP_AGGREGATOR_H_
+#define PIPETRAIN_COORDINATOR_STEP_AGGREGATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "pipetrain/v1/job.pb.h"
+#include "pipetrain/v1/metrics.pb.h"
+
+namespace pipetrain::coordinator {
+
+class StepAggregator {
+ public:
+  // `tokens_per_step`: global batch x sequence length.
+  StepAggregator(int num_ranks, int64_t tokens_per_step);
+
+  // Adds rank report.rank()'s report of report.step() (duplicates and steps already complete are
+  // ignored). Applies every step that became complete to `job` and returns, per such step, the
+  // loss-holding rank's report (without its timings), in step order.
+  std::vector<v1::StepReport> Add(const v1::StepReport& report, v1::Job* job);
+
+  int next_step() const { return next_step_; }
+
+ private:
+  struct RankStep {
+    v1::StepReport report;  // without timings
+    int64_t compute_ns = 0;
+    bool has_timings = false;
+  };
+  void Apply(const std::vector<std::optional<RankStep>>& ranks, v1::Job* job) const;
+
+  const int num_ranks_;
+  const int64_t tokens_per_step_;
+  int next_step_ = 0;
+  std::map<int, std::vector<std::optional<RankStep>>> pending_;  // by step
+};
+
+}  // namespace pipetrain::coordinator
+
+#endif  // PIPETRAIN_COORDINATOR_STEP_AGGREGATOR_H_

@@ -1,0 +1,242 @@
+#include "coordinator/worker_registry.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "coordinator/metrics.h"
+
+namespace pipetrain::coordinator {
+namespace {
+
+absl::Status Bad(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+absl::Status ValidateRegistration(const WorkerRegistration& r) {
+  if (r.address.empty()) return Bad("address", "required (host:port of the Worker service)");
+  if (!IsHostPort(r.address)) {
+    return Bad("address", absl::StrCat("\"", r.address, "\" is not host:port (port 1..65535)"));
+  }
+  if (!r.transport_address.empty() && !IsHostPort(r.transport_address)) {
+    return Bad("transport_address",
+               absl::StrCat("\"", r.transport_address, "\" is not host:port (port 1..65535)"));
+  }
+  if (!r.metrics_address.empty() && !IsHostPort(r.metrics_address)) {
+    return Bad("metrics_address",
+               absl::StrCat("\"", r.metrics_address, "\" is not host:port (port 1..65535)"));
+  }
+  if (r.name.size() > 253) return Bad("name", "at most 253 characters");
+  if (r.device == v1::DEVICE_KIND_UNSPECIFIED || !v1::DeviceKind_IsValid(r.device)) {
+    return Bad("device", absl::StrCat(static_cast<int>(r.device),
+                                      " is not allowed; allowed: DEVICE_KIND_CPU, "
+                                      "DEVICE_KIND_CUDA, DEVICE_KIND_EMULATED"));
+  }
+  if (r.device_memory_bytes < 0) {
+    return Bad("device_memory_bytes", absl::StrCat(r.device_memory_bytes, " is negative"));
+  }
+  if (r.host_memory_bytes < 0) {
+    return Bad("host_memory_bytes", absl::StrCat(r.host_memory_bytes, " is negative"));
+  }
+  if (!std::isfinite(r.d2h_bytes_per_s) || r.d2h_bytes_per_s < 0) {
+    return Bad("d2h_bytes_per_s", "must be finite and >= 0");
+  }
+  if (!std::isfinite(r.h2d_bytes_per_s) || r.h2d_bytes_per_s < 0) {
+    return Bad("h2d_bytes_per_s", "must be finite and >= 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* WorkerStateName(WorkerState state) {
+  switch (state) {
+    case WorkerState::kIdle:
+      return "idle";
+    case WorkerState::kBusy:
+      return "busy";
+    case WorkerState::kLost:
+      return "lost";
+  }
+  return "?";
+}
+
+bool IsHostPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || address.size() > 300) return false;
+  int port = 0;
+  if (!absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port)) return false;
+  return port >= 1 && port <= 65535;
+}
+
+WorkerRegistry::WorkerRegistry(const WorkerRegistryOptions& options, CoordinatorMetrics* metrics)
+    : options_(options), metrics_(metrics) {
+  absl::MutexLock lock(&mu_);
+  PublishCountsLocked();
+}
+
+void WorkerRegistry::SetListeners(LostListener on_lost, AvailableListener on_available) {
+  on_lost_ = std::move(on_lost);
+  on_available_ = std::move(on_available);
+}
+
+absl::Duration WorkerRegistry::heartbeat_interval() const { return options_.heartbeat_timeout / 5; }
+
+absl::StatusOr<std::string> WorkerRegistry::Register(const WorkerRegistration& registration) {
+  if (absl::Status s = ValidateRegistration(registration); !s.ok()) return s;
+  WorkerRegistration r = registration;
+  if (r.name.empty()) r.name = r.address;
+  std::string id, lost_job;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = id_by_name_.find(r.name);
+    if (it != id_by_name_.end()) {
+      id = it->second;
+    } else {
+      id = absl::StrFormat("worker-%06d", next_id_++);
+      id_by_name_[r.name] = id;
+    }
+    WorkerInfo& w = workers_[id];
+    w.id = id;
+    w.registration = r;
+    w.last_heartbeat = absl::Now();
+    if (!w.job_id.empty()) {
+      // It restarted while assigned to a job: that job lost this rank.
+      if (w.state == WorkerState::kBusy) lost_job = w.job_id;
+      w.state = WorkerState::kLost;
+    } else {
+      w.state = WorkerState::kIdle;
+    }
+    PublishCountsLocked();
+  }
+  if (!lost_job.empty() && on_lost_) {
+    on_lost_(id, lost_job,
+             absl::StrCat("worker ", id, " (", r.name,
+                          ") re-registered while running the job (it restarted)"));
+  }
+  if (on_available_) on_available_();
+  return id;
+}
+
+HeartbeatResult WorkerRegistry::Heartbeat(const std::string& worker_id, const std::string& job_id) {
+  HeartbeatResult result;
+  bool available = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end()) {
+      result.reregister = true;
+      return result;
+    }
+    WorkerInfo& w = it->second;
+    w.last_heartbeat = absl::Now();
+    if (w.state == WorkerState::kLost && w.job_id.empty()) {
+      w.state = WorkerState::kIdle;
+      available = true;
+      PublishCountsLocked();
+    }
+    if (!job_id.empty() && (job_id != w.job_id || w.state != WorkerState::kBusy)) {
+      result.abort_job_ids.push_back(job_id);
+    }
+  }
+  if (metrics_ != nullptr) metrics_->Heartbeat();
+  if (available && on_available_) on_available_();
+  return result;
+}
+
+void WorkerRegistry::ExpireLost() {
+  std::vector<std::pair<std::string, std::string>> lost;  // (worker, job)
+  std::vector<std::string> reasons;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() - options_.heartbeat_timeout;
+    bool changed = false;
+    for (auto& [id, w] : workers_) {
+      if (w.state == WorkerState::kLost || w.last_heartbeat >= deadline) continue;
+      if (w.state == WorkerState::kBusy) {
+        lost.emplace_back(id, w.job_id);
+        reasons.push_back(absl::StrCat("worker ", id, " (", w.registration.name,
+                                       ") missed heartbeats for ",
+                                       absl::FormatDuration(options_.heartbeat_timeout)));
+      }
+      w.state = WorkerState::kLost;
+      changed = true;
+    }
+    if (changed) PublishCountsLocked();
+  }
+  if (on_lost_) {
+    for (size_t i = 0; i < lost.size(); ++i) on_lost_(lost[i].first, lost[i].second, reasons[i]);
+  }
+}
+
+absl::StatusOr<std::vector<WorkerInfo>> WorkerRegistry::Acquire(int count,
+                                                                const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerInfo*> idle;
+  for (auto& [id, w] : workers_) {
+    if (w.state == WorkerState::kIdle) idle.push_back(&w);
+  }
+  if (count < 1 || static_cast<int>(idle.size()) < count) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("need ", count, " idle workers, have ", idle.size()));
+  }
+  std::vector<WorkerInfo> taken;
+  for (int i = 0; i < count; ++i) {
+    idle[i]->state = WorkerState::kBusy;
+    idle[i]->job_id = job_id;
+    taken.push_back(*idle[i]);
+  }
+  PublishCountsLocked();
+  return taken;
+}
+
+void WorkerRegistry::Release(const std::string& job_id) {
+  bool available = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, w] : workers_) {
+      if (w.job_id != job_id) continue;
+      w.job_id.clear();
+      if (w.state == WorkerState::kBusy) {
+        w.state = WorkerState::kIdle;
+        available = true;
+      }
+    }
+    PublishCountsLocked();
+  }
+  if (available && on_available_) on_available_();
+}
+
+WorkerRegistry::Counts WorkerRegistry::CountByState() const {
+  absl::MutexLock lock(&mu_);
+  Counts c;
+  for (const auto& [id, w] : workers_) {
+    c.idle += w.state == WorkerState::kIdle;
+    c.busy += w.state == WorkerState::kBusy;
+    c.lost += w.state == WorkerState::kLost;
+  }
+  return c;
+}
+
+std::vector<WorkerInfo> WorkerRegistry::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerInfo> list;
+  for (const auto& [id, w] : workers_) list.push_back(w);
+  return list;
+}
+
+void WorkerRegistry::PublishCountsLocked() const {
+  if (metrics_ == nullptr) return;
+  int idle = 0, busy = 0, lost = 0;
+  for (const auto& [id, w] : workers_) {
+    idle += w.state == WorkerState::kIdle;
+    busy += w.state == WorkerState::kBusy;
+    lost += w.state == WorkerState::kLost;
+  }
+  metrics_->SetWorkerCounts(idle, busy, lost);
+}
+
+}  // namespace pipetrain::coordinator

@@ -1,0 +1,103 @@
+// WorkerRegistry: registration (validation, stable ids by name), heartbeats, lost detection,
+// acquire/release.
+#include "coordinator/worker_registry.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/test_util.h"
+
+namespace pipetrain::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+WorkerRegistration Valid() {
+  WorkerRegistration r;
+  r.name = "pod-a";
+  r.address = "127.0.0.1:5000";
+  r.device = v1::DEVICE_KIND_CPU;
+  return r;
+}
+
+TEST(WorkerRegistryTest, ValidatesEveryField) {
+  WorkerRegistry registry({});
+  struct Case {
+    std::function<void(WorkerRegistration&)> mutate;
+    const char* field;
+  };
+  const std::vector<Case> cases = {
+      {[](WorkerRegistration& r) { r.address = ""; }, "address"},
+      {[](WorkerRegistration& r) { r.address = "nohost"; }, "address"},
+      {[](WorkerRegistration& r) { r.address = "h:0"; }, "address"},
+      {[](WorkerRegistration& r) { r.address = "h:70000"; }, "address"},
+      {[](WorkerRegistration& r) { r.transport_address = "x"; }, "transport_address"},
+      {[](WorkerRegistration& r) { r.metrics_address = ":1"; }, "metrics_address"},
+      {[](WorkerRegistration& r) { r.device = v1::DEVICE_KIND_UNSPECIFIED; }, "device"},
+      {[](WorkerRegistration& r) { r.device = static_cast<v1::DeviceKind>(77); }, "device"},
+      {[](WorkerRegistration& r) { r.device_memory_bytes = -1; }, "device_memory_bytes"},
+      {[](WorkerRegistration& r) { r.host_memory_bytes = -1; }, "host_memory_bytes"},
+      {[](WorkerRegistration& r) { r.d2h_bytes_per_s = -1; }, "d2h_bytes_per_s"},
+      {[](WorkerRegistration& r) { r.h2d_bytes_per_s = NAN; }, "h2d_bytes_per_s"},
+      {[](WorkerRegistration& r) { r.name = std::string(300, 'n'); }, "name"},
+  };
+  for (const Case& c : cases) {
+    WorkerRegistration r = Valid();
+    c.mutate(r);
+    absl::StatusOr<std::string> id = registry.Register(r);
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(id.status().message(), HasSubstr(c.field));
+  }
+  EXPECT_TRUE(registry.List().empty());
+}
+
+TEST(WorkerRegistryTest, ReRegisteringKeepsTheId) {
+  WorkerRegistry registry({});
+  const std::string a = registry.Register(Valid()).value();
+  WorkerRegistration other = Valid();
+  other.name = "pod-b";
+  other.address = "127.0.0.1:5001";
+  const std::string b = registry.Register(other).value();
+  EXPECT_NE(a, b);
+  WorkerRegistration moved = Valid();
+  moved.address = "127.0.0.1:6000";
+  EXPECT_EQ(registry.Register(moved).value(), a);
+  EXPECT_EQ(registry.List()[0].registration.address, "127.0.0.1:6000");
+  EXPECT_EQ(registry.List().size(), 2u);
+}
+
+TEST(WorkerRegistryTest, HeartbeatsAndLostWorkers) {
+  WorkerRegistry registry({absl::Milliseconds(100)});
+  std::vector<std::string> lost;
+  registry.SetListeners(
+      [&](const std::string& w, const std::string& job, const std::string& reason) {
+        lost.push_back(w + "/" + job + "/" + reason);
+      },
+      nullptr);
+  EXPECT_TRUE(registry.Heartbeat("worker-999999", "").reregister);
+  const std::string a = registry.Register(Valid()).value();
+  EXPECT_FALSE(registry.Heartbeat(a, "").reregister);
+  auto taken = registry.Acquire(1, "job-000001").value();
+  EXPECT_EQ(taken[0].id, a);
+  EXPECT_EQ(registry.CountByState().busy, 1);
+  EXPECT_FALSE(registry.Acquire(1, "job-000002").ok());
+  // A job the worker should not run is aborted.
+  EXPECT_THAT(registry.Heartbeat(a, "job-000007").abort_job_ids,
+              ::testing::ElementsAre("job-000007"));
+  EXPECT_TRUE(registry.Heartbeat(a, "job-000001").abort_job_ids.empty());
+  absl::SleepFor(absl::Milliseconds(150));
+  registry.ExpireLost();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_THAT(lost[0], HasSubstr("job-000001"));
+  EXPECT_THAT(lost[0], HasSubstr("missed heartbeats"));
+  EXPECT_EQ(registry.CountByState().lost, 1);
+  // Back before the job released it: stays lost; after the release it is idle again.
+  registry.Heartbeat(a, "");
+  EXPECT_EQ(registry.CountByState().lost, 1);
+  registry.Release("job-000001");
+  registry.Heartbeat(a, "");
+  EXPECT_EQ(registry.CountByState().idle, 1);
+  EXPECT_EQ(registry.heartbeat_interval(), absl::Milliseconds(20));
+}
+
+}  // namespace
+}  // namespace pipetrain::coordinator

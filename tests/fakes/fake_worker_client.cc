@@ -1,0 +1,164 @@
+#include "tests/fakes/fake_worker_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace pipetrain::testing {
+
+FakeWorkerClient::~FakeWorkerClient() { Shutdown(); }
+
+void FakeWorkerClient::SetBehavior(const std::string& address, const Behavior& behavior) {
+  absl::MutexLock lock(&mu_);
+  behaviors_[address] = behavior;
+}
+
+void FakeWorkerClient::SetPrepareBarrier(bool on) {
+  absl::MutexLock lock(&mu_);
+  barrier_ = on;
+}
+
+void FakeWorkerClient::SetAutoRun(ReportFn report, absl::Duration step_delay) {
+  absl::MutexLock lock(&mu_);
+  report_ = std::move(report);
+  step_delay_ = step_delay;
+}
+
+void FakeWorkerClient::Shutdown() {
+  std::vector<std::thread> runners;
+  {
+    absl::MutexLock lock(&mu_);
+    shutdown_ = true;
+    runners.swap(runners_);
+  }
+  for (std::thread& t : runners) t.join();
+}
+
+absl::StatusOr<v1::PrepareResponse> FakeWorkerClient::Prepare(const std::string& address,
+                                                              const v1::PrepareRequest& request,
+                                                              absl::Duration timeout) {
+  Behavior b;
+  {
+    absl::MutexLock lock(&mu_);
+    b = behaviors_[address];
+    prepared_.push_back(request);
+    by_address_[address] = request;
+  }
+  if (b.prepare_delay > absl::ZeroDuration()) absl::SleepFor(std::min(b.prepare_delay, timeout));
+  if (b.prepare_delay > timeout) return absl::DeadlineExceededError("fake: Prepare timed out");
+  {
+    absl::MutexLock lock(&mu_);
+    if (barrier_) {
+      const std::string& job = request.job_id();
+      ++in_prepare_[job];
+      auto all_here = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return in_prepare_[job] >= request.peers_size();
+      };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&all_here), timeout)) {
+        return absl::DeadlineExceededError("fake: pipeline neighbours never connected");
+      }
+    }
+  }
+  if (!b.prepare_status.ok()) return b.prepare_status;
+  v1::PrepareResponse response;
+  response.set_parameter_bytes(1000);
+  return response;
+}
+
+absl::Status FakeWorkerClient::Start(const std::string& address, const v1::StartRequest& request,
+                                     absl::Duration) {
+  Behavior b;
+  v1::PrepareRequest prepared;
+  {
+    absl::MutexLock lock(&mu_);
+    ++start_calls_;
+    b = behaviors_[address];
+    prepared = by_address_[address];
+  }
+  if (b.start_delay > absl::ZeroDuration()) absl::SleepFor(b.start_delay);
+  if (!b.start_status.ok()) return b.start_status;
+  absl::MutexLock lock(&mu_);
+  if (prepared.job_id() != request.job_id()) {
+    return absl::FailedPreconditionError("fake: Start for a job that was not prepared here");
+  }
+  if (report_ && !shutdown_) {
+    runners_.emplace_back(
+        [this, address, prepared, n = request.num_steps(), b] { Run(address, prepared, n, b); });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FakeWorkerClient::Abort(const std::string& address, const v1::AbortRequest& request,
+                                     absl::Duration) {
+  absl::MutexLock lock(&mu_);
+  ++aborts_[request.job_id()];
+  return behaviors_[address].abort_status;
+}
+
+void FakeWorkerClient::Run(const std::string& address, v1::PrepareRequest prepared, int num_steps,
+                           Behavior b) {
+  const int rank = prepared.rank();
+  const v1::Plan& plan = prepared.plan();
+  const int last_stage_rank = plan.stage_to_worker_size() > 0
+                                  ? plan.stage_to_worker(plan.stage_to_worker_size() - 1)
+                                  : prepared.peers_size() - 1;
+  ReportFn report;
+  absl::Duration delay;
+  {
+    absl::MutexLock lock(&mu_);
+    report = report_;
+    delay = step_delay_;
+  }
+  auto stop = [&] {
+    absl::MutexLock lock(&mu_);
+    return shutdown_ || aborts_[prepared.job_id()] > 0;
+  };
+  for (int step = 0; step < num_steps; ++step) {
+    if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
+    if (stop() || step == b.stall_at_step) return;
+    v1::ReportStepRequest request;
+    request.set_job_id(prepared.job_id());
+    request.set_rank(rank);
+    if (step == b.fail_at_step) {
+      request.set_failure(absl::StrCat("injected failure at step ", step, " on ", address));
+      report(request).IgnoreError();
+      return;
+    }
+    v1::StepReport* r = request.mutable_report();
+    r->set_job_id(prepared.job_id());
+    r->set_rank(rank);
+    r->set_step(step);
+    r->set_step_duration_ns(1000000 * (rank + 1));
+    r->set_peak_activation_bytes(1000 * (rank + 1) + step);
+    if (rank == last_stage_rank) {
+      r->set_has_loss(true);
+      r->set_loss(2.0 / (step + 1));
+    }
+    v1::ActionTiming* t = r->add_timings();
+    t->mutable_action()->set_kind(v1::ACTION_KIND_F);
+    t->set_start_ns(0);
+    t->set_end_ns(500000);
+    if (step == num_steps - 1) request.set_finished(true);
+    absl::StatusOr<v1::ReportStepResponse> response = report(request);
+    if (response.ok() && response->cancel()) return;
+  }
+}
+
+std::vector<v1::PrepareRequest> FakeWorkerClient::prepared() const {
+  absl::MutexLock lock(&mu_);
+  return prepared_;
+}
+
+int FakeWorkerClient::start_calls() const {
+  absl::MutexLock lock(&mu_);
+  return start_calls_;
+}
+
+int FakeWorkerClient::abort_calls(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = aborts_.find(job_id);
+  return it == aborts_.end() ? 0 : it->second;
+}
+
+bool FakeWorkerClient::aborted(const std::string& job_id) const { return abort_calls(job_id) > 0; }
+
+}  // namespace pipetrain::testing

@@ -1,0 +1,83 @@
+// FakeWorkerClient: a WorkerClient for tests. Per worker address it can fail or delay Prepare,
+// Start and Abort; Prepare can wait for every rank of the job (like real workers, which block in
+// Prepare until their pipeline neighbours connect; a sequential dispatcher would then time out).
+// With auto-run, Start launches one thread per rank that reports every step through the given
+// report function (the job manager's ReportStep) and then `finished`, or a failure at a chosen
+// step; a runner stops when its job is aborted or the response says cancel.
+//
+// Thread-safety: thread-safe. Call Shutdown() before whatever the report function calls dies.
+#ifndef PIPETRAIN_TESTS_FAKES_FAKE_WORKER_CLIENT_H_
+#define PIPETRAIN_TESTS_FAKES_FAKE_WORKER_CLIENT_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/worker_client.h"
+#include "pipetrain/v1/coordinator.pb.h"
+
+namespace pipetrain::testing {
+
+class FakeWorkerClient : public coordinator::WorkerClient {
+ public:
+  using ReportFn =
+      std::function<absl::StatusOr<v1::ReportStepResponse>(const v1::ReportStepRequest&)>;
+
+  struct Behavior {
+    absl::Status prepare_status;
+    absl::Status start_status;
+    absl::Status abort_status;
+    absl::Duration prepare_delay = absl::ZeroDuration();
+    absl::Duration start_delay = absl::ZeroDuration();
+    int fail_at_step = -1;   // auto-run: report this failure instead of this step
+    int stall_at_step = -1;  // auto-run: stop reporting (silently) at this step
+  };
+
+  ~FakeWorkerClient() override;
+
+  void SetBehavior(const std::string& address, const Behavior& behavior);
+  // Prepare waits (up to its timeout) until every rank of the job is in Prepare.
+  void SetPrepareBarrier(bool on);
+  void SetAutoRun(ReportFn report, absl::Duration step_delay);
+  // Stops and joins every runner; later Starts run nothing.
+  void Shutdown();
+
+  absl::StatusOr<v1::PrepareResponse> Prepare(const std::string& address,
+                                              const v1::PrepareRequest& request,
+                                              absl::Duration timeout) override;
+  absl::Status Start(const std::string& address, const v1::StartRequest& request,
+                     absl::Duration timeout) override;
+  absl::Status Abort(const std::string& address, const v1::AbortRequest& request,
+                     absl::Duration timeout) override;
+
+  std::vector<v1::PrepareRequest> prepared() const;
+  int start_calls() const;
+  int abort_calls(const std::string& job_id) const;
+  bool aborted(const std::string& job_id) const;
+
+ private:
+  void Run(const std::string& address, v1::PrepareRequest prepared, int num_steps, Behavior b);
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, Behavior> behaviors_ ABSL_GUARDED_BY(mu_);
+  bool barrier_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, int> in_prepare_ ABSL_GUARDED_BY(mu_);  // by job
+  std::vector<v1::PrepareRequest> prepared_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::PrepareRequest> by_address_ ABSL_GUARDED_BY(mu_);
+  int start_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int> aborts_ ABSL_GUARDED_BY(mu_);
+  ReportFn report_ ABSL_GUARDED_BY(mu_);
+  absl::Duration step_delay_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> runners_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pipetrain::testing
+
+#endif  // PIPETRAIN_TESTS_FAKES_FAKE_WORKER_CLIENT_H_
