@@ -3,10 +3,14 @@
 // microbatch runs down the workers and back up. Registry names: "v-min", "v-half", "v-zb",
 // "zb-v", and "v-adaptive" (the paper's adaptive scheduler under spec.memory_limit).
 //
-// Every generator plans with the REAL per-stage F/B/W costs and comm (CostModelFor(spec, 2)):
-// it lays out a building block (building_block.h), repeats it, and list-schedules it under a
-// memory cap (v_list_scheduler.h), trying a few block shapes and backfill policies and keeping
-// the one with the least makespan. Output: F, B, W compute actions only.
+// Every generator plans with the REAL per-stage F/B/W costs and comm (CostModelFor(spec, 2)) and
+// keeps the best (least longest worker span) of its candidates that fit the memory cap:
+//   - the memory-capped greedy engine (v_greedy.h) under a few priority rules x in-flight limits;
+//   - for v-min / v-half / v-zb / v-adaptive, the authors' fixed V-Min / V-Half slot patterns
+//     (v_pattern.h), real-cost timed, so they are never worse than that pattern when it fits.
+// For m > 2p candidates are ranked on a 2p-microbatch prefix; the best two, the patterns and the
+// fallback greedy run at full m. zb-v is the single backward-first greedy (no search).
+// Output: F, B, W compute actions only.
 //
 // Memory laws (units = one microbatch's activations for a worker's whole share; each chunk holds
 // 1/2), guaranteed for ANY costs because peak memory depends on the action order only:
@@ -14,15 +18,16 @@
 // v-min's peak equals its law for unit costs and m >= p (tested p = 2..32); v-half may pick a
 // lower-memory plan when it is faster. spec.memory_limit, when set, lowers the cap further.
 //
-// Bubbles (unit costs, tested): v-zb and zb-v <= 0.10 for m >= 2p (measured <= 0.09; the
-// paper's ~0 is not reached); v-min <= 0.8x 1F1B's (measured ~0.7x); v-half <= 1F1B's (it
-// currently settles on the V-Min-level plan, ~0.7x, not the paper's 0.5x).
+// Bubbles (unit costs, tested for m in {2p, 4p}, p in {4, 8, 16}): v-zb and zb-v <= 0.10
+// (measured <= 0.09; the paper's ~0 is NOT reached); v-min <= 0.75x 1F1B's (~0.7x);
+// v-half <= 0.6x (0.35-0.6x). KNOWN GAP: with unequal costs v-half is above 1F1B at p >= 8 for
+// large m (1:2:1, p=16, m=64: 0.230 vs 0.190).
 // How V-Min degrades with unequal F/B/W: its cap is sized for unit costs. The chunk-0 lifespan
 // on worker 0 is a round trip, ~p(F+B); in-flight microbatches needed = that / (F+B+W). When B
 // or F dominates this exceeds the cap, the steady state is memory-starved and a per-microbatch
-// bubble appears that does not shrink with m (1:2:1, p=16, m=64: 0.64 vs 1F1B 0.19; see
+// bubble appears that does not shrink with m (1:2:1, p=16, m=64: 0.40 vs 1F1B 0.19; see
 // docs/SCHEDULES.md). The paper's near-zero-bubble condition at half memory is W+2B >= 2F and
-// W+2F >= 2B. KNOWN GAP: v-half with B = 2F is above 1F1B at p >= 8 for the same reason.
+// W+2F >= 2B.
 //
 // Limits: p >= 2, m >= 1, chunks_per_worker 0 or 2, stage_costs (if given) 2p entries;
 // memory_limit either 0 or at least one microbatch (1 unit). Others: InvalidArgument /
