@@ -1,6 +1,9 @@
 // `pipetrain`: the client CLI. Only flag parsing lives here (all CLI11 use is in this file);
-// each subcommand's logic is a library (plan_command.h, ...). Later issues add `submit`,
-// `status`, ... as further subcommands.
+// each subcommand's logic is a library: plan_command.h (offline planning), job_commands.h
+// (submit, status, list, cancel, watch against a coordinator), local_command.h (a whole local
+// cluster). Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 job failed, 4 job cancelled.
+#include <signal.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -8,6 +11,10 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
+#include "client/default_job.h"
+#include "client/job_commands.h"
+#include "client/job_file.h"
+#include "client/local_command.h"
 #include "client/plan_command.h"
 #include "coordinator/schedule/generator.h"
 
@@ -74,6 +81,56 @@ int main(int argc, char** argv) {
   plan_cmd->footer(
       "Units: time in the unit of --costs; memory in units of one microbatch's activations "
       "for a worker's whole share of layers (1F1B's worker 0 peaks at p).");
+  // Job commands against a running coordinator.
+  pipetrain::client::JobCommandOptions job_options;
+  std::string job_file, job_id, state_filter;
+  bool submit_watch = false, no_progress = false;
+  auto add_common = [&](CLI::App* cmd, bool read_command) {
+    cmd->add_option("--coordinator", job_options.coordinator, "Coordinator address host:port")
+        ->capture_default_str();
+    cmd->add_option("--token", job_options.token, "Bearer token, if the coordinator needs one");
+    if (read_command) {
+      cmd->add_flag("--json", job_options.json, "Machine-readable output (protobuf JSON)");
+    }
+  };
+  CLI::App* submit_cmd = app.add_subcommand("submit", "Submit a job file (YAML or JSON JobSpec)");
+  submit_cmd->add_option("job_file", job_file, "Job spec file (.yaml or .json)")->required();
+  submit_cmd->add_flag("--watch,-w", submit_watch, "Follow the job to its end");
+  add_common(submit_cmd, true);
+  CLI::App* status_cmd =
+      app.add_subcommand("status", "Show a job: state, plan, predicted vs measured");
+  status_cmd->add_option("job_id", job_id, "Job id, e.g. job-000001")->required();
+  add_common(status_cmd, true);
+  CLI::App* list_cmd = app.add_subcommand("list", "List jobs");
+  list_cmd->add_option("--state", state_filter,
+                       "Only jobs in this state (queued, running, succeeded, failed, ...)");
+  add_common(list_cmd, true);
+  CLI::App* cancel_cmd = app.add_subcommand("cancel", "Cancel a job");
+  cancel_cmd->add_option("job_id", job_id, "Job id")->required();
+  add_common(cancel_cmd, true);
+  CLI::App* watch_cmd =
+      app.add_subcommand("watch", "Follow a job with a live progress bar until it ends");
+  watch_cmd->add_option("job_id", job_id, "Job id")->required();
+  watch_cmd->add_flag("--no-progress", no_progress, "Print lines instead of a progress bar");
+  add_common(watch_cmd, true);
+
+  // A whole local cluster.
+  pipetrain::client::LocalOptions local;
+  bool print_default_job = false;
+  CLI::App* local_cmd = app.add_subcommand(
+      "local",
+      "Start a coordinator and CPU workers on 127.0.0.1, run a job (default: the embedded "
+      "addition task), watch it, summarise, shut down");
+  local_cmd->add_option("--job", local.job_file, "Job spec file instead of the default job");
+  local_cmd->add_option("--schedule", local.schedule, "Override the job's schedule");
+  local_cmd->add_option("--workers", local.workers, "Override the job's number of workers");
+  local_cmd->add_option("--steps", local.steps, "Override the job's number of steps");
+  local_cmd->add_option("--dir", local.dir, "Directory for logs and the job database");
+  local_cmd->add_flag("--emulate", local.emulate,
+                      "EMULATED worker compute (sleeps for predicted times; demos only)");
+  local_cmd->add_flag("--no-progress", no_progress, "Print lines instead of a progress bar");
+  local_cmd->add_flag("--print-default-job", print_default_job,
+                      "Print the default job as YAML (a template for job files) and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -85,5 +142,41 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (plan_cmd->parsed()) return RunPlanCommand(plan, output);
-  return 2;
+  job_options.progress = !no_progress;
+  local.progress = !no_progress;
+  absl::Status status;
+  const char* name = "pipetrain";
+  if (submit_cmd->parsed()) {
+    name = "pipetrain submit";
+    status =
+        pipetrain::client::SubmitCommand(job_options, job_file, submit_watch, std::cout, std::cerr);
+  } else if (status_cmd->parsed()) {
+    name = "pipetrain status";
+    status = pipetrain::client::StatusCommand(job_options, job_id, std::cout);
+  } else if (list_cmd->parsed()) {
+    name = "pipetrain list";
+    status = pipetrain::client::ListCommand(job_options, state_filter, std::cout);
+  } else if (cancel_cmd->parsed()) {
+    name = "pipetrain cancel";
+    status = pipetrain::client::CancelCommand(job_options, job_id, std::cout);
+  } else if (watch_cmd->parsed()) {
+    name = "pipetrain watch";
+    status = pipetrain::client::WatchCommand(job_options, job_id, std::cout, std::cerr);
+  } else if (local_cmd->parsed()) {
+    if (print_default_job) {
+      std::cout << pipetrain::client::JobSpecToYaml(pipetrain::client::DefaultJobSpec());
+      return 0;
+    }
+    name = "pipetrain local";
+    // The local command waits for Ctrl-C itself: block the signals before any thread starts.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    status = pipetrain::client::LocalCommand(local, std::cout, std::cerr);
+  }
+  if (!status.ok()) std::cerr << name << ": " << status.message() << "\n";
+  return pipetrain::client::ExitCodeFor(status);
 }

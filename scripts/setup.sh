@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libgoogle-glog-dev prometheus-cpp-dev libopenblas-dev libcli11-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev libxxhash-dev libyaml-cpp-dev
 )
 
 missing=()

@@ -1,38 +1,18 @@
-// Helpers for end-to-end tests that run pipetrain binaries as real processes: spawn with
-// stdout/stderr captured to files, bounded waits, kill, and free loopback ports.
-// Thread-safety: not thread-safe; test-only.
+// Test-side names for common/subprocess.h (spawn, bounded waits, kill, free ports).
 #ifndef PIPETRAIN_TESTS_E2E_PROCESS_UTIL_H_
 #define PIPETRAIN_TESTS_E2E_PROCESS_UTIL_H_
 
-#include <sys/types.h>
-
-#include <optional>
-#include <string>
-#include <vector>
-
-#include "absl/time/time.h"
+#include "common/subprocess.h"
 
 namespace pipetrain::testing {
-
-struct Process {
-  pid_t pid = -1;
-  std::string stdout_path;
-  std::string stderr_path;
-};
-
-// Starts `argv` with stdout and stderr redirected to `log_prefix`.out / .err.
-Process Spawn(const std::vector<std::string>& argv, const std::string& log_prefix);
-// Exit code, or nullopt if it did not exit within `timeout` (it is then killed).
-std::optional<int> WaitFor(const Process& process, absl::Duration timeout);
-void Kill(const Process& process, int signal);
-std::string ReadFile(const std::string& path);
-// Waits until `path` contains `needle` (polling), up to `timeout`.
-bool WaitForText(const std::string& path, const std::string& needle, absl::Duration timeout);
-// A loopback port that was free a moment ago.
-int FreePort();
-// A fresh temporary directory.
-std::string TempDir();
-
+using subprocess::FreePort;
+using subprocess::Kill;
+using subprocess::Process;
+using subprocess::ReadFile;
+using subprocess::Spawn;
+using subprocess::TempDir;
+using subprocess::WaitFor;
+using subprocess::WaitForText;
 }  // namespace pipetrain::testing
 
 #endif  // PIPETRAIN_TESTS_E2E_PROCESS_UTIL_H_

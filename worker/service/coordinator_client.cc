@@ -3,7 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "pipetrain/v1/coordinator.grpc.pb.h"
-#include "worker/service/grpc_status.h"
+#include "common/grpc_status.h"
 
 namespace pipetrain::worker {
 namespace {

@@ -1,6 +1,6 @@
 #include "worker/service/worker_service.h"
 
-#include "worker/service/grpc_status.h"
+#include "common/grpc_status.h"
 
 namespace pipetrain::worker {
 

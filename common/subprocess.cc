@@ -1,4 +1,4 @@
-#include "tests/e2e/process_util.h"
+#include "common/subprocess.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 
 #include "absl/time/clock.h"
 
-namespace pipetrain::testing {
+namespace pipetrain::subprocess {
 
 Process Spawn(const std::vector<std::string>& argv, const std::string& log_prefix) {
   Process p;
@@ -22,6 +22,10 @@ Process Spawn(const std::vector<std::string>& argv, const std::string& log_prefi
   p.stderr_path = log_prefix + ".err";
   p.pid = fork();
   if (p.pid == 0) {
+    // A launcher may block signals it waits for; the child starts with a clean mask.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     int out = open(p.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int err = open(p.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, 1);
@@ -88,4 +92,4 @@ std::string TempDir() {
   return dir == nullptr ? "/tmp" : dir;
 }
 
-}  // namespace pipetrain::testing
+}  // namespace pipetrain::subprocess

@@ -2,8 +2,8 @@
 // becomes the other (the codes are numerically identical by design).
 //
 // Thread-safety: pure functions.
-#ifndef PIPETRAIN_WORKER_SERVICE_GRPC_STATUS_H_
-#define PIPETRAIN_WORKER_SERVICE_GRPC_STATUS_H_
+#ifndef PIPETRAIN_COMMON_GRPC_STATUS_H_
+#define PIPETRAIN_COMMON_GRPC_STATUS_H_
 
 #include <grpcpp/support/status.h>
 
@@ -23,4 +23,4 @@ inline absl::Status FromGrpc(const grpc::Status& s) {
 
 }  // namespace pipetrain
 
-#endif  // PIPETRAIN_WORKER_SERVICE_GRPC_STATUS_H_
+#endif  // PIPETRAIN_COMMON_GRPC_STATUS_H_

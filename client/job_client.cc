@@ -1,0 +1,119 @@
+#include "client/job_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+
+namespace pipetrain::client {
+namespace {
+
+// FromGrpc, with a hint when the coordinator cannot be reached at all.
+absl::Status Check(const grpc::Status& s, const std::string& address) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    return absl::UnavailableError(absl::StrCat("cannot reach the coordinator at ", address,
+                                               " (is it running? --coordinator sets the "
+                                               "address): ",
+                                               s.error_message()));
+  }
+  return FromGrpc(s);
+}
+
+}  // namespace
+
+JobClient::JobClient(const std::string& address, std::string token, absl::Duration deadline)
+    : address_(address),
+      stub_(v1::JobService::NewStub(
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+      token_(std::move(token)),
+      deadline_(deadline) {}
+
+void JobClient::Prepare(grpc::ClientContext* context, bool with_deadline) const {
+  if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
+  if (with_deadline) context->set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+}
+
+absl::StatusOr<v1::Job> JobClient::Submit(const v1::JobSpec& spec) {
+  grpc::ClientContext context;
+  Prepare(&context, true);
+  v1::SubmitJobRequest request;
+  *request.mutable_spec() = spec;
+  v1::SubmitJobResponse response;
+  if (grpc::Status s = stub_->SubmitJob(&context, request, &response); !s.ok()) {
+    return Check(s, address_);
+  }
+  return response.job();
+}
+
+absl::StatusOr<v1::Job> JobClient::Get(const std::string& job_id) {
+  grpc::ClientContext context;
+  Prepare(&context, true);
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job job;
+  if (grpc::Status s = stub_->GetJob(&context, request, &job); !s.ok()) return Check(s, address_);
+  return job;
+}
+
+absl::StatusOr<std::vector<v1::Job>> JobClient::List(v1::JobState state) {
+  std::vector<v1::Job> jobs;
+  std::string token;
+  do {
+    grpc::ClientContext context;
+    Prepare(&context, true);
+    v1::ListJobsRequest request;
+    request.set_state(state);
+    request.set_page_token(token);
+    v1::ListJobsResponse response;
+    if (grpc::Status s = stub_->ListJobs(&context, request, &response); !s.ok()) {
+      return Check(s, address_);
+    }
+    jobs.insert(jobs.end(), response.jobs().begin(), response.jobs().end());
+    token = response.next_page_token();
+  } while (!token.empty());
+  return jobs;
+}
+
+absl::StatusOr<v1::Job> JobClient::Cancel(const std::string& job_id) {
+  grpc::ClientContext context;
+  Prepare(&context, true);
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job job;
+  if (grpc::Status s = stub_->CancelJob(&context, request, &job); !s.ok())
+    return Check(s, address_);
+  return job;
+}
+
+absl::StatusOr<v1::Plan> JobClient::Plan(const v1::JobSpec& spec) {
+  grpc::ClientContext context;
+  Prepare(&context, true);
+  v1::PlanJobRequest request;
+  *request.mutable_spec() = spec;
+  v1::PlanJobResponse response;
+  if (grpc::Status s = stub_->PlanJob(&context, request, &response); !s.ok()) {
+    return Check(s, address_);
+  }
+  return response.plan();
+}
+
+absl::Status JobClient::Watch(const std::string& job_id,
+                              const std::function<bool(const v1::JobEvent&)>& on_event) {
+  grpc::ClientContext context;
+  Prepare(&context, false);  // a watch lasts as long as the job
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->WatchJob(&context, request);
+  v1::JobEvent event;
+  while (reader->Read(&event)) {
+    if (!on_event(event)) {
+      context.TryCancel();
+      reader->Finish();
+      return absl::CancelledError("stopped watching");
+    }
+  }
+  return Check(reader->Finish(), address_);
+}
+
+}  // namespace pipetrain::client

@@ -1,0 +1,46 @@
+// JobClient: the client side of the coordinator's JobService, with errors as absl::Status
+// (a gRPC status converts 1:1) and an optional bearer token.
+//
+// Thread-safety: thread-safe (gRPC stubs are).
+#ifndef PIPETRAIN_CLIENT_JOB_CLIENT_H_
+#define PIPETRAIN_CLIENT_JOB_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "pipetrain/v1/coordinator.grpc.pb.h"
+
+namespace pipetrain::client {
+
+class JobClient {
+ public:
+  // `address` host:port; `token` empty for none; `deadline` bounds every unary call.
+  JobClient(const std::string& address, std::string token,
+            absl::Duration deadline = absl::Seconds(30));
+
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
+  absl::StatusOr<v1::Job> Get(const std::string& job_id);
+  absl::StatusOr<std::vector<v1::Job>> List(v1::JobState state);
+  absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
+  absl::StatusOr<v1::Plan> Plan(const v1::JobSpec& spec);
+  // Streams events until the job ends (OK), `on_event` returns false (Cancelled), or the
+  // stream breaks (its status).
+  absl::Status Watch(const std::string& job_id,
+                     const std::function<bool(const v1::JobEvent&)>& on_event);
+
+ private:
+  void Prepare(grpc::ClientContext* context, bool with_deadline) const;
+
+  const std::string address_;
+  std::unique_ptr<v1::JobService::Stub> stub_;
+  const std::string token_;
+  const absl::Duration deadline_;
+};
+
+}  // namespace pipetrain::client
+
+#endif  // PIPETRAIN_CLIENT_JOB_CLIENT_H_

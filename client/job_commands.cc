@@ -1,0 +1,159 @@
+#include "client/job_commands.h"
+
+#include <unistd.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "client/job_file.h"
+#include "client/job_view.h"
+#include "common/status_macros.h"
+#include "coordinator/schedule/codec/plan_proto.h"
+
+namespace pipetrain::client {
+namespace {
+
+bool IsTerminal(v1::JobState s) {
+  return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_CANCELLED;
+}
+
+absl::Status PrintJson(const google::protobuf::Message& message, std::ostream& out) {
+  PT_ASSIGN_OR_RETURN(std::string json, schedule::ToJson(message));
+  out << json << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int ExitCodeFor(const absl::Status& status) {
+  if (status.ok()) return 0;
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kResourceExhausted:
+      return 2;
+    case absl::StatusCode::kAborted:
+      return 3;
+    case absl::StatusCode::kCancelled:
+      return 4;
+    default:
+      return 1;
+  }
+}
+
+absl::Status JobOutcome(const v1::Job& job) {
+  switch (job.state()) {
+    case v1::JOB_STATE_SUCCEEDED:
+      return absl::OkStatus();
+    case v1::JOB_STATE_FAILED:
+      return absl::AbortedError(absl::StrCat("job ", job.id(), " failed: ", job.failure_reason()));
+    case v1::JOB_STATE_CANCELLED:
+      return absl::CancelledError(absl::StrCat("job ", job.id(), " was cancelled"));
+    default:
+      return absl::UnknownError(
+          absl::StrCat("job ", job.id(), " is still ", StateName(job.state())));
+  }
+}
+
+absl::StatusOr<v1::Job> WatchJob(JobClient& client, const std::string& job_id, bool progress,
+                                 std::ostream& out, std::ostream& err) {
+  const bool tty = progress && isatty(STDERR_FILENO);
+  v1::Job last;
+  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  int printed_step = -1;
+  absl::Status status = client.Watch(job_id, [&](const v1::JobEvent& event) {
+    last = event.job();
+    if (last.state() != state) {
+      if (tty && printed_step >= 0) err << "\n";
+      state = last.state();
+      out << last.id() << " " << StateName(state)
+          << (last.failure_reason().empty() ? "" : ": " + last.failure_reason()) << "\n";
+      out.flush();
+      printed_step = -1;
+    }
+    if (event.has_step() && last.steps_done() != printed_step) {
+      const int total = std::max(1, last.spec().training().steps());
+      if (tty) {
+        err << "\r" << FormatProgress(last) << "   " << std::flush;
+      } else if (last.steps_done() == total || last.steps_done() % std::max(1, total / 10) == 0) {
+        out << FormatProgress(last) << "\n" << std::flush;
+      }
+      printed_step = last.steps_done();
+    }
+    return true;
+  });
+  if (tty && printed_step >= 0) err << "\n";
+  if (!status.ok()) return status;
+  // The stream ended with the job; fetch the final record (measurements included).
+  PT_ASSIGN_OR_RETURN(v1::Job final_job, client.Get(job_id));
+  if (!IsTerminal(final_job.state())) {
+    return absl::UnavailableError(
+        absl::StrCat("the watch of ", job_id, " ended while it is ", StateName(final_job.state())));
+  }
+  return final_job;
+}
+
+absl::Status SubmitCommand(const JobCommandOptions& options, const std::string& job_file,
+                           bool watch, std::ostream& out, std::ostream& err) {
+  PT_ASSIGN_OR_RETURN(v1::JobSpec spec, LoadJobSpec(job_file));
+  JobClient client(options.coordinator, options.token);
+  PT_ASSIGN_OR_RETURN(v1::Job job, client.Submit(spec));
+  if (options.json && !watch) return PrintJson(job, out);
+  out << "submitted " << job.id() << "\n";
+  if (!watch) return absl::OkStatus();
+  PT_ASSIGN_OR_RETURN(v1::Job final_job, WatchJob(client, job.id(), options.progress, out, err));
+  out << FormatJobStatus(final_job) << FormatLossCurve(final_job);
+  return JobOutcome(final_job);
+}
+
+absl::Status StatusCommand(const JobCommandOptions& options, const std::string& job_id,
+                           std::ostream& out) {
+  JobClient client(options.coordinator, options.token);
+  PT_ASSIGN_OR_RETURN(v1::Job job, client.Get(job_id));
+  if (options.json) return PrintJson(job, out);
+  out << FormatJobStatus(job);
+  return absl::OkStatus();
+}
+
+absl::Status ListCommand(const JobCommandOptions& options, const std::string& state,
+                         std::ostream& out) {
+  v1::JobState filter = v1::JOB_STATE_UNSPECIFIED;
+  if (!state.empty() && !v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(state), &filter)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--state: \"", state,
+                     "\" is not one of queued, planning, waiting_for_workers, running, recovering, "
+                     "succeeded, failed, cancelled"));
+  }
+  JobClient client(options.coordinator, options.token);
+  PT_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, client.List(filter));
+  if (options.json) {
+    v1::ListJobsResponse all;
+    for (v1::Job& job : jobs) *all.add_jobs() = std::move(job);
+    return PrintJson(all, out);
+  }
+  for (const v1::Job& job : jobs) out << FormatJobLine(job) << "\n";
+  if (jobs.empty()) out << "no jobs\n";
+  return absl::OkStatus();
+}
+
+absl::Status CancelCommand(const JobCommandOptions& options, const std::string& job_id,
+                           std::ostream& out) {
+  JobClient client(options.coordinator, options.token);
+  PT_ASSIGN_OR_RETURN(v1::Job job, client.Cancel(job_id));
+  if (options.json) return PrintJson(job, out);
+  out << job.id() << " " << StateName(job.state()) << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status WatchCommand(const JobCommandOptions& options, const std::string& job_id,
+                          std::ostream& out, std::ostream& err) {
+  JobClient client(options.coordinator, options.token);
+  PT_ASSIGN_OR_RETURN(v1::Job job, WatchJob(client, job_id, options.progress, out, err));
+  if (options.json) {
+    PT_RETURN_IF_ERROR(PrintJson(job, out));
+  } else {
+    out << FormatJobStatus(job) << FormatLossCurve(job);
+  }
+  return JobOutcome(job);
+}
+
+}  // namespace pipetrain::client

@@ -1,0 +1,106 @@
+#include "client/job_view.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace pipetrain::client {
+
+std::string StateName(v1::JobState state) {
+  std::string name = v1::JobState_Name(state);
+  const std::string prefix = "JOB_STATE_";
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
+
+std::string FormatJobLine(const v1::Job& job) {
+  return absl::StrFormat(
+      "%-12s %-20s %-20s step %d/%d  %s", job.id(), job.spec().name(), StateName(job.state()),
+      job.steps_done(), job.spec().training().steps(),
+      job.steps_done() > 0 ? absl::StrFormat("loss %.4f", job.last_loss()) : std::string());
+}
+
+std::string FormatJobStatus(const v1::Job& job) {
+  std::string out =
+      absl::StrFormat("%s  %s  %s  step %d/%d\n", job.id(), job.spec().name(),
+                      StateName(job.state()), job.steps_done(), job.spec().training().steps());
+  if (!job.failure_reason().empty())
+    absl::StrAppend(&out, "  reason: ", job.failure_reason(), "\n");
+  const v1::Plan& plan = job.plan();
+  if (plan.num_stages() > 0) {
+    const int p = plan.workers_size();
+    absl::StrAppendFormat(&out, "  plan: %s on %d workers x %d chunks, %d microbatches\n",
+                          plan.schedule(), p, p > 0 ? plan.num_stages() / p : 0,
+                          plan.num_microbatches());
+  }
+  if (job.steps_done() > 0) {
+    absl::StrAppendFormat(&out, "  loss %.4f (first %.4f)", job.last_loss(),
+                          job.losses_size() > 0 ? job.losses(0) : job.last_loss());
+    if (job.last_accuracy() > 0)
+      absl::StrAppendFormat(&out, "  accuracy %.3f", job.last_accuracy());
+    absl::StrAppend(&out, "\n");
+  }
+  const v1::Prediction& pred = plan.prediction();
+  if (plan.num_stages() > 0) {
+    absl::StrAppendFormat(&out, "                 predicted   measured\n");
+    absl::StrAppendFormat(&out, "  step time      %8.4f s  %s\n", pred.makespan_s(),
+                          job.steps_done() > 0 ? absl::StrFormat("%8.4f s", job.last_step_s())
+                                               : std::string("       -"));
+    absl::StrAppendFormat(&out, "  bubble ratio   %8.3f    %s\n", pred.bubble_ratio(),
+                          job.steps_done() > 0
+                              ? absl::StrFormat("%8.3f", job.measured_bubble_ratio())
+                              : std::string("       -"));
+    if (job.tokens_per_s() > 0) {
+      absl::StrAppendFormat(&out, "  tokens/s                  %8.0f\n", job.tokens_per_s());
+    }
+    absl::StrAppend(&out, "  peak activation memory per worker (MiB), predicted / measured:\n");
+    for (int r = 0; r < pred.peak_activation_bytes_size(); ++r) {
+      const double predicted = pred.peak_activation_bytes(r) / 1048576.0;
+      std::string measured = "-";
+      if (r < job.measured_peak_activation_bytes_size()) {
+        measured = absl::StrFormat("%.3f", job.measured_peak_activation_bytes(r) / 1048576.0);
+      }
+      absl::StrAppendFormat(&out, "    rank %d: %.3f / %s\n", r, predicted, measured);
+    }
+  }
+  return out;
+}
+
+std::string FormatProgress(const v1::Job& job, int width) {
+  const int total = std::max(1, job.spec().training().steps());
+  const int done = std::min(job.steps_done(), total);
+  const int filled = width * done / total;
+  std::string bar(filled, '=');
+  if (filled < width) bar += '>';
+  bar.resize(width, ' ');
+  std::string line = absl::StrFormat("[%s] step %d/%d", bar, done, total);
+  if (done > 0) {
+    absl::StrAppendFormat(&line, "  loss %.4f", job.last_loss());
+    if (job.tokens_per_s() > 0) absl::StrAppendFormat(&line, "  %.0f tok/s", job.tokens_per_s());
+    if (job.last_step_s() > 0 && done < total) {
+      const int eta = static_cast<int>(std::lround(job.last_step_s() * (total - done)));
+      absl::StrAppendFormat(&line, "  ETA %d:%02d", eta / 60, eta % 60);
+    }
+  }
+  return line;
+}
+
+std::string FormatLossCurve(const v1::Job& job) {
+  if (job.losses_size() == 0) return "no completed steps\n";
+  const auto& l = job.losses();
+  const double lo = *std::min_element(l.begin(), l.end());
+  const double hi = *std::max_element(l.begin(), l.end());
+  static const char* kBlocks[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+  std::string spark;
+  const int points = std::min(60, l.size());
+  for (int i = 0; i < points; ++i) {
+    const double v = l[i * l.size() / points];
+    const int level = hi > lo ? static_cast<int>(std::lround(7 * (v - lo) / (hi - lo))) : 0;
+    spark += kBlocks[level];
+  }
+  return absl::StrFormat("loss: first %.4f, lowest %.4f, last %.4f over %d steps\n  %s\n", l[0], lo,
+                         l[l.size() - 1], l.size(), spark);
+}
+
+}  // namespace pipetrain::client

@@ -1,0 +1,125 @@
+#include "client/local_cluster.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+
+namespace pipetrain::client {
+namespace {
+
+// The value printed after `prefix` on a line of `path` ("listening on 127.0.0.1:7070").
+absl::StatusOr<std::string> ReadAnnounced(const subprocess::Process& process,
+                                          const std::string& prefix, absl::Duration timeout,
+                                          const std::string& what) {
+  if (!subprocess::WaitForText(process.stdout_path, prefix, timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        what, " did not start within ", absl::FormatDuration(timeout),
+        "; its log: ", process.stderr_path, "\n", subprocess::ReadFile(process.stderr_path)));
+  }
+  for (absl::string_view line : absl::StrSplit(subprocess::ReadFile(process.stdout_path), '\n')) {
+    if (absl::StartsWith(line, prefix)) return std::string(line.substr(prefix.size()));
+  }
+  return absl::InternalError("unreachable");
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FindBinary(const std::string& name) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  std::vector<fs::path> candidates = {self / name, self / ".." / "coordinator" / name,
+                                      self / ".." / "worker" / name};
+  if (const char* path = std::getenv("PATH"); path != nullptr) {
+    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+      candidates.push_back(fs::path(std::string(dir)) / name);
+    }
+  }
+  for (const fs::path& c : candidates) {
+    if (access(c.c_str(), X_OK) == 0) return fs::weakly_canonical(c, ec).string();
+  }
+  return absl::NotFoundError(absl::StrCat("cannot find the ", name, " binary next to ",
+                                          self.string(), ", in the build tree, or on PATH"));
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
+    const LocalClusterOptions& options) {
+  if (options.workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers: ", options.workers, " is not allowed; allowed: >= 1"));
+  }
+  std::string coordinator_bin = options.coordinator_bin;
+  if (coordinator_bin.empty()) {
+    auto found = FindBinary("pipetrain-coordinator");
+    if (!found.ok()) return found.status();
+    coordinator_bin = *found;
+  }
+  std::string worker_bin = options.worker_bin;
+  if (worker_bin.empty()) {
+    auto found = FindBinary("pipetrain-worker");
+    if (!found.ok()) return found.status();
+    worker_bin = *found;
+  }
+  auto cluster = std::unique_ptr<LocalCluster>(new LocalCluster());
+  cluster->dir_ = options.dir.empty() ? subprocess::TempDir() : options.dir;
+  std::filesystem::create_directories(cluster->dir_);
+
+  std::vector<std::string> argv = {coordinator_bin,
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--metrics-listen",
+                                   "127.0.0.1:0",
+                                   "--db",
+                                   cluster->dir_ + "/pipetrain.db"};
+  argv.insert(argv.end(), options.coordinator_args.begin(), options.coordinator_args.end());
+  cluster->coordinator_ = subprocess::Spawn(argv, cluster->dir_ + "/coordinator");
+  auto address =
+      ReadAnnounced(cluster->coordinator_, "listening on ", absl::Seconds(30), "the coordinator");
+  if (!address.ok()) return address.status();
+  cluster->coordinator_address_ = *address;
+  auto metrics =
+      ReadAnnounced(cluster->coordinator_, "metrics on ", absl::Seconds(5), "the coordinator");
+  if (metrics.ok()) cluster->metrics_address_ = *metrics;
+
+  for (int r = 0; r < options.workers; ++r) {
+    std::vector<std::string> wargv = {worker_bin,
+                                      "--coordinator",
+                                      cluster->coordinator_address_,
+                                      "--name",
+                                      absl::StrCat("local-worker-", r),
+                                      "--metrics-listen",
+                                      "127.0.0.1:0"};
+    if (options.emulate) wargv.push_back("--emulate");
+    cluster->workers_.push_back(
+        subprocess::Spawn(wargv, absl::StrCat(cluster->dir_, "/worker-", r)));
+  }
+  for (int r = 0; r < options.workers; ++r) {
+    auto m = ReadAnnounced(cluster->workers_[r], "metrics on ", absl::Seconds(30),
+                           absl::StrCat("worker ", r));
+    if (!m.ok()) return m.status();
+    cluster->worker_metrics_.push_back(*m);
+  }
+  return cluster;
+}
+
+void LocalCluster::Stop(absl::Duration grace) {
+  if (stopped_) return;
+  stopped_ = true;
+  for (const subprocess::Process& w : workers_) subprocess::Kill(w, SIGTERM);
+  for (const subprocess::Process& w : workers_) subprocess::WaitFor(w, grace);
+  if (coordinator_.pid > 0) {
+    subprocess::Kill(coordinator_, SIGTERM);
+    subprocess::WaitFor(coordinator_, grace);
+  }
+}
+
+LocalCluster::~LocalCluster() { Stop(); }
+
+}  // namespace pipetrain::client
