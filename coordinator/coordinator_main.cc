@@ -1,0 +1,72 @@
+// pipetrain-coordinator: parses flags (the only place that does) into a CoordinatorConfig, starts
+// the Coordinator and serves until SIGTERM or SIGINT, then shuts down cleanly and exits 0.
+// The first stdout line is "listening on HOST:PORT" (the chosen port when --listen asks for port
+// 0), the second "metrics on HOST:PORT" (unless --metrics-listen is empty).
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "coordinator/coordinator.h"
+#include "glog/logging.h"
+
+int main(int argc, char** argv) {
+  pipetrain::coordinator::CoordinatorConfig config;
+  double heartbeat_timeout_s = 5;
+  double prepare_timeout_s = 120;
+  CLI::App app{"pipetrain coordinator: plans, dispatches and watches pipeline-parallel jobs"};
+  app.add_option("--listen", config.listen, "gRPC address (host:port; port 0 picks one)")
+      ->capture_default_str();
+  app.add_option("--metrics-listen", config.metrics_listen,
+                 "Prometheus /metrics address (host:port; port 0 picks one; empty: none)")
+      ->capture_default_str();
+  app.add_option("--db", config.db_path, "SQLite job database file")->capture_default_str();
+  app.add_option("--heartbeat-timeout-s", heartbeat_timeout_s,
+                 "a worker without a heartbeat for this long is lost")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--prepare-timeout-s", prepare_timeout_s,
+                 "deadline of a worker's Prepare (building chunks, connecting to peers)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--auth-token", config.auth_token,
+                 "require \"authorization: Bearer <token>\" on JobService calls");
+  app.add_option("--tls-cert", config.tls_cert_file, "server certificate (PEM); enables TLS");
+  app.add_option("--tls-key", config.tls_key_file, "server private key (PEM)");
+  app.add_option("--tls-client-ca", config.tls_client_ca_file,
+                 "CA (PEM) that client certificates must chain to: mutual TLS");
+  CLI11_PARSE(app, argc, argv);
+  config.heartbeat_timeout = absl::Seconds(heartbeat_timeout_s);
+  config.jobs.dispatch.prepare_timeout = absl::Seconds(prepare_timeout_s);
+
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+
+  // Block the signals in every thread (the servers' threads inherit this) and wait for them here.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<pipetrain::coordinator::Coordinator>> coordinator =
+      pipetrain::coordinator::Coordinator::Start(config);
+  if (!coordinator.ok()) {
+    std::cerr << "pipetrain-coordinator: " << coordinator.status() << "\n";
+    return 1;
+  }
+  std::cout << "listening on " << (*coordinator)->address() << "\n";
+  if (!(*coordinator)->metrics_address().empty()) {
+    std::cout << "metrics on " << (*coordinator)->metrics_address() << "\n";
+  }
+  std::cout << std::flush;
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  LOG(INFO) << "coordinator: signal " << signal << ", shutting down";
+  (*coordinator)->Shutdown();
+  coordinator->reset();
+  LOG(INFO) << "coordinator: stopped";
+  return 0;
+}

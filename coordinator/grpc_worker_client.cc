@@ -1,0 +1,65 @@
+#include "coordinator/grpc_worker_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "common/grpc_status.h"
+
+namespace pipetrain::coordinator {
+namespace {
+
+void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+}
+
+}  // namespace
+
+v1::Worker::Stub* GrpcWorkerClient::StubFor(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<v1::Worker::Stub>& stub = stubs_[address];
+  if (stub == nullptr) {
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+    if (tls_.enabled) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = tls_.root_certs_pem;
+      ssl.pem_cert_chain = tls_.cert_chain_pem;
+      ssl.pem_private_key = tls_.private_key_pem;
+      creds = grpc::SslCredentials(ssl);
+    }
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(64 << 20);  // plans of large jobs
+    stub = v1::Worker::NewStub(grpc::CreateCustomChannel(address, creds, args));
+  }
+  return stub.get();
+}
+
+absl::StatusOr<v1::PrepareResponse> GrpcWorkerClient::Prepare(const std::string& address,
+                                                              const v1::PrepareRequest& request,
+                                                              absl::Duration timeout) {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout);
+  v1::PrepareResponse response;
+  const grpc::Status status = StubFor(address)->Prepare(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status);
+  return response;
+}
+
+absl::Status GrpcWorkerClient::Start(const std::string& address, const v1::StartRequest& request,
+                                     absl::Duration timeout) {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout);
+  v1::StartResponse response;
+  return FromGrpc(StubFor(address)->Start(&context, request, &response));
+}
+
+absl::Status GrpcWorkerClient::Abort(const std::string& address, const v1::AbortRequest& request,
+                                     absl::Duration timeout) {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout);
+  v1::AbortResponse response;
+  return FromGrpc(StubFor(address)->Abort(&context, request, &response));
+}
+
+}  // namespace pipetrain::coordinator

@@ -1,0 +1,49 @@
+// GrpcWorkerClient: WorkerClient over the pipetrain.v1.Worker gRPC service, one cached channel
+// per worker address. Insecure by default; with TLS options it uses TLS (and presents a client
+// certificate for mutual TLS when one is given).
+//
+// Thread-safety: thread-safe.
+#ifndef PIPETRAIN_COORDINATOR_GRPC_WORKER_CLIENT_H_
+#define PIPETRAIN_COORDINATOR_GRPC_WORKER_CLIENT_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/worker_client.h"
+#include "pipetrain/v1/worker.grpc.pb.h"
+
+namespace pipetrain::coordinator {
+
+struct WorkerClientTls {
+  bool enabled = false;
+  std::string root_certs_pem;  // to verify workers; empty: the system roots
+  std::string cert_chain_pem;  // client certificate for mutual TLS; may be empty
+  std::string private_key_pem;
+};
+
+class GrpcWorkerClient : public WorkerClient {
+ public:
+  explicit GrpcWorkerClient(WorkerClientTls tls = {}) : tls_(std::move(tls)) {}
+
+  absl::StatusOr<v1::PrepareResponse> Prepare(const std::string& address,
+                                              const v1::PrepareRequest& request,
+                                              absl::Duration timeout) override;
+  absl::Status Start(const std::string& address, const v1::StartRequest& request,
+                     absl::Duration timeout) override;
+  absl::Status Abort(const std::string& address, const v1::AbortRequest& request,
+                     absl::Duration timeout) override;
+
+ private:
+  v1::Worker::Stub* StubFor(const std::string& address);
+
+  const WorkerClientTls tls_;
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<v1::Worker::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pipetrain::coordinator
+
+#endif  // PIPETRAIN_COORDINATOR_GRPC_WORKER_CLIENT_H_

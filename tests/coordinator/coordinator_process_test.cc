@@ -1,0 +1,118 @@
+// The real pipetrain-coordinator binary as a process: jobs submitted (no workers, so they wait),
+// kill -9, restart on the same --db: every job is still there with its state and reason, ids
+// keep counting; SIGTERM exits 0.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <map>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipetrain/v1/coordinator.grpc.pb.h"
+#include "tests/coordinator/grpc_test_util.h"
+#include "tests/coordinator/test_util.h"
+#include "tests/e2e/process_util.h"
+
+namespace pipetrain::coordinator {
+namespace {
+
+using ::pipetrain::testing::Process;
+
+struct Daemon {
+  Process process;
+  std::string address;
+};
+
+Daemon StartDaemon(const std::string& db, const std::string& log_prefix) {
+  Daemon d;
+  d.process = testing::Spawn({PIPETRAIN_COORDINATOR_BIN, "--listen", "127.0.0.1:0",
+                              "--metrics-listen", "127.0.0.1:0", "--db", db},
+                             log_prefix);
+  EXPECT_TRUE(testing::WaitForText(d.process.stdout_path, "metrics on", absl::Seconds(30)))
+      << testing::ReadFile(d.process.stderr_path);
+  const std::string out = testing::ReadFile(d.process.stdout_path);
+  const std::string first = out.substr(0, out.find('\n'));
+  EXPECT_THAT(first, ::testing::StartsWith("listening on 127.0.0.1:"));
+  d.address = first.substr(std::string("listening on ").size());
+  return d;
+}
+
+std::map<std::string, v1::Job> ListAll(v1::JobService::Stub& jobs) {
+  std::map<std::string, v1::Job> all;
+  std::string token;
+  do {
+    v1::ListJobsRequest request;
+    request.set_page_token(token);
+    v1::ListJobsResponse response;
+    grpc::ClientContext context;
+    EXPECT_TRUE(jobs.ListJobs(&context, request, &response).ok());
+    for (const v1::Job& j : response.jobs()) all[j.id()] = j;
+    token = response.next_page_token();
+  } while (!token.empty());
+  return all;
+}
+
+TEST(CoordinatorProcessTest, KillNineAndRestartKeepsEveryJob) {
+  const std::string dir = testing::TempDir();
+  const std::string db = dir + "/jobs.db";
+  Daemon first = StartDaemon(db, dir + "/first");
+  auto jobs = v1::JobService::NewStub(testing::Loopback(first.address));
+
+  auto submit = [&](const v1::JobSpec& spec) {
+    v1::SubmitJobRequest request;
+    *request.mutable_spec() = spec;
+    v1::SubmitJobResponse response;
+    grpc::ClientContext context;
+    EXPECT_TRUE(jobs->SubmitJob(&context, request, &response).ok());
+    return response.job().id();
+  };
+  for (int i = 0; i < 5; ++i) submit(testing::SmallSpec(2, 3));
+  v1::JobSpec unplannable = testing::SmallSpec(4, 3);
+  unplannable.mutable_model()->set_num_layers(2);
+  const std::string failed = submit(unplannable);
+  const std::string cancelled = submit(testing::SmallSpec(2, 3));
+  {
+    v1::CancelJobRequest request;
+    request.set_job_id(cancelled);
+    v1::Job response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(jobs->CancelJob(&context, request, &response).ok());
+  }
+  // Wait until planning settled: nothing QUEUED or PLANNING.
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    for (const auto& [id, job] : ListAll(*jobs)) {
+      if (job.state() == v1::JOB_STATE_QUEUED || job.state() == v1::JOB_STATE_PLANNING) {
+        return false;
+      }
+    }
+    return true;
+  }));
+  const std::map<std::string, v1::Job> before = ListAll(*jobs);
+  ASSERT_EQ(before.size(), 7u);
+  EXPECT_EQ(before.at(failed).state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(before.at(cancelled).state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(before.at("job-000001").state(), v1::JOB_STATE_WAITING_FOR_WORKERS);
+
+  testing::Kill(first.process, SIGKILL);
+  EXPECT_EQ(testing::WaitFor(first.process, absl::Seconds(10)), 128 + SIGKILL);
+
+  Daemon second = StartDaemon(db, dir + "/second");
+  jobs = v1::JobService::NewStub(testing::Loopback(second.address));
+  const std::map<std::string, v1::Job> after = ListAll(*jobs);
+  ASSERT_EQ(after.size(), before.size());
+  for (const auto& [id, job] : before) {
+    ASSERT_TRUE(after.contains(id)) << id;
+    EXPECT_EQ(after.at(id).state(), job.state()) << id;
+    EXPECT_EQ(after.at(id).failure_reason(), job.failure_reason()) << id;
+    EXPECT_EQ(after.at(id).spec().SerializeAsString(), job.spec().SerializeAsString()) << id;
+  }
+  EXPECT_THAT(after.at(failed).failure_reason(), ::testing::HasSubstr("model.num_layers"));
+  EXPECT_EQ(submit(testing::SmallSpec()), "job-000008");
+
+  testing::Kill(second.process, SIGTERM);
+  EXPECT_EQ(testing::WaitFor(second.process, absl::Seconds(15)), 0)
+      << testing::ReadFile(second.process.stderr_path);
+}
+
+}  // namespace
+}  // namespace pipetrain::coordinator

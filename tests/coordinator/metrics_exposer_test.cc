@@ -1,0 +1,94 @@
+// The coordinator's Prometheus endpoint (BUILD_NOTES §4: needs pipetrain_thread_stack_fix): an
+// in-process coordinator with the Exposer on 127.0.0.1:0 runs a job on fake workers; GET
+// /metrics has the pipetrain_ series with the right values. One Exposer per test binary.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/strings/numbers.h"
+#include "coordinator/coordinator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/test_util.h"
+#include "tests/fakes/fake_job_store.h"
+#include "tests/fakes/fake_worker_client.h"
+
+namespace pipetrain::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Plain HTTP/1.0 GET of http://127.0.0.1:port/path; the whole response.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd, request.data(), request.size()) < 0) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) response.append(buffer, n);
+  close(fd);
+  return response;
+}
+
+TEST(MetricsExposerTest, ScrapeHasPipetrainSeries) {
+  testing::FakeJobStore store;
+  testing::FakeWorkerClient workers;
+  CoordinatorConfig config;
+  config.listen = "127.0.0.1:0";
+  config.metrics_listen = "127.0.0.1:0";
+  config.store = &store;
+  config.worker_client = &workers;
+  config.jobs.scheduler_tick = absl::Milliseconds(20);
+  std::unique_ptr<Coordinator> coordinator = Coordinator::Start(config).value();
+  workers.SetAutoRun(
+      [&](const v1::ReportStepRequest& r) { return coordinator->jobs().ReportStep(r); },
+      absl::ZeroDuration());
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      coordinator->metrics_address().substr(coordinator->metrics_address().rfind(':') + 1), &port));
+  ASSERT_GT(port, 0);
+
+  testing::AddWorker(coordinator->registry(), 0);
+  testing::AddWorker(coordinator->registry(), 1);
+  const std::string id = coordinator->jobs().Submit(testing::SmallSpec(2, 3)).value().id();
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return coordinator->jobs().Get(id).value().state() == v1::JOB_STATE_SUCCEEDED; }));
+  coordinator->registry().Heartbeat("worker-000001", "");
+
+  const std::string body = HttpGet(port, "/metrics");
+  EXPECT_THAT(body, HasSubstr("200 OK"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_jobs{state=\"succeeded\"} 1"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_jobs{state=\"queued\"} 0"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_jobs_submitted_total 1"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_steps_total{job=\"job-000001\"} 3"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_step_duration_seconds{job=\"job-000001\"} 0.002"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_predicted_step_seconds{job=\"job-000001\"}"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_loss{job=\"job-000001\"} 0.666"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_tokens_per_second{job=\"job-000001\"} 22000"));
+  EXPECT_THAT(body,
+              HasSubstr("pipetrain_job_bubble_ratio{job=\"job-000001\",kind=\"measured\"} 0.75"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_bubble_ratio{job=\"job-000001\",kind=\"predicted\"}"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job=\"job-000001\",kind="
+                              "\"measured\",rank=\"1\"} 2002"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job=\"job-000001\",kind="
+                              "\"predicted\",rank=\"0\"}"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_workers{state=\"idle\"} 2"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_worker_heartbeats_total 1"));
+  workers.Shutdown();
+  coordinator->Shutdown();
+}
+
+}  // namespace
+}  // namespace pipetrain::coordinator
