@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "coordinator/schedule/v_greedy.h"
 #include "coordinator/schedule/v_pattern.h"
+#include "coordinator/schedule/v_zbv.h"
 
 namespace pipetrain::schedule {
 namespace {
@@ -72,20 +73,35 @@ std::vector<VVariant> GreedyVariants(int p, double cap_chunks, bool full) {
   return out;
 }
 
+// `zbv`: also the ZB-V wave scheduler (v_zbv.h), which wins whenever the cap allows its
+// warm-up (about p units); the greedy candidates run unless it already reached the lower bound.
 absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& name, double law,
-                                   const std::vector<VPatternKind>& patterns, bool full) {
+                                   const std::vector<VPatternKind>& patterns, bool full,
+                                   bool zbv = false) {
   PT_RETURN_IF_ERROR(CheckVSpec(spec));
   const CostModel costs = CostModelFor(spec, 2);
   double cap = law;
   if (spec.memory_limit > 0) cap = std::min(cap, spec.memory_limit);
   cap = std::max(cap, OneMicrobatch(costs, spec.num_workers));
-  const int p = spec.num_workers;
+  const int p = spec.num_workers, m = spec.num_microbatches;
+  std::optional<ZbvResult> wave;
+  if (zbv) {
+    absl::StatusOr<ZbvResult> r = ZbvSchedule(p, m, costs, cap, name);
+    if (r.ok()) {
+      if (r->max_span <= BusiestWork(costs, p) * m * (1 + 1e-9)) return std::move(r->schedule);
+      wave = std::move(*r);
+    }
+  }
   double chunk = 0.0;
   for (const StageCost& c : costs.stages) chunk = std::max(chunk, c.activation);
-  PT_ASSIGN_OR_RETURN(VPlan plan,
-                      PlanBestV(p, spec.num_microbatches, costs, cap, patterns,
-                                GreedyVariants(p, chunk > 0 ? cap / chunk : 2.0 * p, full), name));
-  return std::move(plan.schedule);
+  absl::StatusOr<VPlan> plan = PlanBestV(
+      p, m, costs, cap, patterns, GreedyVariants(p, chunk > 0 ? cap / chunk : 2.0 * p, full), name);
+  if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
+               (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
+    return std::move(wave->schedule);
+  }
+  if (!plan.ok()) return plan.status();
+  return std::move(plan->schedule);
 }
 
 }  // namespace
@@ -226,10 +242,10 @@ absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec) {
 }
 absl::StatusOr<Schedule> MakeVZb(const PipelineSpec& spec) {
   return MakeNamed(spec, "v-zb", VZbPeakLaw(spec.num_workers),
-                   {VPatternKind::kHalf, VPatternKind::kMin}, true);
+                   {VPatternKind::kHalf, VPatternKind::kMin}, true, /*zbv=*/true);
 }
 absl::StatusOr<Schedule> MakeZbV(const PipelineSpec& spec) {
-  return MakeNamed(spec, "zb-v", VZbPeakLaw(spec.num_workers), {}, false);
+  return MakeNamed(spec, "zb-v", VZbPeakLaw(spec.num_workers), {}, false, /*zbv=*/true);
 }
 absl::StatusOr<Schedule> MakeVAdaptive(const PipelineSpec& spec) {
   if (spec.memory_limit <= 0) {

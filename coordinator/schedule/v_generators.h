@@ -9,7 +9,9 @@
 //   - for v-min / v-half / v-zb / v-adaptive, the authors' fixed V-Min / V-Half slot patterns
 //     (v_pattern.h), real-cost timed, so they are never worse than that pattern when it fits.
 // For m > 2p candidates are ranked on a 2p-microbatch prefix; the best two, the patterns and the
-// fallback greedy run at full m. zb-v is the single backward-first greedy (no search).
+// fallback greedy run at full m. zb-v and v-zb also run the ZB-V wave scheduler (v_zbv.h, the
+// authors' §2.5 algorithm with real costs and lazy W's); it wins at cap p (zb-v: against the one
+// backward-first greedy; v-zb: against the full search, skipped once the wave hits the bound).
 // Output: F, B, W compute actions only.
 //
 // Memory laws (units = one microbatch's activations for a worker's whole share; each chunk holds
@@ -18,8 +20,8 @@
 // v-min's peak equals its law for unit costs and m >= p (tested p = 2..32); v-half may pick a
 // lower-memory plan when it is faster. spec.memory_limit, when set, lowers the cap further.
 //
-// Bubbles (unit costs, tested for m in {2p, 4p}, p in {4, 8, 16}): v-zb and zb-v <= 0.10
-// (measured <= 0.09; the paper's ~0 is NOT reached); v-min <= 0.75x 1F1B's (~0.7x);
+// Bubbles (unit costs): v-zb and zb-v <= 0.01 for m >= 2p, p <= 16 (measured exactly 0, as the
+// paper); with 1:2:1 <= 0.11 and 1:1.5:0.5 <= 0.14 at m >= 2p; v-min <= 0.75x 1F1B's (~0.7x);
 // v-half <= 0.6x (0.35-0.6x). KNOWN GAP: with unequal costs v-half is above 1F1B at p >= 8 for
 // large m (1:2:1, p=16, m=64: 0.230 vs 0.190).
 // How V-Min degrades with unequal F/B/W: its cap is sized for unit costs. The chunk-0 lifespan
