@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""Checks the Grafana dashboard and the Prometheus rules against the daemons' metrics.
+
+The dashboard must be valid, provisioning-ready JSON (uid, title, null id, unique panel ids,
+a Prometheus data source variable), and every PromQL query in it (panel targets and template
+variables) and in the rule files may only name metrics the daemons export, with labels they
+carry. Names exported: read from a live scrape (live_scrape.py output, --exported FILE) when
+given, otherwise from the metric registrations in the source (coordinator/, worker/).
+Recording-rule names are allowed in the rules only.
+Usage: check_dashboard.py --repo ROOT [--exported FILE]
+"""
+import argparse
+import json
+import pathlib
+import re
+import sys
+
+import yaml
+
+# PromQL words that are not metric names: functions (followed by "(") are skipped separately.
+KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
+            "unless", "offset", "inf", "nan", "sum", "min", "max", "avg", "count", "stddev",
+            "stdvar", "topk", "bottomk", "quantile", "count_values", "group"}
+# Labels Prometheus adds to every scraped series (target labels), allowed on any metric.
+TARGET_LABELS = {"instance", "job", "namespace", "pod", "service", "endpoint", "container"}
+errors = []
+
+
+def source_metrics(repo: pathlib.Path):
+    """metric name -> set of label names, from .Name("...") registrations and .Add({{"l", ...}})."""
+    found = {}
+    for path in list((repo / "coordinator").glob("*.cc")) + list((repo / "worker").rglob("*.cc")):
+        text = path.read_text()
+        for m in re.finditer(r'\.Name\("(pipetrain_\w+)"\)', text):
+            found.setdefault(m.group(1), set())
+    # Labels as documented for the coordinator (metrics.h) and used by the worker.
+    labels = {"pipetrain_jobs": {"state"}, "pipetrain_workers": {"state"},
+              "pipetrain_job_bubble_ratio": {"job", "kind"},
+              "pipetrain_worker_peak_activation_bytes": {"job", "rank", "kind"},
+              "pipetrain_worker_transfer_bytes_total": {"direction"},
+              "pipetrain_coordinator_rpc_errors_total": {"method"}}
+    for name in found:
+        found[name] = labels.get(name, {"job"} if name.startswith("pipetrain_job_") else set())
+    return found
+
+
+def scraped_metrics(path: pathlib.Path):
+    """live_scrape.py output: 'name label,label' per line."""
+    found = {}
+    for line in path.read_text().splitlines():
+        parts = line.split(" ", 1)
+        found[parts[0]] = set(filter(None, parts[1].split(","))) if len(parts) > 1 else set()
+    return found
+
+
+def selectors(expr: str):
+    """Yields (metric name, {label names}) for every metric selector in a PromQL expression."""
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)       # string literals
+    expr = re.sub(r"\[[^\]]*\]", "", expr)                 # range / subquery durations
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
+    for m in re.finditer(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{[^}]*\})?\s*(\()?", expr):
+        name, matchers, call = m.group(1), m.group(2), m.group(3)
+        if call and not matchers:
+            continue  # a function or aggregation
+        if name.lower() in KEYWORDS or re.fullmatch(r"\d+[smhdwy]?", name):
+            continue
+        start = m.start()
+        if start > 0 and (expr[start - 1].isdigit() or expr[start - 1] == "."):
+            continue  # part of a number like 1e3
+        labels = set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)", matchers or ""))
+        yield name, labels
+
+
+def check_expr(where: str, expr: str, known, recorded=frozenset()):
+    for name, labels in selectors(expr):
+        if name in recorded:
+            continue
+        if name not in known:
+            errors.append(f"{where}: metric {name!r} is not exported by the daemons")
+            continue
+        unknown = labels - known[name] - TARGET_LABELS
+        if unknown:
+            errors.append(f"{where}: {name} has no label(s) {sorted(unknown)}")
+
+
+def check_dashboard(path: pathlib.Path, known):
+    try:
+        dash = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        errors.append(f"{path}: invalid JSON: {e}")
+        return 0
+    for key in ("uid", "title", "panels", "schemaVersion"):
+        if key not in dash:
+            errors.append(f"{path}: missing {key!r}")
+    if dash.get("id") is not None:
+        errors.append(f"{path}: id must be null for provisioning")
+    variables = {v["name"]: v for v in dash.get("templating", {}).get("list", [])}
+    if variables.get("datasource", {}).get("query") != "prometheus":
+        errors.append(f"{path}: needs a 'datasource' variable of Prometheus data sources")
+    queries = 0
+    for v in variables.values():
+        q = v.get("query")
+        q = q.get("query") if isinstance(q, dict) else q
+        m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", q or "")
+        if v.get("type") == "query":
+            if not m:
+                errors.append(f"{path}: variable {v['name']}: expected label_values(...)")
+                continue
+            check_expr(f"variable {v['name']}", m.group(1), known)
+            queries += 1
+    ids = set()
+    for p in dash.get("panels", []):
+        where = f"panel {p.get('id')} {p.get('title')!r}"
+        if p.get("id") in ids:
+            errors.append(f"{where}: duplicate id")
+        ids.add(p.get("id"))
+        if "gridPos" not in p:
+            errors.append(f"{where}: no gridPos")
+        if p.get("type") == "row":
+            continue
+        if p.get("datasource", {}).get("uid") != "${datasource}":
+            errors.append(f"{where}: datasource must be the ${{datasource}} variable")
+        if not p.get("targets"):
+            errors.append(f"{where}: no queries")
+        for t in p.get("targets", []):
+            check_expr(f"{where} {t.get('refId')}", t.get("expr", ""), known)
+            queries += 1
+    return queries
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", required=True, type=pathlib.Path)
+    ap.add_argument("--exported", type=pathlib.Path)
+    args = ap.parse_args()
+    known = scraped_metrics(args.exported) if args.exported else source_metrics(args.repo)
+    source = "live scrape" if args.exported else "source registrations"
+    if not known:
+        sys.exit(f"check_dashboard: no pipetrain metrics found ({source})")
+    deploy = args.repo / "deploy"
+    n = check_dashboard(deploy / "grafana/dashboards/pipetrain.json", known)
+    rules = []
+    for f in sorted((deploy / "prometheus/rules").glob("*.yml")):
+        for g in yaml.safe_load(f.read_text())["groups"]:
+            rules += [(f.name, r) for r in g["rules"]]
+    recorded = {r["record"] for _, r in rules if "record" in r}
+    for fname, r in rules:
+        check_expr(f"{fname} {r.get('record') or r.get('alert')}", r["expr"], known, recorded)
+    for e in errors:
+        print(f"FAIL: {e}")
+    if errors:
+        sys.exit(1)
+    print(f"dashboard: {n} queries and {len(rules)} rules use only exported metrics "
+          f"({len(known)} names, from {source})")
+
+
+if __name__ == "__main__":
+    main()
