@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""Structural test over rendered Kubernetes manifests (kubectl kustomize output).
+
+Usage: check_manifests.py --repo ROOT --variant cpu|gpu|monitoring|auth-token|tls FILE
+Checks every object parses and carries apiVersion/kind/name/namespace; workloads have probes on
+their gRPC port, requests and limits, non-root security contexts; selectors match pod labels;
+Services and ServiceMonitors point at ports that exist; every flag in a container's args is one
+the daemon defines (parsed from *_main.cc) and its ports agree with the container ports; $(VAR)
+references resolve; ConfigMaps/PVCs referenced exist; the gpu variant requests nvidia.com/gpu and
+the cpu one does not.
+"""
+import argparse
+import pathlib
+import re
+import sys
+
+import yaml
+
+NAMESPACE = "pipetrain"
+CLUSTER_SCOPED = {"Namespace"}
+DAEMON_MAIN = {"/usr/local/bin/pipetrain-coordinator": "coordinator/coordinator_main.cc",
+               "/usr/local/bin/pipetrain-worker": "worker/worker_main.cc"}
+errors = []
+
+
+def err(where, msg):
+    errors.append(f"{where}: {msg}")
+
+
+def daemon_flags(repo, main_cc):
+    return set(re.findall(r'add_(?:option|flag)\("(--[a-z0-9-]+)', (repo / main_cc).read_text()))
+
+
+def port_of(address):
+    m = re.fullmatch(r"(.+):(\d+)", address)
+    return (m.group(1), int(m.group(2))) if m else (None, None)
+
+
+def subset(a, b):
+    return all(b.get(k) == v for k, v in (a or {}).items())
+
+
+def check_container(where, c, pod_spec, configmaps, repo, variant, kind):
+    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    if not c.get("image") or ":" not in c["image"]:
+        err(where, f"image {c.get('image')!r} has no tag (the overlay sets it)")
+    res = c.get("resources", {})
+    for part in ("requests", "limits"):
+        for r in ("cpu", "memory"):
+            if r not in res.get(part, {}):
+                err(where, f"resources.{part}.{r} missing")
+    gpus = int(res.get("limits", {}).get("nvidia.com/gpu", 0))
+    if variant == "gpu" and kind == "StatefulSet" and gpus < 1:
+        err(where, "gpu overlay: worker must limit nvidia.com/gpu >= 1")
+    if variant == "cpu" and gpus:
+        err(where, "cpu overlay must not request GPUs")
+    sc = c.get("securityContext", {})
+    if sc.get("allowPrivilegeEscalation") is not False or not sc.get("readOnlyRootFilesystem"):
+        err(where, "securityContext: want allowPrivilegeEscalation false, readOnlyRootFilesystem")
+    for probe in ("readinessProbe", "livenessProbe"):
+        p = c.get(probe)
+        if not p:
+            err(where, f"{probe} missing")
+        elif "grpc" in p and p["grpc"].get("port") != ports.get("grpc"):
+            err(where, f"{probe}: grpc port {p['grpc'].get('port')} != container port grpc")
+        elif variant != "tls" and "grpc" not in p:
+            err(where, f"{probe}: want a native grpc probe")
+    # Variables visible to $(VAR) in args: env entries and envFrom ConfigMap keys.
+    env = {e["name"] for e in c.get("env", [])}
+    for ef in c.get("envFrom", []):
+        name = ef.get("configMapRef", {}).get("name")
+        if name not in configmaps:
+            err(where, f"envFrom ConfigMap {name!r} is not rendered")
+        else:
+            env |= set(configmaps[name])
+    values = dict(next(iter(configmaps.values()), {}))
+    for cm in configmaps.values():
+        values.update(cm)
+    command = (c.get("command") or [None])[0]
+    if command not in DAEMON_MAIN:
+        err(where, f"command {command!r} is not a pipetrain daemon")
+        return
+    flags = daemon_flags(repo, DAEMON_MAIN[command])
+    args = {}
+    for a in c.get("args", []):
+        flag, _, value = a.partition("=")
+        if flag not in flags:
+            err(where, f"flag {flag} is not defined in {DAEMON_MAIN[command]}")
+        for var in re.findall(r"\$\((\w+)\)", value):
+            if var not in env:
+                err(where, f"{flag}: $({var}) is not defined in env/envFrom")
+        args[flag] = value
+    expected = {"--listen": "grpc", "--metrics-listen": "metrics"}
+    if "worker" in command:
+        expected["--transport-listen"] = "transport"
+        for flag in ("--listen", "--transport-listen"):
+            if not args.get(flag, "").startswith("$(POD_IP):"):
+                err(where, f"{flag} must bind the pod IP (it is the registered address)")
+        coord = args.get("--coordinator", "")
+        coord = re.sub(r"\$\((\w+)\)", lambda m: values.get(m.group(1), "?"), coord)
+        if port_of(coord) != ("pipetrain-coordinator", 7070):
+            err(where, f"--coordinator resolves to {coord!r}, not the coordinator Service")
+        pod_ip = [e for e in c.get("env", []) if e["name"] == "POD_IP"]
+        if not pod_ip or pod_ip[0]["valueFrom"]["fieldRef"]["fieldPath"] != "status.podIP":
+            err(where, "POD_IP must come from the downward API (status.podIP)")
+    for flag, port_name in expected.items():
+        _, port = port_of(args.get(flag, ""))
+        if port is None or port != ports.get(port_name):
+            err(where, f"{flag}={args.get(flag)} does not match container port {port_name}")
+    mounts = {m["name"] for m in c.get("volumeMounts", [])}
+    volumes = {v["name"] for v in pod_spec.get("volumes", [])}
+    if mounts - volumes:
+        err(where, f"volumeMounts without volumes: {sorted(mounts - volumes)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", required=True, type=pathlib.Path)
+    ap.add_argument("--variant", required=True, choices=["cpu", "gpu", "monitoring", "auth-token", "tls"])
+    ap.add_argument("file", type=pathlib.Path)
+    a = ap.parse_args()
+    objs = [o for o in yaml.safe_load_all(a.file.read_text()) if o]
+    by_kind = {}
+    for o in objs:
+        where = f"{o.get('kind')}/{o.get('metadata', {}).get('name')}"
+        for key in ("apiVersion", "kind", "metadata"):
+            if key not in o:
+                err(where, f"missing {key}")
+        if o.get("kind") not in CLUSTER_SCOPED and o["metadata"].get("namespace") != NAMESPACE:
+            err(where, f"namespace is {o['metadata'].get('namespace')!r}, want {NAMESPACE!r}")
+        by_kind.setdefault(o["kind"], []).append(o)
+    configmaps = {o["metadata"]["name"]: o.get("data", {}) for o in by_kind.get("ConfigMap", [])}
+    pvcs = {o["metadata"]["name"] for o in by_kind.get("PersistentVolumeClaim", [])}
+    services = by_kind.get("Service", [])
+    workloads = by_kind.get("Deployment", []) + by_kind.get("StatefulSet", [])
+    if a.variant != "monitoring":
+        kinds = sorted(by_kind)
+        for want in ("Namespace", "ConfigMap", "PersistentVolumeClaim", "Service", "Deployment",
+                     "StatefulSet"):
+            if want not in by_kind:
+                err(a.file.name, f"no {want} rendered (got {kinds})")
+    for w in workloads:
+        where = f"{w['kind']}/{w['metadata']['name']}"
+        spec, tmpl = w["spec"], w["spec"]["template"]
+        labels = tmpl["metadata"].get("labels", {})
+        if not spec["selector"].get("matchLabels") or not subset(spec["selector"]["matchLabels"], labels):
+            err(where, "selector.matchLabels do not match the pod template's labels")
+        if not subset(spec["selector"]["matchLabels"], w["metadata"].get("labels", {})):
+            err(where, "object labels lack the selector labels")
+        ps = tmpl["spec"]
+        psc = ps.get("securityContext", {})
+        if not psc.get("runAsNonRoot") or not psc.get("runAsUser"):
+            err(where, "pod must run as a non-root uid")
+        for v in ps.get("volumes", []):
+            claim = v.get("persistentVolumeClaim", {}).get("claimName")
+            if claim and claim not in pvcs:
+                err(where, f"PVC {claim!r} is not rendered")
+        if not any(subset(s["spec"].get("selector"), labels) for s in services):
+            err(where, "no Service selects these pods")
+        for s in services:
+            if subset(s["spec"].get("selector"), labels):
+                names = {p["name"] for c in ps["containers"] for p in c.get("ports", [])}
+                for p in s["spec"]["ports"]:
+                    if p["targetPort"] not in names:
+                        err(f"Service/{s['metadata']['name']}", f"targetPort {p['targetPort']} not a container port")
+        if w["kind"] == "Deployment":
+            if spec.get("replicas") != 1 or spec.get("strategy", {}).get("type") != "Recreate":
+                err(where, "coordinator must be 1 replica with Recreate (one SQLite owner)")
+        else:
+            headless = [s for s in services if s["metadata"]["name"] == spec.get("serviceName")]
+            if not headless or headless[0]["spec"].get("clusterIP") != "None":
+                err(where, f"serviceName {spec.get('serviceName')!r} is not a headless Service")
+        for c in ps["containers"]:
+            check_container(f"{where}/{c['name']}", c, ps, configmaps, a.repo, a.variant, w["kind"])
+    if a.variant in ("auth-token", "tls"):
+        coord = [w for w in workloads if w["kind"] == "Deployment"][0]
+        c = coord["spec"]["template"]["spec"]["containers"][0]
+        want = {"auth-token": "--auth-token=$(PIPETRAIN_AUTH_TOKEN)",
+                "tls": "--tls-cert=/etc/pipetrain/tls/tls.crt"}[a.variant]
+        if want not in c["args"]:
+            err(a.variant, f"coordinator args lack {want}")
+        if a.variant == "tls" and any("grpc" in c[p] for p in ("readinessProbe", "livenessProbe",
+                                                               "startupProbe")):
+            err(a.variant, "kubelet gRPC probes cannot speak TLS: want tcpSocket probes")
+    if a.variant == "monitoring":
+        sms = by_kind.get("ServiceMonitor", [])
+        if len(sms) != 2 or "PrometheusRule" not in by_kind:
+            err(a.file.name, "want two ServiceMonitors and a PrometheusRule")
+        for sm in sms:
+            ep = sm["spec"]["endpoints"][0]
+            if ep.get("port") != "metrics":
+                err(sm["metadata"]["name"], "endpoint port must be the Services' 'metrics' port")
+            if "coordinator" in sm["metadata"]["name"] and ep.get("honorLabels") is not True:
+                err(sm["metadata"]["name"], "coordinator needs honorLabels (its `job` label)")
+    for e in errors:
+        print(f"FAIL: {e}")
+    if errors:
+        sys.exit(1)
+    print(f"manifests ({a.variant}): {len(objs)} objects, {len(workloads)} workloads OK")
+
+
+if __name__ == "__main__":
+    main()
