@@ -73,11 +73,31 @@ std::vector<VVariant> GreedyVariants(int p, double cap_chunks, bool full) {
   return out;
 }
 
+// Repeated real-cost building blocks (building_block.h) as candidates: the shapes that won
+// somewhere on the tested grid (p 4..16, costs 1:1:1, 1:2:1, 1:1.5:0.5, comm 0 and 0.2) in a
+// search over gaps {0, .5, 1, 2}, W delay {0, 1, 3, 6}, period stretch {0, .25, .5, .75}.
+// Each is kept only if its simulated peak fits the cap.
+std::vector<VVariant> BlockVariants() {
+  const VBlockShape shapes[] = {
+      {1, 2, 0.5, 0.5, 3, 0.5},  {0, 1, 1, 1, 3, 0.5},    {1, 2, 0, 0, 1, 0.25},
+      {0, 0.5, 0.5, 0, 3, 0.25}, {0, 2, 0, 2, 3, 0.5},    {0.5, 2, 0.5, 1, 3, 0.75},
+      {0, 2, 0.5, 1, 6, 0.75},   {0.5, 1, 0, 0, 1, 0.25}, {2, 2, 1, 0, 0, 0.75}};
+  std::vector<VVariant> out;
+  for (const VBlockShape& s : shapes) {
+    VVariant v;
+    v.label = absl::StrCat("block gaps ", s.f0_gap, "/", s.f1_gap, "/", s.b1_gap, "/", s.b0_gap,
+                           " w+", s.w_delay, " stretch ", s.period_stretch);
+    v.block = s;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 // `zbv`: also the ZB-V wave scheduler (v_zbv.h), which wins whenever the cap allows its
 // warm-up (about p units); the greedy candidates run unless it already reached the lower bound.
 absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& name, double law,
                                    const std::vector<VPatternKind>& patterns, bool full,
-                                   bool zbv = false) {
+                                   bool zbv = false, bool blocks = false) {
   PT_RETURN_IF_ERROR(CheckVSpec(spec));
   const CostModel costs = CostModelFor(spec, 2);
   double cap = law;
@@ -94,8 +114,11 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
   }
   double chunk = 0.0;
   for (const StageCost& c : costs.stages) chunk = std::max(chunk, c.activation);
-  absl::StatusOr<VPlan> plan = PlanBestV(
-      p, m, costs, cap, patterns, GreedyVariants(p, chunk > 0 ? cap / chunk : 2.0 * p, full), name);
+  std::vector<VVariant> variants = GreedyVariants(p, chunk > 0 ? cap / chunk : 2.0 * p, full);
+  if (blocks) {
+    for (VVariant& v : BlockVariants()) variants.push_back(std::move(v));
+  }
+  absl::StatusOr<VPlan> plan = PlanBestV(p, m, costs, cap, patterns, variants, name);
   if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
                (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
     return std::move(wave->schedule);
@@ -172,6 +195,12 @@ std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& cost
                  kind == VPatternKind::kMin ? "pattern v-min" : "pattern v-half"};
   }
   const VVariant& variant = variants[index];
+  if (variant.block) {
+    Schedule s = RepeatBlock(MakeVBlock(p, costs, *variant.block), m, name);
+    const VOrderEval e = EvaluateVOrder(s, costs);
+    if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) return std::nullopt;
+    return VPlan{std::move(s), e.max_span, e.makespan, e.peak, variant.label};
+  }
   VGreedyOptions options = variant.options;
   options.memory_cap = cap;
   if (variant.inflight > 0) options.max_inflight.assign(p, variant.inflight);
@@ -214,6 +243,17 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     });
     finalists.clear();
     for (size_t i = 0; i < scored.size() && i < 2; ++i) finalists.push_back(scored[i].index);
+    // Also the best of each family (greedy, repeated block): their bubbles fall with m at
+    // different rates, so the prefix ranking across families is not reliable.
+    for (bool block : {false, true}) {
+      for (const Scored& sc : scored) {
+        if (sc.index < 0 || variants[sc.index].block.has_value() != block) continue;
+        if (std::find(finalists.begin(), finalists.end(), sc.index) == finalists.end()) {
+          finalists.push_back(sc.index);
+        }
+        break;
+      }
+    }
     // The fixed patterns always run at full m (never worse than the authors' pattern), and the
     // plain backward-first greedy always fits (admission control): a safe fallback.
     for (int i = 0; i < static_cast<int>(patterns.size()); ++i) {
@@ -238,7 +278,8 @@ absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec) {
 }
 absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec) {
   return MakeNamed(spec, "v-half", VHalfPeakLaw(spec.num_workers),
-                   {VPatternKind::kHalf, VPatternKind::kMin}, true);
+                   {VPatternKind::kHalf, VPatternKind::kMin}, true, /*zbv=*/false,
+                   /*blocks=*/true);
 }
 absl::StatusOr<Schedule> MakeVZb(const PipelineSpec& spec) {
   return MakeNamed(spec, "v-zb", VZbPeakLaw(spec.num_workers),

@@ -39,11 +39,13 @@
 #ifndef PIPETRAIN_COORDINATOR_SCHEDULE_V_GENERATORS_H_
 #define PIPETRAIN_COORDINATOR_SCHEDULE_V_GENERATORS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/schedule/building_block.h"
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/v_greedy.h"
 #include "coordinator/schedule/v_pattern.h"
@@ -60,6 +62,9 @@ struct VVariant {
   std::string label;
   VGreedyOptions options;
   int inflight = 0;  // max_inflight on every worker; 0 = memory only
+  // When set, the candidate is instead the repeated real-cost building block of this shape
+  // (building_block.h: MakeVBlock + RepeatBlock, squeezed by ASAP timing), kept if it fits.
+  std::optional<VBlockShape> block;
 };
 
 struct VPlan {
