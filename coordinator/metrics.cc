@@ -104,23 +104,23 @@ void CoordinatorMetrics::JobStateChanged(v1::JobState from, v1::JobState to) {
 }
 
 void CoordinatorMetrics::JobPlanned(const std::string& job_id, const v1::Prediction& prediction) {
-  impl_->predicted_step.Add({{"job", job_id}}).Set(prediction.makespan_s());
-  impl_->bubble.Add({{"job", job_id}, {"kind", "predicted"}}).Set(prediction.bubble_ratio());
+  impl_->predicted_step.Add({{"job_id", job_id}}).Set(prediction.makespan_s());
+  impl_->bubble.Add({{"job_id", job_id}, {"kind", "predicted"}}).Set(prediction.bubble_ratio());
   for (int r = 0; r < prediction.peak_activation_bytes_size(); ++r) {
-    impl_->peak.Add({{"job", job_id}, {"rank", absl::StrCat(r)}, {"kind", "predicted"}})
+    impl_->peak.Add({{"job_id", job_id}, {"rank", absl::StrCat(r)}, {"kind", "predicted"}})
         .Set(static_cast<double>(prediction.peak_activation_bytes(r)));
   }
 }
 
 void CoordinatorMetrics::JobStep(const v1::Job& job) {
   const std::string& id = job.id();
-  impl_->steps.Add({{"job", id}}).Increment();
-  impl_->step_duration.Add({{"job", id}}).Set(job.last_step_s());
-  impl_->loss.Add({{"job", id}}).Set(job.last_loss());
-  impl_->tokens.Add({{"job", id}}).Set(job.tokens_per_s());
-  impl_->bubble.Add({{"job", id}, {"kind", "measured"}}).Set(job.measured_bubble_ratio());
+  impl_->steps.Add({{"job_id", id}}).Increment();
+  impl_->step_duration.Add({{"job_id", id}}).Set(job.last_step_s());
+  impl_->loss.Add({{"job_id", id}}).Set(job.last_loss());
+  impl_->tokens.Add({{"job_id", id}}).Set(job.tokens_per_s());
+  impl_->bubble.Add({{"job_id", id}, {"kind", "measured"}}).Set(job.measured_bubble_ratio());
   for (int r = 0; r < job.measured_peak_activation_bytes_size(); ++r) {
-    impl_->peak.Add({{"job", id}, {"rank", absl::StrCat(r)}, {"kind", "measured"}})
+    impl_->peak.Add({{"job_id", id}, {"rank", absl::StrCat(r)}, {"kind", "measured"}})
         .Set(static_cast<double>(job.measured_peak_activation_bytes(r)));
   }
 }

@@ -1,18 +1,19 @@
 // CoordinatorMetrics: the coordinator's Prometheus series, behind plain methods so the domain
 // classes stay free of prometheus-cpp headers. Names (pipetrain_ prefix, base units, counters
-// end in _total; labels job/rank/state/kind, and method for RPC errors):
-//   pipetrain_jobs{state}                      gauge: jobs per state (lower-case state name)
-//   pipetrain_jobs_submitted_total             counter
-//   pipetrain_job_steps_total{job}             counter: completed steps
-//   pipetrain_job_step_duration_seconds{job}   gauge: the last completed step
-//   pipetrain_job_predicted_step_seconds{job}  gauge: the plan's predicted step (makespan)
-//   pipetrain_job_loss{job}                    gauge: the last step's loss
-//   pipetrain_job_tokens_per_second{job}       gauge
-//   pipetrain_job_bubble_ratio{job,kind}       gauge: kind="predicted" | "measured"
-//   pipetrain_worker_peak_activation_bytes{job,rank,kind}  gauge: predicted | measured
-//   pipetrain_workers{state}                   gauge: idle | busy | lost
-//   pipetrain_worker_heartbeats_total          counter
-//   pipetrain_coordinator_rpc_errors_total{method}  counter: RPCs answered with a non-OK status
+// end in _total; labels job_id/rank/state/kind (job_id, not job: Prometheus reserves `job` for the
+// scrape job), and method for RPC errors):
+//   pipetrain_jobs{state}                                  gauge: jobs per state (lower-case state name)
+//   pipetrain_jobs_submitted_total                         counter
+//   pipetrain_job_steps_total{job_id}                      counter: completed steps
+//   pipetrain_job_step_duration_seconds{job_id}            gauge: the last completed step
+//   pipetrain_job_predicted_step_seconds{job_id}           gauge: the plan's predicted step (makespan)
+//   pipetrain_job_loss{job_id}                             gauge: the last step's loss
+//   pipetrain_job_tokens_per_second{job_id}                gauge
+//   pipetrain_job_bubble_ratio{job_id,kind}                gauge: kind="predicted" | "measured"
+//   pipetrain_worker_peak_activation_bytes{job_id,rank,kind} gauge: predicted | measured
+//   pipetrain_workers{state}                               gauge: idle | busy | lost
+//   pipetrain_worker_heartbeats_total                      counter
+//   pipetrain_coordinator_rpc_errors_total{method}         counter: RPCs answered with a non-OK status
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are atomic; family lookups are locked).
 #ifndef PIPETRAIN_COORDINATOR_METRICS_H_

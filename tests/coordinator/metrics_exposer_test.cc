@@ -72,17 +72,17 @@ TEST(MetricsExposerTest, ScrapeHasPipetrainSeries) {
   EXPECT_THAT(body, HasSubstr("pipetrain_jobs{state=\"succeeded\"} 1"));
   EXPECT_THAT(body, HasSubstr("pipetrain_jobs{state=\"queued\"} 0"));
   EXPECT_THAT(body, HasSubstr("pipetrain_jobs_submitted_total 1"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_job_steps_total{job=\"job-000001\"} 3"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_job_step_duration_seconds{job=\"job-000001\"} 0.002"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_job_predicted_step_seconds{job=\"job-000001\"}"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_job_loss{job=\"job-000001\"} 0.666"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_job_tokens_per_second{job=\"job-000001\"} 22000"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_steps_total{job_id=\"job-000001\"} 3"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_step_duration_seconds{job_id=\"job-000001\"} 0.002"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_predicted_step_seconds{job_id=\"job-000001\"}"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_loss{job_id=\"job-000001\"} 0.666"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_tokens_per_second{job_id=\"job-000001\"} 22000"));
   EXPECT_THAT(body,
-              HasSubstr("pipetrain_job_bubble_ratio{job=\"job-000001\",kind=\"measured\"} 0.75"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_job_bubble_ratio{job=\"job-000001\",kind=\"predicted\"}"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job=\"job-000001\",kind="
+              HasSubstr("pipetrain_job_bubble_ratio{job_id=\"job-000001\",kind=\"measured\"} 0.75"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_bubble_ratio{job_id=\"job-000001\",kind=\"predicted\"}"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job_id=\"job-000001\",kind="
                               "\"measured\",rank=\"1\"} 2002"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job=\"job-000001\",kind="
+  EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job_id=\"job-000001\",kind="
                               "\"predicted\",rank=\"0\"}"));
   EXPECT_THAT(body, HasSubstr("pipetrain_workers{state=\"idle\"} 2"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_heartbeats_total 1"));

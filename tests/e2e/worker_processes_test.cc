@@ -15,33 +15,14 @@
 #include "absl/strings/str_split.h"
 #include "coordinator/planner.h"
 #include "coordinator/schedule/codec/plan_proto.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "pipetrain/v1/worker.pb.h"
+#include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/process_util.h"
-#include "worker/model/reference_trainer.h"
-#include "worker/runtime/job_config.h"
 
 namespace pipetrain {
 namespace {
 
 constexpr int kSteps = 4;
-
-v1::JobSpec SmallJob(const std::string& schedule, int p, int m) {
-  v1::JobSpec spec;
-  spec.set_name("e2e");
-  spec.mutable_model()->set_num_layers(2 * p);
-  spec.mutable_model()->set_hidden(32);
-  spec.mutable_model()->set_num_heads(4);
-  spec.mutable_model()->set_ffn_hidden(64);
-  spec.mutable_training()->set_steps(kSteps);
-  spec.mutable_training()->set_microbatch_size(4);
-  spec.mutable_training()->set_global_batch(4 * m);
-  spec.mutable_training()->set_seed(99);
-  spec.mutable_training()->mutable_optimizer()->set_learning_rate(3e-3);
-  spec.mutable_parallelism()->set_num_workers(p);
-  spec.mutable_parallelism()->set_schedule(schedule);
-  return spec;
-}
 
 // Writes the plan file and returns its path.
 std::string WritePlanFile(const v1::JobSpec& spec, const v1::Plan& plan, const std::string& dir) {
@@ -57,23 +38,6 @@ std::string WritePlanFile(const v1::JobSpec& spec, const v1::Plan& plan, const s
   const std::string path = dir + "/plan.json";
   std::ofstream(path) << *schedule::ToJson(request);
   return path;
-}
-
-std::vector<double> ReferenceLosses(const v1::JobSpec& spec) {
-  auto dataset = worker::MakeDataset(spec);
-  auto config = worker::ModelConfig(spec, **dataset);
-  kernels::CpuBackend backend;
-  model::ReferenceTrainerConfig rc;
-  rc.model = *config;
-  rc.num_microbatches = worker::NumMicrobatches(spec);
-  rc.microbatch_size = spec.training().microbatch_size();
-  rc.adamw = worker::OptimizerConfig(spec);
-  rc.seed = spec.training().seed();
-  auto trainer = model::ReferenceTrainer::Create(&backend, dataset->get(), rc);
-  EXPECT_TRUE(trainer.ok()) << trainer.status();
-  std::vector<double> losses;
-  for (int s = 0; s < spec.training().steps(); ++s) losses.push_back((*trainer)->Step()->loss);
-  return losses;
 }
 
 // Parses "rank R step S loss L ... peak_activation_bytes B ..." lines.
@@ -105,7 +69,7 @@ class WorkerProcessesTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
   const Case& c = GetParam();
-  const v1::JobSpec spec = SmallJob(c.schedule, c.p, c.m);
+  const v1::JobSpec spec = testing::SmallJob(c.schedule, c.p, c.m, kSteps);
   auto planned = coordinator::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
   const std::string dir = testing::TempDir();
@@ -122,7 +86,7 @@ TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
     ASSERT_TRUE(code.has_value()) << "rank " << r << " hung";
     ASSERT_EQ(*code, 0) << "rank " << r << ": " << testing::ReadFile(workers[r].stderr_path);
   }
-  const std::vector<double> reference = ReferenceLosses(spec);
+  const std::vector<double> reference = testing::ReferenceLosses(spec);
   const int loss_rank = planned->schedule.WorkerOf(planned->schedule.num_stages - 1);
   for (int r = 0; r < c.p; ++r) {
     auto steps = ParseSteps(testing::ReadFile(workers[r].stdout_path));
@@ -158,7 +122,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(WorkerProcesses, LostPeerFailsNeighbourPromptly) {
-  v1::JobSpec spec = SmallJob("1f1b", 2, 4);
+  v1::JobSpec spec = testing::SmallJob("1f1b", 2, 4, kSteps);
   spec.mutable_training()->set_steps(100000);
   auto planned = coordinator::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();

@@ -1,0 +1,182 @@
+// The whole system as real processes: a coordinator and 4 CPU workers on loopback (the
+// LocalCluster `pipetrain local` uses). A V-Half job runs to SUCCEEDED through the real gRPC
+// services; its per-step losses equal the single-process reference trainer's bitwise; every
+// rank's measured peak activation bytes equal the plan's prediction; `pipetrain status` shows
+// predicted next to measured; both daemons' /metrics carry the job's series and pass
+// `promtool check metrics`; a real Prometheus server scrapes them and answers queries with the
+// right values.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/job_client.h"
+#include "client/job_commands.h"
+#include "client/local_cluster.h"
+#include "nlohmann/json.hpp"
+#include "tests/e2e/e2e_jobs.h"
+#include "tests/e2e/http_get.h"
+#include "tests/e2e/process_util.h"
+
+namespace pipetrain {
+namespace {
+
+constexpr int kWorkers = 4;
+constexpr int kSteps = 5;
+
+// Runs `command` through the shell; returns its exit code and fills `output` (stdout+stderr).
+int Shell(const std::string& command, std::string* output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  output->clear();
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+class LocalClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    client::LocalClusterOptions options;
+    options.workers = kWorkers;
+    options.coordinator_bin = PIPETRAIN_COORDINATOR_BIN;
+    options.worker_bin = PIPETRAIN_WORKER_BIN;
+    auto started = client::LocalCluster::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    cluster_ = started->release();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  static client::LocalCluster* cluster_;
+};
+client::LocalCluster* LocalClusterTest::cluster_ = nullptr;
+
+TEST_F(LocalClusterTest, VHalfJobSucceedsWithReferenceLossesAndPredictedMemory) {
+  ASSERT_NE(cluster_, nullptr);
+  const v1::JobSpec spec = testing::SmallJob("v-half", kWorkers, 8, kSteps);
+  client::JobClient jobs(cluster_->coordinator_address(), "");
+  auto submitted = jobs.Submit(spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  std::ostringstream out, err;
+  auto done = client::WatchJob(jobs, submitted->id(), false, out, err);
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << out.str();
+  ASSERT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->failure_reason();
+  EXPECT_NE(out.str().find("RUNNING"), std::string::npos) << out.str();
+
+  const std::vector<double> reference = testing::ReferenceLosses(spec);
+  ASSERT_EQ(done->losses_size(), kSteps);
+  for (int s = 0; s < kSteps; ++s) EXPECT_EQ(done->losses(s), reference[s]) << "step " << s;
+  EXPECT_EQ(done->last_loss(), reference.back());
+
+  const v1::Prediction& predicted = done->plan().prediction();
+  ASSERT_EQ(done->measured_peak_activation_bytes_size(), kWorkers);
+  ASSERT_EQ(predicted.peak_activation_bytes_size(), kWorkers);
+  for (int r = 0; r < kWorkers; ++r) {
+    EXPECT_EQ(done->measured_peak_activation_bytes(r), predicted.peak_activation_bytes(r))
+        << "rank " << r;
+  }
+  EXPECT_GT(done->last_step_s(), 0);
+  EXPECT_GT(done->tokens_per_s(), 0);
+
+  // `pipetrain status` shows the plan's predictions next to the measurements.
+  std::string status_out;
+  ASSERT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " status --coordinator ",
+                               cluster_->coordinator_address(), " ", done->id()),
+                  &status_out),
+            0)
+      << status_out;
+  EXPECT_NE(status_out.find("SUCCEEDED"), std::string::npos) << status_out;
+  EXPECT_NE(status_out.find("predicted   measured"), std::string::npos) << status_out;
+  EXPECT_NE(status_out.find("rank 3:"), std::string::npos) << status_out;
+
+  // Both daemons' expositions carry the job and pass promtool's lint.
+  auto coordinator_metrics = testing::HttpGet(cluster_->coordinator_metrics_address(), "/metrics");
+  ASSERT_TRUE(coordinator_metrics.ok()) << coordinator_metrics.status();
+  EXPECT_NE(coordinator_metrics->find(absl::StrCat("pipetrain_job_steps_total{job_id=\"", done->id())),
+            std::string::npos)
+      << *coordinator_metrics;
+  for (const std::string& address : cluster_->worker_metrics_addresses()) {
+    auto worker_metrics = testing::HttpGet(address, "/metrics");
+    ASSERT_TRUE(worker_metrics.ok()) << worker_metrics.status();
+    EXPECT_NE(worker_metrics->find(absl::StrCat("pipetrain_worker_steps_total ", kSteps)),
+              std::string::npos)
+        << *worker_metrics;
+    const std::string file = absl::StrCat(cluster_->dir(), "/exposition.txt");
+    std::ofstream(file) << *worker_metrics;
+    std::string lint;
+    EXPECT_EQ(Shell(absl::StrCat("promtool check metrics < ", file), &lint), 0) << lint;
+  }
+  const std::string file = absl::StrCat(cluster_->dir(), "/coordinator-exposition.txt");
+  std::ofstream(file) << *coordinator_metrics;
+  std::string lint;
+  EXPECT_EQ(Shell(absl::StrCat("promtool check metrics < ", file), &lint), 0) << lint;
+}
+
+// A real Prometheus server (Debian's `prometheus`) scrapes both daemons; its HTTP API returns
+// the step count and the measured peak memory the job reported.
+TEST_F(LocalClusterTest, PrometheusScrapesBothDaemons) {
+  ASSERT_NE(cluster_, nullptr);
+  const v1::JobSpec spec = testing::SmallJob("1f1b", kWorkers, 4, 3);
+  client::JobClient jobs(cluster_->coordinator_address(), "");
+  auto submitted = jobs.Submit(spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  std::ostringstream out, err;
+  auto done = client::WatchJob(jobs, submitted->id(), false, out, err);
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->failure_reason();
+
+  const std::string dir = cluster_->dir();
+  std::string targets = absl::StrCat("'", cluster_->coordinator_metrics_address(), "'");
+  for (const std::string& a : cluster_->worker_metrics_addresses()) {
+    absl::StrAppend(&targets, ", '", a, "'");
+  }
+  std::ofstream(dir + "/prometheus.yml")
+      << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: pipetrain\n"
+      << "    static_configs:\n      - targets: [" << targets << "]\n";
+  const int port = testing::FreePort();
+  const std::string web = absl::StrCat("127.0.0.1:", port);
+  testing::Process prometheus = testing::Spawn(
+      {"/usr/bin/prometheus", "--config.file=" + dir + "/prometheus.yml",
+       "--storage.tsdb.path=" + dir + "/tsdb", "--web.listen-address=" + web},
+      dir + "/prometheus");
+  // Wait until the job's series has been scraped (bounded).
+  const std::string query = absl::StrCat("/api/v1/query?query=pipetrain_job_steps_total%7Bjob_id%3D%22",
+                                         done->id(), "%22%7D");
+  nlohmann::json answer;
+  const absl::Time deadline = absl::Now() + absl::Seconds(40);
+  while (absl::Now() < deadline) {
+    auto body = testing::HttpGet(web, query);
+    if (body.ok()) {
+      answer = nlohmann::json::parse(*body, nullptr, false);
+      if (answer.is_object() && answer["data"]["result"].size() == 1) break;
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  ASSERT_TRUE(answer.is_object()) << testing::ReadFile(prometheus.stderr_path);
+  ASSERT_EQ(answer["data"]["result"].size(), 1u) << answer.dump();
+  EXPECT_EQ(answer["data"]["result"][0]["value"][1].get<std::string>(), "3");
+
+  auto peak = testing::HttpGet(
+      web, "/api/v1/query?query=max(pipetrain_worker_peak_activation_bytes)");
+  ASSERT_TRUE(peak.ok()) << peak.status();
+  nlohmann::json peak_answer = nlohmann::json::parse(*peak);
+  ASSERT_EQ(peak_answer["data"]["result"].size(), 1u) << peak_answer.dump();
+  const double scraped = std::stod(peak_answer["data"]["result"][0]["value"][1].get<std::string>());
+  double expected = 0;
+  for (int64_t b : done->measured_peak_activation_bytes()) expected = std::max<double>(expected, b);
+  EXPECT_EQ(scraped, expected);
+  testing::Kill(prometheus, SIGTERM);
+  testing::WaitFor(prometheus, absl::Seconds(10));
+}
+
+}  // namespace
+}  // namespace pipetrain
