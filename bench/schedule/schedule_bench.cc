@@ -1,8 +1,12 @@
 // Generate (which runs ValidateSchedule) + Simulate for each classic generator at p=64,
 // m=1024, plus a scaling series in p*m. Target: each under 50 ms, cost ~linear in p*m.
+// Also: the generators alone, and ValidateSchedule / Simulate alone on a V-shape schedule.
 #include <string>
+#include <utility>
 
+#include "absl/status/status.h"
 #include "benchmark/benchmark.h"
+#include "coordinator/schedule/cost_model.h"
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/passes.h"
 #include "coordinator/schedule/simulator.h"
@@ -73,6 +77,92 @@ void BM_AddTransfers_P64_M1024(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AddTransfers_P64_M1024)->Unit(benchmark::kMillisecond);
+
+// ValidateSchedule and Simulate alone on a V-shape schedule (2 chunks per worker, 393,216
+// compute actions at p=64, m=1024), generated once outside the timed loop.
+const Schedule& VSchedule() {
+  static const Schedule* const kSchedule = [] {
+    PipelineSpec spec;
+    spec.num_workers = 64;
+    spec.num_microbatches = 1024;
+    auto s = Generate("v-zb", spec);
+    return s.ok() ? new Schedule(*std::move(s)) : new Schedule();
+  }();
+  return *kSchedule;
+}
+void BM_ValidateV_P64_M1024(benchmark::State& state) {
+  const Schedule& s = VSchedule();
+  if (s.num_workers == 0) {
+    state.SkipWithError("v-zb generation failed");
+    return;
+  }
+  for (auto _ : state) {
+    absl::Status st = ValidateSchedule(s);
+    if (!st.ok()) {
+      state.SkipWithError(std::string(st.message()).c_str());
+      return;
+    }
+  }
+  state.counters["actions"] = static_cast<double>(s.num_stages) * s.num_microbatches * 3;
+}
+BENCHMARK(BM_ValidateV_P64_M1024)->Unit(benchmark::kMillisecond);
+void BM_SimulateV_P64_M1024(benchmark::State& state) {
+  const Schedule& s = VSchedule();
+  if (s.num_workers == 0) {
+    state.SkipWithError("v-zb generation failed");
+    return;
+  }
+  const CostModel costs = UniformCostModel(64, 2, 1, 1, 1);
+  for (auto _ : state) {
+    auto r = Simulate(s, costs);
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r->makespan);
+  }
+}
+BENCHMARK(BM_SimulateV_P64_M1024)->Unit(benchmark::kMillisecond);
+void BM_ValidateSimulateV_P64_M1024(benchmark::State& state) {
+  const Schedule& s = VSchedule();
+  if (s.num_workers == 0) {
+    state.SkipWithError("v-zb generation failed");
+    return;
+  }
+  const CostModel costs = UniformCostModel(64, 2, 1, 1, 1);
+  for (auto _ : state) {
+    absl::Status st = ValidateSchedule(s);
+    auto r = Simulate(s, costs);
+    if (!st.ok() || !r.ok()) {
+      state.SkipWithError("validate or simulate failed");
+      return;
+    }
+    benchmark::DoNotOptimize(r->makespan);
+  }
+}
+BENCHMARK(BM_ValidateSimulateV_P64_M1024)->Unit(benchmark::kMillisecond);
+
+// The generator alone (no validation), to split Generate's time.
+void BM_GeneratorOnly_P64_M1024(benchmark::State& state, const char* name, int v) {
+  PipelineSpec spec;
+  spec.num_workers = 64;
+  spec.num_microbatches = 1024;
+  spec.chunks_per_worker = v;
+  const GeneratorInfo* gen = nullptr;
+  for (const GeneratorInfo& g : Generators()) {
+    if (g.name == name) gen = &g;
+  }
+  for (auto _ : state) {
+    auto s = gen->fn(spec);
+    benchmark::DoNotOptimize(s->worker_actions.size());
+  }
+}
+BENCHMARK_CAPTURE(BM_GeneratorOnly_P64_M1024, gpipe, "gpipe", 0)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GeneratorOnly_P64_M1024, 1f1b, "1f1b", 0)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GeneratorOnly_P64_M1024, interleaved_v2, "interleaved-1f1b", 2)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GeneratorOnly_P64_M1024, zb_h1, "zb-h1", 0)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GeneratorOnly_P64_M1024, zb_h2, "zb-h2", 0)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace pipetrain::schedule

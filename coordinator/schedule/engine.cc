@@ -1,7 +1,9 @@
 #include "coordinator/schedule/engine.h"
 
 #include <algorithm>
-#include <deque>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -10,9 +12,60 @@ namespace {
 
 constexpr double kNotDone = -1.0;
 
+constexpr uint32_t Bit(ActionKind kind) { return 1u << static_cast<int>(kind); }
+constexpr uint32_t kTransferBits = Bit(ActionKind::kSendAct) | Bit(ActionKind::kRecvAct) |
+                                   Bit(ActionKind::kSendGrad) | Bit(ActionKind::kRecvGrad);
+constexpr uint32_t kOffloadBits = Bit(ActionKind::kOffload) | Bit(ActionKind::kReload);
+
+// What a blocked worker waits for: one field of one (stage, microbatch) slot, as
+// key * 8 + field. kRunnable: on the stack or running; kFinished: its list is done.
+constexpr uint64_t kRunnable = ~uint64_t{0};
+constexpr uint64_t kFinished = kRunnable - 1;
+enum Field : uint64_t {
+  kFEnd = 0,         // F done (timed: f_end)
+  kBwdEnd = 1,       // B or BW done
+  kActArrival = 2,   // SEND_F of the previous stage issued (untimed) / arrived (timed)
+  kGradArrival = 3,  // SEND_B of the next stage issued / arrived
+  kRecvActDone = 4,
+  kRecvGradDone = 5,
+  kOffloadEnd = 6,
+  kReloadEnd = 7,
+};
+constexpr uint64_t WaitId(size_t key, Field field) {
+  return static_cast<uint64_t>(key) * 8 + field;
+}
+
+// The runnable workers (a LIFO stack, each worker at most once) and what the others wait for.
+class Waiters {
+ public:
+  explicit Waiters(int p) : wait_(p, kRunnable) {
+    stack_.reserve(p);
+    for (int w = p - 1; w >= 0; --w) stack_.push_back(w);
+  }
+  bool Pop(int* w) {
+    if (stack_.empty()) return false;
+    *w = stack_.back();
+    stack_.pop_back();
+    return true;
+  }
+  void Block(int w, uint64_t id) { wait_[w] = id; }
+  void Finish(int w) { wait_[w] = kFinished; }
+  // Completion `id` happened: resume worker u if that is what it waits for.
+  void Signal(int u, uint64_t id) {
+    if (wait_[u] == id) {
+      wait_[u] = kRunnable;
+      stack_.push_back(u);
+    }
+  }
+
+ private:
+  std::vector<uint64_t> wait_;
+  std::vector<int> stack_;
+};
+
 // Per-(stage, microbatch) completion times. The hot pair (16 bytes) is all a compute-only
-// schedule touches, so p=64, m=1024 fits in L2; transfer and offload times live apart and are
-// allocated only when the schedule has such actions.
+// schedule touches; transfer and offload times live apart and are allocated only when the
+// schedule has such actions.
 struct Hot {
   double f_end = kNotDone, bwd_end = kNotDone;
 };
@@ -21,191 +74,280 @@ struct Cold {
          offload_end = kNotDone, reload_end = kNotDone;
 };
 
-bool HasOffload(const Schedule& schedule) {
-  for (const auto& list : schedule.worker_actions) {
-    for (const Action& a : list) {
-      if (IsOffload(a.kind)) return true;
-    }
-  }
-  return false;
-}
+// One worker's progress (and, for Simulate, its running totals), kept across visits.
+struct WorkerRun {
+  int pos = 0;        // next list index
+  size_t offset = 0;  // its first entry in the timeline
+  double free = 0.0, copy_free = 0.0;
+  double busy = 0.0, first = std::numeric_limits<double>::infinity(), last = 0.0;
+  double held = 0.0, peak = 0.0;
+  double prev_time = -std::numeric_limits<double>::infinity(), prev_delta = 0.0;
+  bool sorted = true;
+};
 
 class Engine {
  public:
-  Engine(const Schedule& s, const CostModel& c, bool record)
-      : record_(record),
-        sched_(s),
+  Engine(const Schedule& s, const CostModel& c, const ActionScan& scan)
+      : sched_(s),
         costs_(c),
         p_(s.num_workers),
         n_stages_(s.num_stages),
-        m_(s.num_microbatches),
-        explicit_(HasTransfers(s)),
-        has_offload_(HasOffload(s)),
+        explicit_(scan.HasTransfers()),
+        has_offload_(scan.HasOffload()),
         hot_(static_cast<size_t>(s.num_stages) * s.num_microbatches),
         cold_(explicit_ || has_offload_ ? hot_.size() : 0) {}
 
-  EngineRun Run() {
-    EngineRun run;
-    run.start.resize(p_);
-    run.end.resize(p_);
-    run.memory_events.resize(p_);
-    for (int w = 0; w < p_ && record_; ++w) {
-      run.start[w].assign(sched_.worker_actions[w].size(), kNotDone);
-      run.end[w].assign(sched_.worker_actions[w].size(), kNotDone);
-      run.memory_events[w].reserve(sched_.worker_actions[w].size());
-    }
-    std::vector<int> pos(p_, 0);
-    std::vector<double> free_at(p_, 0.0), copy_free(p_, 0.0);
-    std::vector<char> queued(p_, 1);
-    std::deque<int> queue;
-    for (int w = 0; w < p_; ++w) queue.push_back(w);
-    auto wake = [&](int stage) {
-      if (stage < 0 || stage >= n_stages_) return;
-      const int u = sched_.stage_to_worker[stage];
-      if (!queued[u]) {
-        queued[u] = 1;
-        queue.push_back(u);
+  // kRecord: Simulate's run (times, busy/span, memory curve into *result); else the dry run.
+  template <bool kRecord>
+  EngineRun Run(SimResult* result) {
+    std::vector<WorkerRun> ws(p_);
+    TimedAction* timeline = nullptr;
+    if constexpr (kRecord) {
+      timeline = result->timeline.data();
+      result->memory_curve.assign(p_, {});
+      size_t at = 0;
+      for (int w = 0; w < p_; ++w) {
+        ws[w].offset = at;
+        const size_t n = sched_.worker_actions[w].size();
+        at += n;
+        result->memory_curve[w].reserve(n + 1);
+        result->memory_curve[w].push_back({0.0, 0.0});
       }
-    };
-    std::vector<MemoryEvent> scratch;  // memory events are dropped when not recording
-    while (!queue.empty()) {
-      const int w = queue.front();
-      queue.pop_front();
-      queued[w] = 0;
-      const auto& list = sched_.worker_actions[w];
-      while (pos[w] < static_cast<int>(list.size())) {
-        const Action& a = list[pos[w]];
-        double ready = 0.0;
-        if (!Ready(a, w, &ready)) break;
+    }
+    Waiters waiters(p_);
+    const int* place = sched_.stage_to_worker.data();
+    const StageCost* stage_costs = costs_.stages.data();
+    const double comm = costs_.comm;
+    Hot* hot = hot_.data();
+    Cold* cold = cold_.data();
+    int w = 0;
+    while (waiters.Pop(&w)) {
+      const Action* actions = sched_.worker_actions[w].data();
+      const int n = static_cast<int>(sched_.worker_actions[w].size());
+      WorkerRun& me = ws[w];
+      TimedAction* out = kRecord ? timeline + me.offset : nullptr;
+      std::vector<MemoryPoint>* curve = kRecord ? &result->memory_curve[w] : nullptr;
+      int k = me.pos;
+      double free = me.free;
+      uint64_t missing = kRunnable;
+      // Memory step function, in list order; at equal times frees must come first, so an
+      // event that sorts before its predecessor marks the worker for a rebuild at the end.
+      auto event = [&](double time, double delta) {
+        if (time < me.prev_time || (time == me.prev_time && delta < me.prev_delta)) {
+          me.sorted = false;
+        }
+        me.prev_time = time;
+        me.prev_delta = delta;
+        me.held += delta;
+        if (std::abs(me.held) < 1e-12) me.held = 0.0;
+        me.peak = std::max(me.peak, me.held);
+        if (curve->back().time == time) {
+          curve->back().units = me.held;
+        } else {
+          curve->push_back({time, me.held});
+        }
+      };
+      for (; k < n; ++k) {
+        const Action a = actions[k];
         const size_t key = Key(a.stage, a.microbatch);
-        const StageCost& sc = costs_.stages[a.stage];
-        double start = std::max(free_at[w], ready), end = start;
-        if (!record_) scratch.clear();
-        auto& mem = record_ ? run.memory_events[w] : scratch;
+        const StageCost& sc = stage_costs[a.stage];
+        // Inputs: ready = max(0, input + transfer time); a missing input blocks the worker.
+        double ready = 0.0;
+        auto need = [&](double t, double extra, uint64_t id) {
+          if (t < 0) {
+            missing = id;
+            return false;
+          }
+          ready = std::max(ready, t + extra);
+          return true;
+        };
+        double start = 0.0, end = 0.0;
         switch (a.kind) {
-          case ActionKind::kF:
+          case ActionKind::kF: {
+            if (a.stage > 0) {
+              const bool cross = place[a.stage - 1] != place[a.stage];
+              if (cross && explicit_) {
+                if (!need(cold[key].recv_act, 0, WaitId(key, kRecvActDone))) break;
+              } else if (!need(hot[key - 1].f_end, cross ? comm : 0, WaitId(key - 1, kFEnd))) {
+                break;
+              }
+            }
+            start = std::max(free, ready);
             end = start + sc.f;
-            hot_[key].f_end = end;
-            mem.push_back({start, sc.activation});
+            hot[key].f_end = end;
+            if (a.stage + 1 < n_stages_) waiters.Signal(place[a.stage + 1], WaitId(key, kFEnd));
+            if constexpr (kRecord) event(start, sc.activation);
             break;
+          }
           case ActionKind::kB:
-            end = start + sc.b;
-            hot_[key].bwd_end = end;
-            if (sc.freed_by_b != 0) mem.push_back({end, -sc.freed_by_b});
+          case ActionKind::kBW: {
+            if (!need(hot[key].f_end, 0, WaitId(key, kFEnd))) break;
+            if (has_offload_ && cold[key].offload_end >= 0 &&
+                !need(cold[key].reload_end, 0, WaitId(key, kReloadEnd))) {
+              break;
+            }
+            if (a.stage != n_stages_ - 1) {
+              const bool cross = place[a.stage + 1] != place[a.stage];
+              if (cross && explicit_) {
+                if (!need(cold[key].recv_grad, 0, WaitId(key, kRecvGradDone))) break;
+              } else if (!need(hot[key + 1].bwd_end, cross ? comm : 0, WaitId(key + 1, kBwdEnd))) {
+                break;
+              }
+            }
+            start = std::max(free, ready);
+            const bool fused = a.kind == ActionKind::kBW;
+            end = start + (fused ? sc.FusedBackward() : sc.b);
+            hot[key].bwd_end = end;
+            if (a.stage > 0) waiters.Signal(place[a.stage - 1], WaitId(key, kBwdEnd));
+            if constexpr (kRecord) {
+              if (fused) {
+                event(end, -sc.activation);
+              } else if (sc.freed_by_b != 0) {
+                event(end, -sc.freed_by_b);
+              }
+            }
             break;
-          case ActionKind::kBW:
-            end = start + sc.FusedBackward();
-            hot_[key].bwd_end = end;
-            mem.push_back({end, -sc.activation});
-            break;
+          }
           case ActionKind::kW:
+            if (!need(hot[key].bwd_end, 0, WaitId(key, kBwdEnd))) break;
+            start = std::max(free, ready);
             end = start + sc.w;
-            mem.push_back({end, -(sc.activation - sc.freed_by_b)});
+            if constexpr (kRecord) event(end, -(sc.activation - sc.freed_by_b));
             break;
           case ActionKind::kSendAct:
-            if (a.stage + 1 < n_stages_) cold_[key + 1].act_arrival = end + costs_.comm;
+            if (!need(hot[key].f_end, 0, WaitId(key, kFEnd))) break;
+            start = end = std::max(free, ready);
+            if (a.stage + 1 < n_stages_) {
+              cold[key + 1].act_arrival = end + comm;
+              waiters.Signal(place[a.stage + 1], WaitId(key + 1, kActArrival));
+            }
             break;
           case ActionKind::kSendGrad:
-            if (a.stage > 0) cold_[key - 1].grad_arrival = end + costs_.comm;
+            if (!need(hot[key].bwd_end, 0, WaitId(key, kBwdEnd))) break;
+            start = end = std::max(free, ready);
+            if (a.stage > 0) {
+              cold[key - 1].grad_arrival = end + comm;
+              waiters.Signal(place[a.stage - 1], WaitId(key - 1, kGradArrival));
+            }
             break;
           case ActionKind::kRecvAct:
-            start = free_at[w];
+            if (!need(cold[key].act_arrival, 0, WaitId(key, kActArrival))) break;
+            start = free;
             end = std::max(start, ready);
-            cold_[key].recv_act = end;
+            cold[key].recv_act = end;
             break;
           case ActionKind::kRecvGrad:
-            start = free_at[w];
+            if (!need(cold[key].grad_arrival, 0, WaitId(key, kGradArrival))) break;
+            start = free;
             end = std::max(start, ready);
-            cold_[key].recv_grad = end;
+            cold[key].recv_grad = end;
             break;
           case ActionKind::kOffload:
-            start = std::max(start, copy_free[w]);
+            if (!need(hot[key].f_end, 0, WaitId(key, kFEnd))) break;
+            start = std::max(std::max(free, ready), me.copy_free);
             end = start + costs_.offload;
-            copy_free[w] = end;
-            cold_[key].offload_end = end;
-            mem.push_back({end, -sc.activation});
+            me.copy_free = end;
+            cold[key].offload_end = end;
+            if constexpr (kRecord) event(end, -sc.activation);
             break;
           case ActionKind::kReload:
-            start = std::max(start, copy_free[w]);
+            if (!need(cold[key].offload_end, 0, WaitId(key, kOffloadEnd))) break;
+            start = std::max(std::max(free, ready), me.copy_free);
             end = start + costs_.reload;
-            copy_free[w] = end;
-            cold_[key].reload_end = end;
-            mem.push_back({start, sc.activation});
+            me.copy_free = end;
+            cold[key].reload_end = end;
+            if constexpr (kRecord) event(start, sc.activation);
             break;
         }
-        if (record_) {
-          run.start[w][pos[w]] = start;
-          run.end[w][pos[w]] = end;
+        if (missing != kRunnable) break;
+        if constexpr (kRecord) {
+          out[k].start = start;
+          out[k].end = end;
+          if (static_cast<int>(a.kind) <= static_cast<int>(ActionKind::kBW)) {  // compute
+            me.busy += end - start;
+            me.first = std::min(me.first, start);
+            me.last = std::max(me.last, end);
+          }
         }
         // Offload copies run beside compute; everything else holds the worker until `end`.
-        if (!IsOffload(a.kind)) free_at[w] = end;
-        ++pos[w];
-        wake(a.stage - 1);
-        wake(a.stage + 1);
+        if (a.kind != ActionKind::kOffload && a.kind != ActionKind::kReload) free = end;
+      }
+      me.pos = k;
+      me.free = free;
+      if (k == n) {
+        waiters.Finish(w);
+      } else {
+        waiters.Block(w, missing);
       }
     }
+    EngineRun run;
     run.blocked_at.assign(p_, -1);
     run.blocked_reason.assign(p_, "");
-    for (int w = 0; w < p_; ++w) {
-      if (pos[w] < static_cast<int>(sched_.worker_actions[w].size())) {
+    for (int u = 0; u < p_; ++u) {
+      if (ws[u].pos < static_cast<int>(sched_.worker_actions[u].size())) {
         run.deadlocked = true;
-        run.blocked_at[w] = pos[w];
-        run.blocked_reason[w] = WaitReason(sched_.worker_actions[w][pos[w]], w);
+        run.blocked_at[u] = ws[u].pos;
+        run.blocked_reason[u] = WaitReason(sched_.worker_actions[u][ws[u].pos]);
       }
+    }
+    if constexpr (kRecord) {
+      if (!run.deadlocked) Finish(ws, result, &run);
     }
     return run;
   }
 
  private:
+  // Per-worker totals into the result; rebuilds the memory curve of any worker whose events
+  // were not in time order (offload copies, zero-length actions).
+  void Finish(const std::vector<WorkerRun>& ws, SimResult* r, EngineRun* run) const {
+    r->busy.assign(p_, 0.0);
+    r->span.assign(p_, 0.0);
+    r->peak_memory.assign(p_, 0.0);
+    run->first_start = std::numeric_limits<double>::infinity();
+    run->last_end = 0.0;
+    std::vector<MemoryEvent> ev;
+    for (int w = 0; w < p_; ++w) {
+      const WorkerRun& me = ws[w];
+      r->busy[w] = me.busy;
+      if (me.last >= me.first) {
+        r->span[w] = me.last - me.first;
+        run->first_start = std::min(run->first_start, me.first);
+        run->last_end = std::max(run->last_end, me.last);
+      }
+      r->peak_memory[w] = me.peak;
+      if (me.sorted) continue;
+      const size_t n = sched_.worker_actions[w].size();
+      ev.clear();
+      for (size_t k = 0; k < n; ++k) {
+        const TimedAction& t = r->timeline[me.offset + k];
+        AppendMemoryEvents(t, costs_.stages[t.action.stage], &ev);
+      }
+      auto before = [](const MemoryEvent& a, const MemoryEvent& b) {
+        return a.time < b.time || (a.time == b.time && a.delta < b.delta);
+      };
+      std::stable_sort(ev.begin(), ev.end(), before);
+      double held = 0.0, peak = 0.0;
+      auto& curve = r->memory_curve[w];
+      curve.clear();
+      curve.push_back({0.0, 0.0});
+      for (const MemoryEvent& e : ev) {
+        held += e.delta;
+        if (std::abs(held) < 1e-12) held = 0.0;
+        peak = std::max(peak, held);
+        if (curve.back().time == e.time) {
+          curve.back().units = held;
+        } else {
+          curve.push_back({e.time, held});
+        }
+      }
+      r->peak_memory[w] = peak;
+    }
+  }
+
   // Microbatch-major: an action and its neighbour-stage input share a cache line or the next.
   size_t Key(int stage, int mb) const { return static_cast<size_t>(mb) * n_stages_ + stage; }
   bool Cross(int stage_a, int stage_b) const {
     return sched_.stage_to_worker[stage_a] != sched_.stage_to_worker[stage_b];
-  }
-
-  // Sets *ready to the time the action's inputs are available; false if they never were yet.
-  bool Ready(const Action& a, int w, double* ready) const {
-    (void)w;
-    const size_t key = Key(a.stage, a.microbatch);
-    auto need = [&](double t, double extra) {
-      if (t < 0) return false;
-      *ready = std::max(*ready, t + extra);
-      return true;
-    };
-    *ready = 0.0;
-    switch (a.kind) {
-      case ActionKind::kF: {
-        if (a.stage == 0) return true;
-        const bool cross = Cross(a.stage - 1, a.stage);
-        if (cross && explicit_) return need(cold_[key].recv_act, 0);
-        return need(hot_[key - 1].f_end, cross ? costs_.comm : 0);
-      }
-      case ActionKind::kB:
-      case ActionKind::kBW: {
-        if (!need(hot_[key].f_end, 0)) return false;
-        if (has_offload_ && cold_[key].offload_end >= 0 && !need(cold_[key].reload_end, 0)) {
-          return false;
-        }
-        if (a.stage == n_stages_ - 1) return true;
-        const bool cross = Cross(a.stage + 1, a.stage);
-        if (cross && explicit_) return need(cold_[key].recv_grad, 0);
-        return need(hot_[key + 1].bwd_end, cross ? costs_.comm : 0);
-      }
-      case ActionKind::kW:
-        return need(hot_[key].bwd_end, 0);
-      case ActionKind::kSendAct:
-      case ActionKind::kOffload:
-        return need(hot_[key].f_end, 0);
-      case ActionKind::kSendGrad:
-        return need(hot_[key].bwd_end, 0);
-      case ActionKind::kRecvAct:
-        return need(cold_[key].act_arrival, 0);
-      case ActionKind::kRecvGrad:
-        return need(cold_[key].grad_arrival, 0);
-      case ActionKind::kReload:
-        return need(cold_[key].offload_end, 0);
-    }
-    return false;
   }
 
   std::string Producer(absl::string_view what, int stage, int mb) const {
@@ -213,8 +355,8 @@ class Engine {
                         ", on worker ", sched_.stage_to_worker[stage], ")");
   }
 
-  std::string WaitReason(const Action& a, int w) const {
-    (void)w;
+  // Only on the failure path.
+  std::string WaitReason(const Action& a) const {
     const size_t key = Key(a.stage, a.microbatch);
     const int s = a.stage, i = a.microbatch;
     auto done = [](double t) { return t >= 0; };
@@ -247,10 +389,9 @@ class Engine {
     return "waiting";
   }
 
-  const bool record_;
   const Schedule& sched_;
   const CostModel& costs_;
-  const int p_, n_stages_, m_;
+  const int p_, n_stages_;
   const bool explicit_;
   const bool has_offload_;
   std::vector<Hot> hot_;
@@ -259,16 +400,37 @@ class Engine {
 
 }  // namespace
 
+bool ActionScan::HasTransfers() const { return (kinds & kTransferBits) != 0; }
+bool ActionScan::HasOffload() const { return (kinds & kOffloadBits) != 0; }
+
+ActionScan ScanActions(const Schedule& s) {
+  ActionScan scan;
+  const unsigned n_stages = static_cast<unsigned>(s.num_stages);
+  const unsigned m = static_cast<unsigned>(s.num_microbatches);
+  bool out_of_range = false;
+  for (const auto& list : s.worker_actions) {
+    scan.total += list.size();
+    for (const Action& a : list) {
+      scan.kinds |= Bit(a.kind);
+      out_of_range |= static_cast<unsigned>(a.stage) >= n_stages;
+      out_of_range |= static_cast<unsigned>(a.microbatch) >= m;
+    }
+  }
+  scan.in_range = !out_of_range;
+  return scan;
+}
+
 bool HasTransfers(const Schedule& schedule) {
   for (const auto& list : schedule.worker_actions) {
-    for (const Action& a : list) {
-      if (IsTransfer(a.kind)) return true;
-    }
+    uint32_t kinds = 0;
+    for (const Action& a : list) kinds |= Bit(a.kind);
+    if (kinds & kTransferBits) return true;
   }
   return false;
 }
 
-absl::Status CheckEngineInput(const Schedule& s, const CostModel& costs) {
+absl::Status CheckEngineInput(const Schedule& s, const CostModel& costs, ActionScan* scan,
+                              std::vector<TimedAction>* timeline) {
   if (s.num_workers < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_workers must be >= 1 (got ", s.num_workers, ")"));
@@ -297,7 +459,32 @@ absl::Status CheckEngineInput(const Schedule& s, const CostModel& costs) {
     return absl::InvalidArgumentError(absl::StrCat("cost model has ", costs.stages.size(),
                                                    " stages, schedule has ", s.num_stages));
   }
-  for (int w = 0; w < s.num_workers; ++w) {
+  ActionScan result;
+  if (timeline == nullptr) {
+    result = ScanActions(s);
+  } else {
+    // The scan and the timeline's first fill in one pass over the lists.
+    size_t total = 0;
+    for (const auto& list : s.worker_actions) total += list.size();
+    timeline->clear();
+    timeline->reserve(total);
+    const unsigned n_stages = static_cast<unsigned>(s.num_stages);
+    const unsigned m = static_cast<unsigned>(s.num_microbatches);
+    bool out_of_range = false;
+    for (int w = 0; w < s.num_workers; ++w) {
+      for (const Action& a : s.worker_actions[w]) {
+        result.kinds |= Bit(a.kind);
+        out_of_range |= static_cast<unsigned>(a.stage) >= n_stages;
+        out_of_range |= static_cast<unsigned>(a.microbatch) >= m;
+        timeline->push_back({a, w, kNotDone, kNotDone});
+      }
+    }
+    result.in_range = !out_of_range;
+    result.total = total;
+  }
+  *scan = result;
+  if (result.in_range) return absl::OkStatus();
+  for (int w = 0; w < s.num_workers; ++w) {  // failure path: find the first offender
     for (const Action& a : s.worker_actions[w]) {
       if (a.stage < 0 || a.stage >= s.num_stages || a.microbatch < 0 ||
           a.microbatch >= s.num_microbatches) {
@@ -307,11 +494,163 @@ absl::Status CheckEngineInput(const Schedule& s, const CostModel& costs) {
       }
     }
   }
-  return absl::OkStatus();
+  return absl::InternalError("CheckEngineInput: inconsistent range scan");
 }
 
-EngineRun RunEngine(const Schedule& schedule, const CostModel& costs, bool record) {
-  return Engine(schedule, costs, record).Run();
+EngineRun RunEngine(const Schedule& schedule, const CostModel& costs, const ActionScan& scan,
+                    SimResult* result) {
+  Engine engine(schedule, costs, scan);
+  return result != nullptr ? engine.Run<true>(result) : engine.Run<false>(nullptr);
+}
+
+void AppendMemoryEvents(const TimedAction& t, const StageCost& sc, std::vector<MemoryEvent>* out) {
+  switch (t.action.kind) {
+    case ActionKind::kF:
+      out->push_back({t.start, sc.activation});
+      break;
+    case ActionKind::kB:
+      if (sc.freed_by_b != 0) out->push_back({t.end, -sc.freed_by_b});
+      break;
+    case ActionKind::kBW:
+      out->push_back({t.end, -sc.activation});
+      break;
+    case ActionKind::kW:
+      out->push_back({t.end, -(sc.activation - sc.freed_by_b)});
+      break;
+    case ActionKind::kOffload:
+      out->push_back({t.end, -sc.activation});
+      break;
+    case ActionKind::kReload:
+      out->push_back({t.start, sc.activation});
+      break;
+    default:
+      break;
+  }
+}
+
+// The dependency rules of Engine::Run without times, plus per-slot bookkeeping of which
+// actions have run (one byte per (stage, microbatch): the eight compute and transfer kinds).
+// Any irregularity returns false at once; the full validator then finds and words it.
+bool QuickValidate(const Schedule& s) {
+  const int p = s.num_workers, n_stages = s.num_stages, m = s.num_microbatches;
+  if (p < 1 || static_cast<int>(s.worker_actions.size()) != p || n_stages < 1 || m < 1 ||
+      static_cast<int>(s.stage_to_worker.size()) != n_stages) {
+    return false;
+  }
+  for (int w : s.stage_to_worker) {
+    if (w < 0 || w >= p) return false;
+  }
+  uint32_t kinds = 0;
+  for (const auto& list : s.worker_actions) {
+    for (const Action& a : list) kinds |= Bit(a.kind);
+  }
+  if (kinds & kOffloadBits) return false;
+  const bool explicit_transfers = (kinds & kTransferBits) != 0;
+  constexpr uint8_t kF = 1, kB = 2, kW = 4, kBW = 8, kSendF = 16, kRecvF = 32, kSendB = 64,
+                    kRecvB = 128;
+  std::vector<uint8_t> done(static_cast<size_t>(n_stages) * m, 0);
+  uint8_t* const state = done.data();
+  const int* const place = s.stage_to_worker.data();
+  std::vector<int> pos(p, 0);
+  Waiters waiters(p);
+  int w = 0;
+  while (waiters.Pop(&w)) {
+    const Action* actions = s.worker_actions[w].data();
+    const int n = static_cast<int>(s.worker_actions[w].size());
+    int k = pos[w];
+    uint64_t missing = kRunnable;
+    for (; k < n; ++k) {
+      const Action a = actions[k];
+      const int st = a.stage;
+      if (static_cast<unsigned>(st) >= static_cast<unsigned>(n_stages) ||
+          static_cast<unsigned>(a.microbatch) >= static_cast<unsigned>(m) || place[st] != w) {
+        return false;
+      }
+      const size_t key = static_cast<size_t>(a.microbatch) * n_stages + st;
+      uint8_t& mine = state[key];
+      switch (a.kind) {
+        case ActionKind::kF:
+          if (mine & kF) return false;
+          if (st > 0) {
+            if (place[st - 1] != w && explicit_transfers) {
+              if (!(mine & kRecvF)) return false;  // RECV_F missing or after this F
+            } else if (!(state[key - 1] & kF)) {
+              missing = WaitId(key - 1, kFEnd);
+              break;
+            }
+          }
+          mine |= kF;
+          if (st + 1 < n_stages) waiters.Signal(place[st + 1], WaitId(key, kFEnd));
+          break;
+        case ActionKind::kB:
+        case ActionKind::kBW:
+          if ((mine & (kF | kB | kBW)) != kF) return false;  // F later/missing, or duplicate
+          if (st + 1 < n_stages) {
+            if (place[st + 1] != w && explicit_transfers) {
+              if (!(mine & kRecvB)) return false;
+            } else if (!(state[key + 1] & (kB | kBW))) {
+              missing = WaitId(key + 1, kBwdEnd);
+              break;
+            }
+          }
+          mine |= a.kind == ActionKind::kB ? kB : kBW;
+          if (st > 0) waiters.Signal(place[st - 1], WaitId(key, kBwdEnd));
+          break;
+        case ActionKind::kW:
+          if ((mine & (kB | kW)) != kB) return false;
+          mine |= kW;
+          break;
+        case ActionKind::kSendAct:
+          if (st + 1 >= n_stages || place[st + 1] == w) return false;
+          if ((mine & (kF | kSendF)) != kF) return false;
+          mine |= kSendF;
+          waiters.Signal(place[st + 1], WaitId(key + 1, kActArrival));
+          break;
+        case ActionKind::kRecvAct:
+          if (st == 0 || place[st - 1] == w) return false;
+          if (mine & (kRecvF | kF)) return false;
+          if (!(state[key - 1] & kSendF)) {
+            missing = WaitId(key, kActArrival);
+            break;
+          }
+          mine |= kRecvF;
+          break;
+        case ActionKind::kSendGrad:
+          if (st == 0 || place[st - 1] == w) return false;
+          if ((mine & kSendB) || !(mine & (kB | kBW))) return false;
+          mine |= kSendB;
+          waiters.Signal(place[st - 1], WaitId(key - 1, kGradArrival));
+          break;
+        case ActionKind::kRecvGrad:
+          if (st + 1 >= n_stages || place[st + 1] == w) return false;
+          if (mine & (kRecvB | kB | kBW)) return false;
+          if (!(state[key + 1] & kSendB)) {
+            missing = WaitId(key, kGradArrival);
+            break;
+          }
+          mine |= kRecvB;
+          break;
+        default:
+          return false;
+      }
+      if (missing != kRunnable) break;
+    }
+    pos[w] = k;
+    if (k == n) {
+      waiters.Finish(w);
+    } else {
+      waiters.Block(w, missing);
+    }
+  }
+  for (int u = 0; u < p; ++u) {
+    if (pos[u] != static_cast<int>(s.worker_actions[u].size())) return false;  // deadlock
+  }
+  // Completeness: every slot has its F and either B + W or BW. Transfers need no sweep: each
+  // cross-worker F or backward above required its RECV, which required its SEND.
+  for (const uint8_t x : done) {
+    if (!(x & kF) || ((x & (kB | kW)) != (kB | kW) && !(x & kBW))) return false;
+  }
+  return true;
 }
 
 }  // namespace pipetrain::schedule

@@ -15,19 +15,26 @@
 // Memory (cost_model.h): F allocates `activation` at its start; B frees `freed_by_b` at its end,
 // W the rest at its end, BW all at its end; OFFLOAD frees at its end, RELOAD allocates at start.
 //
-// The engine visits each action O(1) times: when an action finishes only the workers holding
-// the neighbouring stages can be unblocked, so only they are re-examined.
+// Cost: O(actions + stages + workers) time, 16 bytes per (stage, microbatch) of state (plus 48
+// with transfers or offload); Simulate's outputs are written in the same pass. A worker runs until
+// an input is missing and then records exactly which completion it waits for; only the action that
+// produces that completion wakes it, so every action is visited O(1) times and no worker is polled
+// in vain. The result does not depend on the order workers are visited in (each action's times are
+// a function of its inputs' times), so the visit order is free: a LIFO stack keeps the producer's
+// data hot.
 //
-// Thread-safety: pure function.
+// Thread-safety: pure functions.
 #ifndef PIPETRAIN_COORDINATOR_SCHEDULE_ENGINE_H_
 #define PIPETRAIN_COORDINATOR_SCHEDULE_ENGINE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "coordinator/schedule/cost_model.h"
 #include "coordinator/schedule/schedule.h"
+#include "coordinator/schedule/simulator.h"
 
 namespace pipetrain::schedule {
 
@@ -37,24 +44,55 @@ struct MemoryEvent {
 };
 
 struct EngineRun {
-  // Per worker, per list index. Unrun actions (deadlock) keep -1.
-  std::vector<std::vector<double>> start, end;
-  std::vector<std::vector<MemoryEvent>> memory_events;  // per worker, unsorted
   bool deadlocked = false;
   std::vector<int> blocked_at;  // per worker: list index it is stuck at, -1 when finished
   std::vector<std::string> blocked_reason;  // per worker, empty when finished
+  // With a SimResult: earliest compute start and latest compute end over all workers
+  // (+inf / 0 when there is no compute action).
+  double first_start = 0.0, last_end = 0.0;
+};
+
+// One pass over every action: which kinds occur (bit 1 << kind) and whether every action's
+// stage and microbatch are in range.
+struct ActionScan {
+  uint32_t kinds = 0;
+  bool in_range = true;
+  size_t total = 0;  // number of actions
+  bool Has(ActionKind kind) const { return kinds & (1u << static_cast<int>(kind)); }
+  bool HasTransfers() const;
+  bool HasOffload() const;
 };
 
 // Range checks the engine relies on (placement size and values, list count, stage and
 // microbatch of every action in range, costs sized to the stages). InvalidArgument otherwise.
-absl::Status CheckEngineInput(const Schedule& schedule, const CostModel& costs);
+// `scan` receives the action scan (valid when OK is returned). When `timeline` is non-null it
+// is replaced, in the same pass, by one entry per action ordered by (worker, list position),
+// with the action and worker set and start = end = -1.
+absl::Status CheckEngineInput(const Schedule& schedule, const CostModel& costs, ActionScan* scan,
+                              std::vector<TimedAction>* timeline = nullptr);
+ActionScan ScanActions(const Schedule& schedule);
 
-// Runs the schedule. `costs` must have one entry per stage (CheckEngineInput first). With
-// record = false only the deadlock fields are filled (the validator's dry run).
-EngineRun RunEngine(const Schedule& schedule, const CostModel& costs, bool record = true);
+// Runs the schedule. `costs` must have one entry per stage and `scan` must come from a
+// successful CheckEngineInput. With `result` == nullptr only the deadlock fields are filled
+// (the validator's dry run). Otherwise result->timeline must be the one CheckEngineInput filled:
+// the engine sets every run action's start and end (unrun ones keep -1), and fills busy, span,
+// peak_memory and memory_curve (SimResult's definitions), building the memory step function
+// as it goes (a worker whose events do not come in time order is sorted and rebuilt at the end).
+EngineRun RunEngine(const Schedule& schedule, const CostModel& costs, const ActionScan& scan,
+                    SimResult* result);
+
+// Appends the memory events of one timed action (the memory rules above) to `out`.
+void AppendMemoryEvents(const TimedAction& action, const StageCost& cost,
+                        std::vector<MemoryEvent>* out);
 
 // Whether the schedule carries explicit SEND/RECV actions.
 bool HasTransfers(const Schedule& schedule);
+
+// The validator's fast path: one dependency-only pass (the rules above, no times) that also
+// tracks, per (stage, microbatch), which actions have run. True means the schedule passes every
+// ValidateSchedule rule; false means it may not (or carries OFFLOAD/RELOAD, which this pass does
+// not model) and the caller must run the full validator, which also words the error.
+bool QuickValidate(const Schedule& schedule);
 
 }  // namespace pipetrain::schedule
 

@@ -1,8 +1,6 @@
 #include "coordinator/schedule/simulator.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -13,8 +11,12 @@
 namespace pipetrain::schedule {
 
 absl::StatusOr<SimResult> Simulate(const Schedule& schedule, const CostModel& costs) {
-  PT_RETURN_IF_ERROR(CheckEngineInput(schedule, costs));
-  EngineRun run = RunEngine(schedule, costs);
+  SimResult r;
+  ActionScan scan;
+  // One pass checks the ranges and lays out the timeline; the engine's one pass then fills in
+  // the times, per-worker busy time and spans, and the memory curves.
+  PT_RETURN_IF_ERROR(CheckEngineInput(schedule, costs, &scan, &r.timeline));
+  const EngineRun run = RunEngine(schedule, costs, scan, &r);
   const int p = schedule.num_workers;
   if (run.deadlocked) {
     std::string msg = absl::StrCat("simulation of \"", schedule.name,
@@ -32,55 +34,7 @@ absl::StatusOr<SimResult> Simulate(const Schedule& schedule, const CostModel& co
     }
     return absl::FailedPreconditionError(absl::StrCat(msg, "\n", FormatGrid(schedule, marks)));
   }
-
-  SimResult r;
-  r.busy.assign(p, 0.0);
-  r.span.assign(p, 0.0);
-  r.peak_memory.assign(p, 0.0);
-  r.memory_curve.resize(p);
-  size_t total = 0;
-  for (const auto& list : schedule.worker_actions) total += list.size();
-  r.timeline.reserve(total);
-  double first = std::numeric_limits<double>::infinity(), last = 0.0;
-  for (int w = 0; w < p; ++w) {
-    const auto& list = schedule.worker_actions[w];
-    double w_first = std::numeric_limits<double>::infinity(), w_last = 0.0;
-    for (size_t k = 0; k < list.size(); ++k) {
-      const double start = run.start[w][k], end = run.end[w][k];
-      r.timeline.push_back({list[k], w, start, end});
-      if (!IsCompute(list[k].kind)) continue;
-      r.busy[w] += end - start;
-      w_first = std::min(w_first, start);
-      w_last = std::max(w_last, end);
-    }
-    if (w_last >= w_first) {
-      r.span[w] = w_last - w_first;
-      first = std::min(first, w_first);
-      last = std::max(last, w_last);
-    }
-    // Memory step function; at equal times frees go first (an action ending at t and the next
-    // starting at t are never resident together).
-    auto& ev = run.memory_events[w];
-    auto before = [](const MemoryEvent& a, const MemoryEvent& b) {
-      return a.time < b.time || (a.time == b.time && a.delta < b.delta);
-    };
-    if (!std::is_sorted(ev.begin(), ev.end(), before))
-      std::stable_sort(ev.begin(), ev.end(), before);
-    double held = 0.0, peak = 0.0;
-    auto& curve = r.memory_curve[w];
-    curve.push_back({0.0, 0.0});
-    for (const MemoryEvent& e : ev) {
-      held += e.delta;
-      if (std::abs(held) < 1e-12) held = 0.0;
-      peak = std::max(peak, held);
-      if (curve.back().time == e.time) {
-        curve.back().units = held;
-      } else {
-        curve.push_back({e.time, held});
-      }
-    }
-    r.peak_memory[w] = peak;
-  }
+  const double first = run.first_start, last = run.last_end;
   r.makespan = last > first ? last - first : 0.0;
   const double max_span = *std::max_element(r.span.begin(), r.span.end());
   const int busiest =

@@ -287,7 +287,7 @@ class Validator {
     StageCost sc;
     sc.f = sc.b = sc.w = 0;
     zero.stages.assign(s_.num_stages, sc);
-    const EngineRun run = RunEngine(s_, zero, /*record=*/false);
+    const EngineRun run = RunEngine(s_, zero, ScanActions(s_), /*result=*/nullptr);
     if (!run.deadlocked) return absl::OkStatus();
     std::string what = "deadlock: no worker can make progress (cross-worker dependency cycle)";
     std::vector<std::pair<int, int>> marks;
@@ -309,6 +309,12 @@ class Validator {
 
 }  // namespace
 
-absl::Status ValidateSchedule(const Schedule& schedule) { return Validator(schedule).Run(); }
+absl::Status ValidateSchedule(const Schedule& schedule) {
+  // Fast path: one untimed engine pass that accepts exactly the valid schedules (without
+  // OFFLOAD/RELOAD). Anything it does not accept goes through the full rule-by-rule check,
+  // which decides and words the error.
+  if (QuickValidate(schedule)) return absl::OkStatus();
+  return Validator(schedule).Run();
+}
 
 }  // namespace pipetrain::schedule
