@@ -8,8 +8,10 @@
 #   5. the Grafana dashboard and the rules use only metrics the daemons export: read from a live
 #      scrape of a real coordinator + 2 workers running a tiny job when the binaries are built
 #      (PIPETRAIN_BUILD_DIR, set by CTest; required then), else from the source registrations.
-# Needs Debian packages: prometheus (promtool), kubernetes-client (kubectl), yamllint,
-# python3-yaml. Set KUBECTL / PROMTOOL to use other binaries. Exits non-zero on any failure.
+# Needs: promtool (Debian package prometheus), yamllint, python3-yaml, and a kubectl with
+# `kubectl kustomize`: whichever is on PATH (a preinstalled `kubectl` package, or Debian's
+# kubernetes-client, which conflicts with it, where none is). Set KUBECTL / PROMTOOL to use other
+# binaries. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -18,17 +20,19 @@ PY=/usr/bin/python3  # Debian's python3 (python3-yaml), not whatever python3 is 
 PROMTOOL=${PROMTOOL:-promtool}
 KUBECTL=${KUBECTL:-kubectl}
 
-need() {  # need TOOL PACKAGE
+need() {  # need TOOL HOW-TO-GET-IT
   if ! command -v "$1" >/dev/null 2>&1; then
-    echo "deploy/check.sh: FAIL: '$1' not found: install the Debian package '$2'" \
-         "(apt-get install $2; scripts/setup.sh should)" >&2
+    echo "deploy/check.sh: FAIL: '$1' not found: $2 (scripts/setup.sh should)" >&2
     exit 1
   fi
 }
-need "$PROMTOOL" prometheus
-need "$KUBECTL" kubernetes-client
-need yamllint yamllint
-need "$PY" python3
+# Which binaries this run uses (kubectl: whatever is first on PATH unless KUBECTL is set).
+echo "tools: promtool=$(command -v "$PROMTOOL" || true) kubectl=$(command -v "$KUBECTL" || true)" \
+     "yamllint=$(command -v yamllint || true)"
+need "$PROMTOOL" "apt-get install prometheus"
+need "$KUBECTL" "install a kubectl (apt-get install kubernetes-client where no kubectl package is)"
+need yamllint "apt-get install yamllint"
+need "$PY" "apt-get install python3"
 "$PY" -c 'import yaml' 2>/dev/null || {
   echo "deploy/check.sh: FAIL: python3 has no yaml module: install the Debian package" \
        "'python3-yaml'" >&2; exit 1; }

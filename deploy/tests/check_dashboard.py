@@ -7,6 +7,10 @@ variables) and in the rule files may only name metrics the daemons export, with 
 carry. Names exported: read from a live scrape (live_scrape.py output, --exported FILE) when
 given, otherwise from the metric registrations in the source (coordinator/, worker/).
 Recording-rule names are allowed in the rules only.
+Labels: no exported metric may carry a target label (`job`, `instance`, ...): Prometheus would
+rename it `exported_job` (the pipetrain job id is `job_id`), and the scrape configs must not set
+honor_labels to hide that. Query variables must be over a label the metric itself exports (the
+`job_id` variable, not the scrape `job`), and a matcher on `$var` must use that variable's label.
 Usage: check_dashboard.py --repo ROOT [--exported FILE]
 """
 import argparse
@@ -35,12 +39,12 @@ def source_metrics(repo: pathlib.Path):
             found.setdefault(m.group(1), set())
     # Labels as documented for the coordinator (metrics.h) and used by the worker.
     labels = {"pipetrain_jobs": {"state"}, "pipetrain_workers": {"state"},
-              "pipetrain_job_bubble_ratio": {"job", "kind"},
-              "pipetrain_worker_peak_activation_bytes": {"job", "rank", "kind"},
+              "pipetrain_job_bubble_ratio": {"job_id", "kind"},
+              "pipetrain_worker_peak_activation_bytes": {"job_id", "rank", "kind"},
               "pipetrain_worker_transfer_bytes_total": {"direction"},
               "pipetrain_coordinator_rpc_errors_total": {"method"}}
     for name in found:
-        found[name] = labels.get(name, {"job"} if name.startswith("pipetrain_job_") else set())
+        found[name] = labels.get(name, {"job_id"} if name.startswith("pipetrain_job_") else set())
     return found
 
 
@@ -71,6 +75,29 @@ def selectors(expr: str):
         yield name, labels
 
 
+def variable_matchers(expr: str):
+    """Yields (label, variable) for every matcher whose value uses a dashboard variable."""
+    for m in re.finditer(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"', expr):
+        for v in re.findall(r"\$\{?([a-zA-Z_][a-zA-Z0-9_]*)", m.group(2)):
+            if not v.startswith("__"):  # Grafana built-ins ($__rate_interval, ...)
+                yield m.group(1), v
+
+
+def check_exported_labels(known):
+    for name, labels in sorted(known.items()):
+        clash = labels & TARGET_LABELS
+        if clash:
+            errors.append(f"exported {name} carries target label(s) {sorted(clash)}: Prometheus "
+                          f"renames them exported_*; use job_id for the pipetrain job")
+
+
+def check_scrape_config(path: pathlib.Path):
+    for sc in yaml.safe_load(path.read_text()).get("scrape_configs", []):
+        if sc.get("honor_labels"):
+            errors.append(f"{path.name} {sc.get('job_name')}: honor_labels would let a series "
+                          f"override the scrape job's `job` label; not needed (job_id)")
+
+
 def check_expr(where: str, expr: str, known, recorded=frozenset()):
     for name, labels in selectors(expr):
         if name in recorded:
@@ -98,6 +125,7 @@ def check_dashboard(path: pathlib.Path, known):
     if variables.get("datasource", {}).get("query") != "prometheus":
         errors.append(f"{path}: needs a 'datasource' variable of Prometheus data sources")
     queries = 0
+    var_labels = {}
     for v in variables.values():
         q = v.get("query")
         q = q.get("query") if isinstance(q, dict) else q
@@ -107,6 +135,11 @@ def check_dashboard(path: pathlib.Path, known):
                 errors.append(f"{path}: variable {v['name']}: expected label_values(...)")
                 continue
             check_expr(f"variable {v['name']}", m.group(1), known)
+            var_labels[v["name"]] = m.group(2)
+            exported = set().union(*(known.get(n, set()) for n, _ in selectors(m.group(1))))
+            if m.group(2) not in exported:
+                errors.append(f"{path}: variable {v['name']}: label {m.group(2)!r} is not one "
+                              f"{m.group(1)} exports (a target label? the pipetrain job is job_id)")
             queries += 1
     ids = set()
     for p in dash.get("panels", []):
@@ -124,6 +157,12 @@ def check_dashboard(path: pathlib.Path, known):
             errors.append(f"{where}: no queries")
         for t in p.get("targets", []):
             check_expr(f"{where} {t.get('refId')}", t.get("expr", ""), known)
+            for label, var in variable_matchers(t.get("expr", "")):
+                if var not in variables:
+                    errors.append(f"{where} {t.get('refId')}: no dashboard variable ${var}")
+                elif var in var_labels and var_labels[var] != label:
+                    errors.append(f"{where} {t.get('refId')}: matches {label!r} against ${var}, "
+                                  f"a variable over {var_labels[var]!r}")
             queries += 1
     return queries
 
@@ -138,6 +177,8 @@ def main() -> None:
     if not known:
         sys.exit(f"check_dashboard: no pipetrain metrics found ({source})")
     deploy = args.repo / "deploy"
+    check_exported_labels(known)
+    check_scrape_config(deploy / "prometheus/prometheus.yml")
     n = check_dashboard(deploy / "grafana/dashboards/pipetrain.json", known)
     rules = []
     for f in sorted((deploy / "prometheus/rules").glob("*.yml")):

@@ -190,8 +190,9 @@ def main() -> None:
             ep = sm["spec"]["endpoints"][0]
             if ep.get("port") != "metrics":
                 err(sm["metadata"]["name"], "endpoint port must be the Services' 'metrics' port")
-            if "coordinator" in sm["metadata"]["name"] and ep.get("honorLabels") is not True:
-                err(sm["metadata"]["name"], "coordinator needs honorLabels (its `job` label)")
+            if ep.get("honorLabels"):
+                err(sm["metadata"]["name"], "no honorLabels: `job` is the scrape job; the "
+                    "pipetrain job is the series' job_id label")
     for e in errors:
         print(f"FAIL: {e}")
     if errors:
