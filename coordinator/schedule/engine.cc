@@ -38,7 +38,9 @@ constexpr uint64_t WaitId(size_t key, Field field) {
 // The runnable workers (a LIFO stack, each worker at most once) and what the others wait for.
 class Waiters {
  public:
-  explicit Waiters(int p) : wait_(p, kRunnable) {
+  // broadcast: some action sits in another worker's list than its stage's (an invalid
+  // schedule Simulate is still asked to run); its waiter is then found by a scan.
+  Waiters(int p, bool broadcast) : broadcast_(broadcast), wait_(p, kRunnable) {
     stack_.reserve(p);
     for (int w = p - 1; w >= 0; --w) stack_.push_back(w);
   }
@@ -52,13 +54,22 @@ class Waiters {
   void Finish(int w) { wait_[w] = kFinished; }
   // Completion `id` happened: resume worker u if that is what it waits for.
   void Signal(int u, uint64_t id) {
+    if (broadcast_) {
+      for (int v = 0; v < static_cast<int>(wait_.size()); ++v) Wake(v, id);
+    } else {
+      Wake(u, id);
+    }
+  }
+
+ private:
+  void Wake(int u, uint64_t id) {
     if (wait_[u] == id) {
       wait_[u] = kRunnable;
       stack_.push_back(u);
     }
   }
 
- private:
+  const bool broadcast_;
   std::vector<uint64_t> wait_;
   std::vector<int> stack_;
 };
@@ -94,6 +105,7 @@ class Engine {
         n_stages_(s.num_stages),
         explicit_(scan.HasTransfers()),
         has_offload_(scan.HasOffload()),
+        misplaced_(scan.misplaced),
         hot_(static_cast<size_t>(s.num_stages) * s.num_microbatches),
         cold_(explicit_ || has_offload_ ? hot_.size() : 0) {}
 
@@ -114,7 +126,7 @@ class Engine {
         result->memory_curve[w].push_back({0.0, 0.0});
       }
     }
-    Waiters waiters(p_);
+    Waiters waiters(p_, misplaced_);
     const int* place = sched_.stage_to_worker.data();
     const StageCost* stage_costs = costs_.stages.data();
     const double comm = costs_.comm;
@@ -175,7 +187,8 @@ class Engine {
             start = std::max(free, ready);
             end = start + sc.f;
             hot[key].f_end = end;
-            if (a.stage + 1 < n_stages_) waiters.Signal(place[a.stage + 1], WaitId(key, kFEnd));
+            // Its cross-worker consumer is F(s+1,i); with misplaced actions, anyone (broadcast).
+            waiters.Signal(a.stage + 1 < n_stages_ ? place[a.stage + 1] : w, WaitId(key, kFEnd));
             if constexpr (kRecord) event(start, sc.activation);
             break;
           }
@@ -198,7 +211,7 @@ class Engine {
             const bool fused = a.kind == ActionKind::kBW;
             end = start + (fused ? sc.FusedBackward() : sc.b);
             hot[key].bwd_end = end;
-            if (a.stage > 0) waiters.Signal(place[a.stage - 1], WaitId(key, kBwdEnd));
+            waiters.Signal(a.stage > 0 ? place[a.stage - 1] : w, WaitId(key, kBwdEnd));
             if constexpr (kRecord) {
               if (fused) {
                 event(end, -sc.activation);
@@ -235,12 +248,14 @@ class Engine {
             start = free;
             end = std::max(start, ready);
             cold[key].recv_act = end;
+            waiters.Signal(w, WaitId(key, kRecvActDone));  // (same worker unless misplaced)
             break;
           case ActionKind::kRecvGrad:
             if (!need(cold[key].grad_arrival, 0, WaitId(key, kGradArrival))) break;
             start = free;
             end = std::max(start, ready);
             cold[key].recv_grad = end;
+            waiters.Signal(w, WaitId(key, kRecvGradDone));
             break;
           case ActionKind::kOffload:
             if (!need(hot[key].f_end, 0, WaitId(key, kFEnd))) break;
@@ -248,6 +263,7 @@ class Engine {
             end = start + costs_.offload;
             me.copy_free = end;
             cold[key].offload_end = end;
+            waiters.Signal(w, WaitId(key, kOffloadEnd));
             if constexpr (kRecord) event(end, -sc.activation);
             break;
           case ActionKind::kReload:
@@ -256,6 +272,7 @@ class Engine {
             end = start + costs_.reload;
             me.copy_free = end;
             cold[key].reload_end = end;
+            waiters.Signal(w, WaitId(key, kReloadEnd));
             if constexpr (kRecord) event(start, sc.activation);
             break;
         }
@@ -351,6 +368,9 @@ class Engine {
   }
 
   std::string Producer(absl::string_view what, int stage, int mb) const {
+    if (stage < 0 || stage >= n_stages_) {
+      return absl::StrCat(what, " ", stage, "/", mb, " (stage ", stage, " does not exist)");
+    }
     return absl::StrCat(what, " ", stage, "/", mb, " (stage ", stage, ", microbatch ", mb,
                         ", on worker ", sched_.stage_to_worker[stage], ")");
   }
@@ -394,6 +414,7 @@ class Engine {
   const int p_, n_stages_;
   const bool explicit_;
   const bool has_offload_;
+  const bool misplaced_;
   std::vector<Hot> hot_;
   std::vector<Cold> cold_;
 };
@@ -407,16 +428,21 @@ ActionScan ScanActions(const Schedule& s) {
   ActionScan scan;
   const unsigned n_stages = static_cast<unsigned>(s.num_stages);
   const unsigned m = static_cast<unsigned>(s.num_microbatches);
-  bool out_of_range = false;
-  for (const auto& list : s.worker_actions) {
+  const int* place = s.stage_to_worker.data();
+  bool out_of_range = false, misplaced = false;
+  for (int w = 0; w < static_cast<int>(s.worker_actions.size()); ++w) {
+    const auto& list = s.worker_actions[w];
     scan.total += list.size();
     for (const Action& a : list) {
       scan.kinds |= Bit(a.kind);
-      out_of_range |= static_cast<unsigned>(a.stage) >= n_stages;
+      const bool stage_ok = static_cast<unsigned>(a.stage) < n_stages;
+      out_of_range |= !stage_ok;
       out_of_range |= static_cast<unsigned>(a.microbatch) >= m;
+      misplaced |= stage_ok && place[a.stage] != w;
     }
   }
   scan.in_range = !out_of_range;
+  scan.misplaced = misplaced;
   return scan;
 }
 
@@ -470,16 +496,20 @@ absl::Status CheckEngineInput(const Schedule& s, const CostModel& costs, ActionS
     timeline->reserve(total);
     const unsigned n_stages = static_cast<unsigned>(s.num_stages);
     const unsigned m = static_cast<unsigned>(s.num_microbatches);
-    bool out_of_range = false;
+    const int* place = s.stage_to_worker.data();
+    bool out_of_range = false, misplaced = false;
     for (int w = 0; w < s.num_workers; ++w) {
       for (const Action& a : s.worker_actions[w]) {
         result.kinds |= Bit(a.kind);
-        out_of_range |= static_cast<unsigned>(a.stage) >= n_stages;
+        const bool stage_ok = static_cast<unsigned>(a.stage) < n_stages;
+        out_of_range |= !stage_ok;
         out_of_range |= static_cast<unsigned>(a.microbatch) >= m;
+        misplaced |= stage_ok && place[a.stage] != w;
         timeline->push_back({a, w, kNotDone, kNotDone});
       }
     }
     result.in_range = !out_of_range;
+    result.misplaced = misplaced;
     result.total = total;
   }
   *scan = result;
@@ -552,7 +582,7 @@ bool QuickValidate(const Schedule& s) {
   uint8_t* const state = done.data();
   const int* const place = s.stage_to_worker.data();
   std::vector<int> pos(p, 0);
-  Waiters waiters(p);
+  Waiters waiters(p, /*broadcast=*/false);  // misplaced actions are rejected below
   int w = 0;
   while (waiters.Pop(&w)) {
     const Action* actions = s.worker_actions[w].data();

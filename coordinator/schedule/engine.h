@@ -57,7 +57,8 @@ struct EngineRun {
 struct ActionScan {
   uint32_t kinds = 0;
   bool in_range = true;
-  size_t total = 0;  // number of actions
+  bool misplaced = false;  // some action is in another list than its stage's worker's
+  size_t total = 0;        // number of actions
   bool Has(ActionKind kind) const { return kinds & (1u << static_cast<int>(kind)); }
   bool HasTransfers() const;
   bool HasOffload() const;

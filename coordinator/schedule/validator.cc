@@ -317,4 +317,6 @@ absl::Status ValidateSchedule(const Schedule& schedule) {
   return Validator(schedule).Run();
 }
 
+absl::Status ValidateScheduleFull(const Schedule& schedule) { return Validator(schedule).Run(); }
+
 }  // namespace pipetrain::schedule

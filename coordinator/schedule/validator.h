@@ -26,6 +26,12 @@ namespace pipetrain::schedule {
 
 absl::Status ValidateSchedule(const Schedule& schedule);
 
+// The same decision and message through the rule-by-rule checks alone. ValidateSchedule first
+// tries a one-pass check (an untimed engine run, one byte per (stage, microbatch)) that accepts
+// exactly the valid schedules without OFFLOAD/RELOAD, and falls back to this for anything it does
+// not accept. Exposed so tests can hold the two to the same answer.
+absl::Status ValidateScheduleFull(const Schedule& schedule);
+
 }  // namespace pipetrain::schedule
 
 #endif  // PIPETRAIN_COORDINATOR_SCHEDULE_VALIDATOR_H_
