@@ -2,6 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
@@ -14,20 +17,55 @@ absl::Status Check(const grpc::Status& s, const std::string& address) {
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return absl::UnavailableError(absl::StrCat("cannot reach the coordinator at ", address,
                                                " (is it running? --coordinator sets the "
-                                               "address): ",
+                                               "address; a TLS coordinator needs --tls-ca): ",
                                                s.error_message()));
   }
   return FromGrpc(s);
 }
 
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read \"", path, "\""));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Plaintext when `tls` is empty, else SSL credentials from its files.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const ClientTls& tls) {
+  if (!tls.enabled()) return grpc::InsecureChannelCredentials();
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert / --tls-key: give both or neither");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!tls.ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadPem(tls.ca_file, "--tls-ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+  }
+  if (!tls.cert_file.empty()) {
+    absl::StatusOr<std::string> cert = ReadPem(tls.cert_file, "--tls-cert");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem(tls.key_file, "--tls-key");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace
 
-JobClient::JobClient(const std::string& address, std::string token, absl::Duration deadline)
-    : address_(address),
-      stub_(v1::JobService::NewStub(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
-      token_(std::move(token)),
-      deadline_(deadline) {}
+JobClient::JobClient(const std::string& address, std::string token, const ClientTls& tls,
+                     absl::Duration deadline)
+    : address_(address), token_(std::move(token)), deadline_(deadline) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = Credentials(tls);
+  if (!creds.ok()) {
+    init_status_ = creds.status();
+    return;
+  }
+  stub_ = v1::JobService::NewStub(grpc::CreateChannel(address, *creds));
+}
 
 void JobClient::Prepare(grpc::ClientContext* context, bool with_deadline) const {
   if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
@@ -35,6 +73,7 @@ void JobClient::Prepare(grpc::ClientContext* context, bool with_deadline) const 
 }
 
 absl::StatusOr<v1::Job> JobClient::Submit(const v1::JobSpec& spec) {
+  if (!init_status_.ok()) return init_status_;
   grpc::ClientContext context;
   Prepare(&context, true);
   v1::SubmitJobRequest request;
@@ -47,6 +86,7 @@ absl::StatusOr<v1::Job> JobClient::Submit(const v1::JobSpec& spec) {
 }
 
 absl::StatusOr<v1::Job> JobClient::Get(const std::string& job_id) {
+  if (!init_status_.ok()) return init_status_;
   grpc::ClientContext context;
   Prepare(&context, true);
   v1::GetJobRequest request;
@@ -57,6 +97,7 @@ absl::StatusOr<v1::Job> JobClient::Get(const std::string& job_id) {
 }
 
 absl::StatusOr<std::vector<v1::Job>> JobClient::List(v1::JobState state) {
+  if (!init_status_.ok()) return init_status_;
   std::vector<v1::Job> jobs;
   std::string token;
   do {
@@ -76,6 +117,7 @@ absl::StatusOr<std::vector<v1::Job>> JobClient::List(v1::JobState state) {
 }
 
 absl::StatusOr<v1::Job> JobClient::Cancel(const std::string& job_id) {
+  if (!init_status_.ok()) return init_status_;
   grpc::ClientContext context;
   Prepare(&context, true);
   v1::CancelJobRequest request;
@@ -87,6 +129,7 @@ absl::StatusOr<v1::Job> JobClient::Cancel(const std::string& job_id) {
 }
 
 absl::StatusOr<v1::Plan> JobClient::Plan(const v1::JobSpec& spec) {
+  if (!init_status_.ok()) return init_status_;
   grpc::ClientContext context;
   Prepare(&context, true);
   v1::PlanJobRequest request;
@@ -100,6 +143,7 @@ absl::StatusOr<v1::Plan> JobClient::Plan(const v1::JobSpec& spec) {
 
 absl::Status JobClient::Watch(const std::string& job_id,
                               const std::function<bool(const v1::JobEvent&)>& on_event) {
+  if (!init_status_.ok()) return init_status_;
   grpc::ClientContext context;
   Prepare(&context, false);  // a watch lasts as long as the job
   v1::WatchJobRequest request;

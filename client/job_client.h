@@ -1,5 +1,6 @@
 // JobClient: the client side of the coordinator's JobService, with errors as absl::Status
-// (a gRPC status converts 1:1) and an optional bearer token.
+// (a gRPC status converts 1:1), an optional bearer token and optional TLS (server verified
+// against a CA; a client certificate for mutual TLS).
 //
 // Thread-safety: thread-safe (gRPC stubs are).
 #ifndef PIPETRAIN_CLIENT_JOB_CLIENT_H_
@@ -16,10 +17,24 @@
 
 namespace pipetrain::client {
 
+// PEM files for a TLS connection to the coordinator. All empty: plaintext. `ca_file` (or
+// `cert_file`) set: TLS, the coordinator's certificate verified against `ca_file` (the system
+// roots when empty) and its address. `cert_file` + `key_file` (both or neither): the client
+// certificate presented for mutual TLS.
+struct ClientTls {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+
+  bool enabled() const { return !ca_file.empty() || !cert_file.empty() || !key_file.empty(); }
+};
+
 class JobClient {
  public:
-  // `address` host:port; `token` empty for none; `deadline` bounds every unary call.
-  JobClient(const std::string& address, std::string token,
+  // `address` host:port; `token` empty for none; `deadline` bounds every unary call. A TLS
+  // file that cannot be read does not throw: every call then returns that error
+  // (INVALID_ARGUMENT naming the flag).
+  JobClient(const std::string& address, std::string token, const ClientTls& tls = {},
             absl::Duration deadline = absl::Seconds(30));
 
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec);
@@ -36,6 +51,7 @@ class JobClient {
   void Prepare(grpc::ClientContext* context, bool with_deadline) const;
 
   const std::string address_;
+  absl::Status init_status_;  // a bad TLS file; stub_ is null then
   std::unique_ptr<v1::JobService::Stub> stub_;
   const std::string token_;
   const absl::Duration deadline_;

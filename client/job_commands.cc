@@ -74,7 +74,8 @@ absl::StatusOr<v1::Job> WatchJob(JobClient& client, const std::string& job_id, b
       const int total = std::max(1, last.spec().training().steps());
       if (tty) {
         err << "\r" << FormatProgress(last) << "   " << std::flush;
-      } else if (last.steps_done() == total || last.steps_done() % std::max(1, total / 10) == 0) {
+      } else if (last.steps_done() == 1 || last.steps_done() == total ||
+                 last.steps_done() % std::max(1, total / 10) == 0) {
         out << FormatProgress(last) << "\n" << std::flush;
       }
       printed_step = last.steps_done();
@@ -95,7 +96,7 @@ absl::StatusOr<v1::Job> WatchJob(JobClient& client, const std::string& job_id, b
 absl::Status SubmitCommand(const JobCommandOptions& options, const std::string& job_file,
                            bool watch, std::ostream& out, std::ostream& err) {
   PT_ASSIGN_OR_RETURN(v1::JobSpec spec, LoadJobSpec(job_file));
-  JobClient client(options.coordinator, options.token);
+  JobClient client(options.coordinator, options.token, options.tls);
   PT_ASSIGN_OR_RETURN(v1::Job job, client.Submit(spec));
   if (options.json && !watch) return PrintJson(job, out);
   out << "submitted " << job.id() << "\n";
@@ -107,7 +108,7 @@ absl::Status SubmitCommand(const JobCommandOptions& options, const std::string& 
 
 absl::Status StatusCommand(const JobCommandOptions& options, const std::string& job_id,
                            std::ostream& out) {
-  JobClient client(options.coordinator, options.token);
+  JobClient client(options.coordinator, options.token, options.tls);
   PT_ASSIGN_OR_RETURN(v1::Job job, client.Get(job_id));
   if (options.json) return PrintJson(job, out);
   out << FormatJobStatus(job);
@@ -123,7 +124,7 @@ absl::Status ListCommand(const JobCommandOptions& options, const std::string& st
                      "\" is not one of queued, planning, waiting_for_workers, running, recovering, "
                      "succeeded, failed, cancelled"));
   }
-  JobClient client(options.coordinator, options.token);
+  JobClient client(options.coordinator, options.token, options.tls);
   PT_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, client.List(filter));
   if (options.json) {
     v1::ListJobsResponse all;
@@ -137,7 +138,7 @@ absl::Status ListCommand(const JobCommandOptions& options, const std::string& st
 
 absl::Status CancelCommand(const JobCommandOptions& options, const std::string& job_id,
                            std::ostream& out) {
-  JobClient client(options.coordinator, options.token);
+  JobClient client(options.coordinator, options.token, options.tls);
   PT_ASSIGN_OR_RETURN(v1::Job job, client.Cancel(job_id));
   if (options.json) return PrintJson(job, out);
   out << job.id() << " " << StateName(job.state()) << "\n";
@@ -146,7 +147,7 @@ absl::Status CancelCommand(const JobCommandOptions& options, const std::string& 
 
 absl::Status WatchCommand(const JobCommandOptions& options, const std::string& job_id,
                           std::ostream& out, std::ostream& err) {
-  JobClient client(options.coordinator, options.token);
+  JobClient client(options.coordinator, options.token, options.tls);
   PT_ASSIGN_OR_RETURN(v1::Job job, WatchJob(client, job_id, options.progress, out, err));
   if (options.json) {
     PT_RETURN_IF_ERROR(PrintJson(job, out));

@@ -18,6 +18,7 @@ namespace pipetrain::client {
 struct JobCommandOptions {
   std::string coordinator = "127.0.0.1:7070";
   std::string token;     // bearer token, when the coordinator requires one
+  ClientTls tls;         // TLS to the coordinator (CA, optional client cert); empty: plaintext
   bool json = false;     // machine-readable output (protobuf JSON) on the read commands
   bool progress = true;  // watch: redraw one progress line on a terminal
 };

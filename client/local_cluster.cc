@@ -1,5 +1,6 @@
 #include "client/local_cluster.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,6 +28,34 @@ absl::StatusOr<std::string> ReadAnnounced(const subprocess::Process& process,
     if (absl::StartsWith(line, prefix)) return std::string(line.substr(prefix.size()));
   }
   return absl::InternalError("unreachable");
+}
+
+// subprocess::Spawn, but the child leads a process group of its own: a Ctrl-C at the
+// terminal then reaches `pipetrain local` only (not its daemons), which cancels the job and
+// stops the daemons in order.
+subprocess::Process SpawnDaemon(const std::vector<std::string>& argv,
+                                const std::string& log_prefix) {
+  subprocess::Process p;
+  p.stdout_path = log_prefix + ".out";
+  p.stderr_path = log_prefix + ".err";
+  std::vector<char*> args;  // built before fork: the child only makes async-signal-safe calls
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  p.pid = fork();
+  if (p.pid == 0) {
+    setpgid(0, 0);
+    sigset_t none;  // the launcher blocks the signals it waits for; the child starts clean
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int out = open(p.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(p.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  if (p.pid > 0) setpgid(p.pid, p.pid);  // also here: whichever runs first wins the race
+  return p;
 }
 
 }  // namespace
@@ -79,7 +108,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                                    "--db",
                                    cluster->dir_ + "/pipetrain.db"};
   argv.insert(argv.end(), options.coordinator_args.begin(), options.coordinator_args.end());
-  cluster->coordinator_ = subprocess::Spawn(argv, cluster->dir_ + "/coordinator");
+  cluster->coordinator_ = SpawnDaemon(argv, cluster->dir_ + "/coordinator");
   auto address =
       ReadAnnounced(cluster->coordinator_, "listening on ", absl::Seconds(30), "the coordinator");
   if (!address.ok()) return address.status();
@@ -97,8 +126,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                                       "--metrics-listen",
                                       "127.0.0.1:0"};
     if (options.emulate) wargv.push_back("--emulate");
-    cluster->workers_.push_back(
-        subprocess::Spawn(wargv, absl::StrCat(cluster->dir_, "/worker-", r)));
+    cluster->workers_.push_back(SpawnDaemon(wargv, absl::StrCat(cluster->dir_, "/worker-", r)));
   }
   for (int r = 0; r < options.workers; ++r) {
     auto m = ReadAnnounced(cluster->workers_[r], "metrics on ", absl::Seconds(30),

@@ -1,7 +1,8 @@
 // LocalCluster: a coordinator and N CPU workers as child processes on 127.0.0.1, for
 // `pipetrain local` (the README's main job) and end-to-end tests. Each daemon picks free ports
-// and prints them; the cluster reads them from the daemons' logs in `dir`. Stop() (also the
-// destructor) sends SIGTERM, waits, and kills what is left.
+// and prints them; the cluster reads them from the daemons' logs in `dir`. Each daemon leads
+// its own process group, so a terminal's Ctrl-C reaches only the launcher, which decides how to
+// stop them. Stop() (also the destructor) sends SIGTERM, waits, and kills what is left.
 //
 // Thread-safety: not thread-safe.
 #ifndef PIPETRAIN_CLIENT_LOCAL_CLUSTER_H_

@@ -42,17 +42,21 @@ absl::Status LocalCommand(const LocalOptions& options, std::ostream& out, std::o
       << spec.parallelism().schedule() << ", " << spec.training().steps() << " steps\n";
   out.flush();
 
-  // Ctrl-C / SIGTERM: cancel the job; the watch then ends and everything shuts down.
+  // Ctrl-C / SIGTERM / SIGHUP: cancel the job; the watch then ends and everything shuts down.
+  // (The daemons lead their own process groups, so a terminal's Ctrl-C reaches only us.)
   std::atomic<bool> done{false};
+  std::atomic<bool> interrupted{false};
   std::thread signals([&] {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGUSR1);  // sent below to end this thread
     int sig = 0;
     sigwait(&set, &sig);
     if (done) return;
+    interrupted = true;
     err << "\ninterrupted: cancelling " << job.id() << "\n";
     JobClient canceller(cluster->coordinator_address(), "");
     (void)canceller.Cancel(job.id());
@@ -66,7 +70,14 @@ absl::Status LocalCommand(const LocalOptions& options, std::ostream& out, std::o
   }
   cluster->Stop();
   out << "local cluster stopped\n";
-  if (!final_job.ok()) return final_job.status();
+  if (!final_job.ok()) {
+    // An interrupt is reported as one (exit code 4) even if the watch broke on the way.
+    if (interrupted) {
+      return absl::CancelledError(
+          absl::StrCat("interrupted; ", job.id(), ": ", final_job.status().message()));
+    }
+    return final_job.status();
+  }
   return JobOutcome(*final_job);
 }
 

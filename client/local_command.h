@@ -1,10 +1,11 @@
 // `pipetrain local`: the whole system on this machine. Starts a coordinator and N CPU workers
 // on 127.0.0.1 (LocalCluster), submits a job (the embedded default unless a job file is given),
 // watches it with a progress bar, prints the loss curve and the predicted-vs-measured summary,
-// and shuts everything down. Ctrl-C cancels the job and still shuts down cleanly.
+// and shuts everything down. Ctrl-C (SIGINT; also SIGTERM, SIGHUP) cancels the job and still
+// shuts down cleanly: the result is then CANCELLED (exit code 4).
 //
-// Thread-safety: call once per process; it takes over SIGINT/SIGTERM while it runs (they must
-// be blocked in all threads beforehand, as pipetrain's main does).
+// Thread-safety: call once per process; it takes over SIGINT/SIGTERM/SIGHUP/SIGUSR1 while it
+// runs (they must be blocked in all threads beforehand, as pipetrain's main does).
 #ifndef PIPETRAIN_CLIENT_LOCAL_COMMAND_H_
 #define PIPETRAIN_CLIENT_LOCAL_COMMAND_H_
 

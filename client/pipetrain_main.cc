@@ -89,6 +89,12 @@ int main(int argc, char** argv) {
     cmd->add_option("--coordinator", job_options.coordinator, "Coordinator address host:port")
         ->capture_default_str();
     cmd->add_option("--token", job_options.token, "Bearer token, if the coordinator needs one");
+    cmd->add_option("--tls-ca", job_options.tls.ca_file,
+                    "CA certificate (PEM) to verify a TLS coordinator; enables TLS");
+    cmd->add_option("--tls-cert", job_options.tls.cert_file,
+                    "Client certificate (PEM) for mutual TLS (with --tls-key)");
+    cmd->add_option("--tls-key", job_options.tls.key_file,
+                    "Client private key (PEM) for mutual TLS (with --tls-cert)");
     if (read_command) {
       cmd->add_flag("--json", job_options.json, "Machine-readable output (protobuf JSON)");
     }
@@ -173,6 +179,7 @@ int main(int argc, char** argv) {
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGHUP);
     sigaddset(&signals, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     status = pipetrain::client::LocalCommand(local, std::cout, std::cerr);

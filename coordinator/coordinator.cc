@@ -57,14 +57,16 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
     PT_ASSIGN_OR_RETURN(std::string key, ReadPem(config.tls_key_file, "tls-key"));
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({key, cert});
+    // Workers are called over TLS with this certificate as the client certificate: a worker
+    // with --tls-ca requires one (mutual TLS) whether or not this server requires them.
     worker_tls.enabled = true;
+    worker_tls.cert_chain_pem = cert;
+    worker_tls.private_key_pem = key;
     if (!config.tls_client_ca_file.empty()) {
       PT_ASSIGN_OR_RETURN(std::string ca, ReadPem(config.tls_client_ca_file, "tls-client-ca"));
       ssl.pem_root_certs = ca;
       ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
       worker_tls.root_certs_pem = ca;
-      worker_tls.cert_chain_pem = cert;
-      worker_tls.private_key_pem = key;
     }
     server_creds = grpc::SslServerCredentials(ssl);
   } else if (!config.tls_client_ca_file.empty()) {

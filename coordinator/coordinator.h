@@ -37,8 +37,10 @@ struct CoordinatorConfig {
   std::string db_path = "./pipetrain.db";
   absl::Duration heartbeat_timeout = absl::Seconds(5);
   std::string auth_token;  // non-empty: JobService calls need "authorization: Bearer <token>"
-  // PEM files. cert + key: serve TLS (and call workers over TLS). client_ca: require and verify
-  // client certificates (mutual TLS); also the roots used to verify workers.
+  // PEM files. cert + key: serve TLS, and call workers over TLS presenting this certificate as
+  // the client certificate. client_ca: require and verify client certificates (mutual TLS:
+  // workers and, when TLS is on, clients); also the roots that verify workers (empty: the
+  // system roots).
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;

@@ -1,7 +1,8 @@
 // pipetrain-worker: one pipeline worker process. Two modes:
 //
 //   pipetrain-worker --coordinator HOST:PORT [--listen ADDR] [--transport-listen ADDR]
-//                    [--metrics-listen ADDR] [--name NAME]
+//                    [--metrics-listen ADDR] [--name NAME] [--tls-cert PEM --tls-key PEM
+//                    [--tls-ca PEM]]
 //       the daemon: registers with the coordinator and runs the jobs it dispatches.
 //   pipetrain-worker --plan job.plan.json --rank R [--steps N] [--trace-dir DIR] [--report FILE]
 //       one rank of a plan file, without a coordinator (testing and debugging the runtime).
@@ -48,6 +49,13 @@ int main(int argc, char** argv) {
                  "daemon: Prometheus address (empty disables)")
       ->capture_default_str();
   app.add_option("--name", daemon.name, "daemon: stable worker name (default worker-PID)");
+  app.add_option("--tls-cert", daemon.tls_cert_file,
+                 "daemon: certificate (PEM) served by the Worker service and presented to the "
+                 "coordinator; enables TLS");
+  app.add_option("--tls-key", daemon.tls_key_file, "daemon: private key (PEM) of --tls-cert");
+  app.add_option("--tls-ca", daemon.tls_ca_file,
+                 "daemon: CA (PEM) that verifies the coordinator and that the coordinator's "
+                 "client certificate must chain to (mutual TLS; needs --tls-cert/--tls-key)");
   app.add_option("--plan", plan.plan_path, "plan-file mode: PrepareRequest JSON");
   app.add_option("--rank", plan.rank, "plan-file mode: this worker's rank");
   app.add_option("--steps", plan.steps, "plan-file mode: steps (default: training.steps)");

@@ -2,17 +2,26 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "pipetrain/v1/coordinator.grpc.pb.h"
 #include "common/grpc_status.h"
+#include "pipetrain/v1/coordinator.grpc.pb.h"
 
 namespace pipetrain::worker {
 namespace {
 
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const CoordinatorTls& tls) {
+  if (!tls.enabled) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = tls.root_certs_pem;
+  ssl.pem_cert_chain = tls.cert_chain_pem;
+  ssl.pem_private_key = tls.private_key_pem;
+  return grpc::SslCredentials(ssl);
+}
+
 class GrpcCoordinatorClient final : public CoordinatorClient {
  public:
-  GrpcCoordinatorClient(const std::string& address, absl::Duration deadline)
-      : stub_(v1::WorkerRegistry::NewStub(
-            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+  GrpcCoordinatorClient(const std::string& address, absl::Duration deadline,
+                        const CoordinatorTls& tls)
+      : stub_(v1::WorkerRegistry::NewStub(grpc::CreateChannel(address, Credentials(tls)))),
         deadline_(deadline) {}
 
   absl::StatusOr<v1::RegisterWorkerResponse> Register(
@@ -43,8 +52,9 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
 }  // namespace
 
 std::unique_ptr<CoordinatorClient> MakeGrpcCoordinatorClient(const std::string& address,
-                                                             absl::Duration deadline) {
-  return std::make_unique<GrpcCoordinatorClient>(address, deadline);
+                                                             absl::Duration deadline,
+                                                             const CoordinatorTls& tls) {
+  return std::make_unique<GrpcCoordinatorClient>(address, deadline, tls);
 }
 
 }  // namespace pipetrain::worker

@@ -1,6 +1,6 @@
 // CoordinatorClient: how a worker daemon talks to the coordinator's WorkerRegistry
 // (register, heartbeat, step reports). An interface so the worker's domain logic is tested with
-// a fake; GrpcCoordinatorClient is the real one.
+// a fake; GrpcCoordinatorClient is the real one (plaintext, TLS or mutual TLS).
 //
 // Thread-safety: implementations are thread-safe.
 #ifndef PIPETRAIN_WORKER_SERVICE_COORDINATOR_CLIENT_H_
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "pipetrain/v1/coordinator.pb.h"
 
 namespace pipetrain::worker {
@@ -24,9 +25,19 @@ class CoordinatorClient {
       const v1::ReportStepRequest& request) = 0;
 };
 
-// gRPC client for `address` (host:port), insecure channel; every call has `deadline`.
+// TLS for the worker -> coordinator channel (PEM contents, not file names).
+struct CoordinatorTls {
+  bool enabled = false;        // false: plaintext
+  std::string root_certs_pem;  // verifies the coordinator; empty: the system roots
+  std::string cert_chain_pem;  // this worker's certificate for mutual TLS; may be empty
+  std::string private_key_pem;
+};
+
+// gRPC client for `address` (host:port); plaintext unless `tls.enabled`; every call has
+// `deadline`.
 std::unique_ptr<CoordinatorClient> MakeGrpcCoordinatorClient(const std::string& address,
-                                                             absl::Duration deadline);
+                                                             absl::Duration deadline,
+                                                             const CoordinatorTls& tls = {});
 
 }  // namespace pipetrain::worker
 

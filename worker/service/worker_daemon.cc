@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -34,12 +36,59 @@ absl::StatusOr<std::pair<std::string, int>> HostPort(const std::string& flag,
   return std::make_pair(value.substr(0, colon), port);
 }
 
+absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read \"", path, "\""));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Server and coordinator-channel credentials from the TLS flags (see WorkerDaemonConfig).
+struct DaemonTls {
+  std::shared_ptr<grpc::ServerCredentials> server = grpc::InsecureServerCredentials();
+  CoordinatorTls coordinator;
+};
+
+absl::StatusOr<DaemonTls> LoadTls(const WorkerDaemonConfig& config) {
+  DaemonTls tls;
+  const bool has_cert = !config.tls_cert_file.empty(), has_key = !config.tls_key_file.empty();
+  if (has_cert != has_key) {
+    return absl::InvalidArgumentError("--tls-cert / --tls-key: give both or neither");
+  }
+  if (!has_cert) {
+    if (!config.tls_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls-ca: needs --tls-cert and --tls-key (the coordinator of a TLS cluster calls its "
+          "workers over TLS)");
+    }
+    return tls;
+  }
+  PT_ASSIGN_OR_RETURN(std::string cert, ReadPem("--tls-cert", config.tls_cert_file));
+  PT_ASSIGN_OR_RETURN(std::string key, ReadPem("--tls-key", config.tls_key_file));
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({key, cert});
+  tls.coordinator.enabled = true;
+  tls.coordinator.cert_chain_pem = cert;
+  tls.coordinator.private_key_pem = key;
+  if (!config.tls_ca_file.empty()) {
+    PT_ASSIGN_OR_RETURN(std::string ca, ReadPem("--tls-ca", config.tls_ca_file));
+    ssl.pem_root_certs = ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    tls.coordinator.root_certs_pem = ca;
+  }
+  tls.server = grpc::SslServerCredentials(ssl);
+  return tls;
+}
+
 }  // namespace
 
 absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   if (config.coordinator.empty()) {
     return absl::InvalidArgumentError("--coordinator: required (host:port of the coordinator)");
   }
+  // TLS material first: a bad file must not leave ports bound.
+  PT_ASSIGN_OR_RETURN(DaemonTls tls, LoadTls(config));
   PT_ASSIGN_OR_RETURN(auto transport_hp, HostPort("--transport-listen", config.transport_listen));
   PT_ASSIGN_OR_RETURN(auto listen_hp, HostPort("--listen", config.listen));
   PT_ASSIGN_OR_RETURN(auto listener, TcpListener::Bind(transport_hp.first, transport_hp.second));
@@ -56,7 +105,7 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   }
 
   std::unique_ptr<CoordinatorClient> coordinator =
-      MakeGrpcCoordinatorClient(config.coordinator, absl::Seconds(10));
+      MakeGrpcCoordinatorClient(config.coordinator, absl::Seconds(10), tls.coordinator);
   WorkerAgentOptions options;
   options.name = config.name.empty() ? absl::StrCat("worker-", getpid()) : config.name;
   options.transport_address = transport_address;
@@ -69,7 +118,7 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.AddListeningPort(config.listen, tls.server, &grpc_port);
   builder.SetMaxReceiveMessageSize(256 << 20);  // whole plans of large jobs
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

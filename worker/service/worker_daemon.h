@@ -1,5 +1,6 @@
 // RunWorkerDaemon: the long-running worker process. Serves the pipetrain.v1.Worker gRPC service
-// (plus grpc.health.v1 and reflection), exposes Prometheus metrics, binds the tensor transport
+// (plus grpc.health.v1 and reflection; plaintext, TLS, or mutual TLS requiring a client
+// certificate from the configured CA), exposes Prometheus metrics, binds the tensor transport
 // port, registers with the coordinator (retrying while it is away) and runs the jobs it is
 // given until SIGTERM/SIGINT, then reports NOT_SERVING, aborts any run and exits cleanly.
 //
@@ -20,6 +21,14 @@ struct WorkerDaemonConfig {
   std::string transport_listen = "127.0.0.1:0";  // tensor transport
   std::string metrics_listen = "127.0.0.1:0";    // Prometheus /metrics; empty disables
   std::string name;                              // default: worker-<pid>
+  // PEM files. cert + key: the Worker service serves TLS, and this worker presents the cert to
+  // the coordinator (mutual TLS). ca: verifies the coordinator (the system roots when empty)
+  // and, given with cert + key, is the CA that callers of the Worker service (the coordinator)
+  // must present a certificate from. Any set: the channel to the coordinator uses TLS. ca
+  // alone is rejected (the coordinator calls a TLS cluster's workers over TLS).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
   SessionOptions session;
 };
 
