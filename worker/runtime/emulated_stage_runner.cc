@@ -12,7 +12,10 @@ namespace pipetrain::worker {
 
 EmulatedStageRunner::EmulatedStageRunner(kernels::Backend* backend, int num_stages,
                                          EmulatedStageConfig config)
-    : backend_(backend), num_stages_(num_stages), config_(std::move(config)) {}
+    : backend_(backend),
+      num_stages_(num_stages),
+      config_(std::move(config)),
+      copier_(backend, ActivationCopierOptions{config_.copy_bandwidth_bytes_per_s, nullptr}) {}
 
 void EmulatedStageRunner::Wait(double seconds) {
   // Sleep to an absolute deadline so scheduler jitter does not accumulate within one action.
@@ -30,14 +33,11 @@ absl::StatusOr<EmulatedStageRunner::Stored*> EmulatedStageRunner::Find(int stage
                                                                        const char* action) {
   auto it = store_.find(Key(stage, microbatch));
   if (it == store_.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        action, " of stage ", stage, " microbatch ", microbatch, " has no stored activations"));
+    return absl::FailedPreconditionError(absl::StrCat(action, " of stage ", stage, " microbatch ",
+                                                      microbatch, " has no stored activations"));
   }
-  if (it->second.on_host) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        action, " of stage ", stage, " microbatch ", microbatch,
-        " needs activations that are offloaded and were not reloaded"));
-  }
+  // Waits for a pending RELOAD copy; an offloaded, never reloaded stash is an error.
+  PT_RETURN_IF_ERROR(offloads_.AwaitResident(stage, microbatch, action));
   return &it->second;
 }
 
@@ -85,6 +85,8 @@ absl::StatusOr<kernels::Tensor> EmulatedStageRunner::ReleaseUntilB(int stage, in
 absl::StatusOr<kernels::Tensor> EmulatedStageRunner::BackwardInput(int stage, int microbatch,
                                                                    kernels::Tensor grad_output) {
   grad_output.Reset();
+  // A reloaded stash must be back before the compute starts (not overlap it).
+  PT_RETURN_IF_ERROR(offloads_.AwaitResident(stage, microbatch, "backward"));
   Wait(config_.costs.stages[stage].b);
   return ReleaseUntilB(stage, microbatch);
 }
@@ -103,6 +105,7 @@ absl::Status EmulatedStageRunner::BackwardWeight(int stage, int microbatch) {
 absl::StatusOr<kernels::Tensor> EmulatedStageRunner::Backward(int stage, int microbatch,
                                                               kernels::Tensor grad_output) {
   grad_output.Reset();
+  PT_RETURN_IF_ERROR(offloads_.AwaitResident(stage, microbatch, "backward"));
   Wait(config_.costs.stages[stage].FusedBackward());
   PT_ASSIGN_OR_RETURN(kernels::Tensor grad, ReleaseUntilB(stage, microbatch));
   Stored* stored = &store_.find(Key(stage, microbatch))->second;
@@ -112,35 +115,32 @@ absl::StatusOr<kernels::Tensor> EmulatedStageRunner::Backward(int stage, int mic
 }
 
 absl::Status EmulatedStageRunner::Offload(int stage, int microbatch) {
-  PT_ASSIGN_OR_RETURN(Stored * stored, Find(stage, microbatch, "offload"));
-  for (kernels::Tensor* t : {&stored->until_b, &stored->until_w}) {
-    if (t->empty()) continue;
-    PT_ASSIGN_OR_RETURN(kernels::Tensor host, backend_->CopyToHost(*t, "offloaded activations"));
-    Account(-t->bytes());
-    offloaded_bytes_ += t->bytes();
-    *t = std::move(host);
+  auto it = store_.find(Key(stage, microbatch));
+  if (it == store_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat("offload of stage ", stage, " microbatch ",
+                                                      microbatch, " has no stored activations"));
   }
-  stored->on_host = true;
+  PT_ASSIGN_OR_RETURN(
+      const int64_t bytes,
+      offloads_.Offload(stage, microbatch, {&it->second.until_b, &it->second.until_w}));
+  Account(-bytes);
+  offloaded_bytes_ += bytes;
   return absl::OkStatus();
 }
 
 absl::Status EmulatedStageRunner::Reload(int stage, int microbatch) {
   auto it = store_.find(Key(stage, microbatch));
-  if (it == store_.end() || !it->second.on_host) {
+  if (it == store_.end()) {
     return absl::FailedPreconditionError("reload of activations that were not offloaded");
   }
-  for (kernels::Tensor* t : {&it->second.until_b, &it->second.until_w}) {
-    if (t->empty()) continue;
-    PT_ASSIGN_OR_RETURN(kernels::Tensor device,
-                        backend_->CopyToDevice(*t, "reloaded activations"));
-    Account(device.bytes());
-    *t = std::move(device);
-  }
-  it->second.on_host = false;
+  PT_RETURN_IF_ERROR(
+      offloads_.Reload(stage, microbatch, {&it->second.until_b, &it->second.until_w}));
+  Account(it->second.until_b.bytes() + it->second.until_w.bytes());
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<double>> EmulatedStageRunner::EndStep() {
+  PT_RETURN_IF_ERROR(offloads_.EndStep());
   if (!store_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         store_.size(), " (stage, microbatch) activation sets were never released by a W/BW"));

@@ -4,6 +4,12 @@
 // stored bytes to host memory and frees the device copy, RELOAD brings them back. Tensors passed
 // between stages have `boundary_elements` floats.
 //
+// OFFLOAD/RELOAD are asynchronous and real: they queue a copy on this runner's ActivationCopier
+// (one copy thread, optionally bandwidth-capped) and return; the B/W/BW of a reloaded stash
+// waits for the copy only if it has not finished. activation_bytes() is the resident stash: it
+// drops at OFFLOAD and rises at RELOAD in action order (see activation_copier.h for when the
+// device bytes physically leave).
+//
 // EMULATED: for scale tests on a small machine (p = 8 workers on 2 cores). Never the default;
 // losses it reports are absent (it has no model).
 //
@@ -16,6 +22,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "coordinator/schedule/cost_model.h"
+#include "worker/runtime/activation_copier.h"
+#include "worker/runtime/offload_table.h"
 #include "worker/runtime/stage_runner.h"
 
 namespace pipetrain::worker {
@@ -25,6 +33,8 @@ struct EmulatedStageConfig {
   schedule::CostModel costs;
   double bytes_per_unit = 1 << 20;
   int64_t boundary_elements = 1024;
+  // Copy thread bandwidth cap for OFFLOAD/RELOAD in bytes/s (0 = memcpy speed).
+  double copy_bandwidth_bytes_per_s = 0;
 };
 
 class EmulatedStageRunner final : public StageRunner {
@@ -49,12 +59,16 @@ class EmulatedStageRunner final : public StageRunner {
   void ResetActivationPeak() override { peak_bytes_ = stored_bytes_; }
   int64_t offloaded_bytes() const override { return offloaded_bytes_; }
 
+  // Copy-engine counters and the time compute spent waiting for late reloads.
+  CopierStats copier_stats() const { return copier_.stats(); }
+  int64_t reload_wait_ns() const { return offloads_.wait_ns(); }
+  int64_t reload_waits() const { return offloads_.waits(); }
+
  private:
   // What F stored for one (stage, microbatch): the part B frees and the part W frees.
   struct Stored {
     kernels::Tensor until_b;
     kernels::Tensor until_w;
-    bool on_host = false;
   };
   int64_t Key(int stage, int microbatch) const {
     return static_cast<int64_t>(microbatch) * num_stages_ + stage;
@@ -72,6 +86,9 @@ class EmulatedStageRunner final : public StageRunner {
   int64_t stored_bytes_ = 0;
   int64_t peak_bytes_ = 0;
   int64_t offloaded_bytes_ = 0;
+  // Declared after store_: destroyed first, so every copy into a stash finishes before it dies.
+  ActivationCopier copier_;
+  OffloadTable offloads_{&copier_};
 };
 
 }  // namespace pipetrain::worker

@@ -19,8 +19,7 @@ absl::StatusOr<std::unique_ptr<ModelStageRunner>> ModelStageRunner::Create(
           absl::StrCat("stage ", stage, " is outside 0..", config.num_stages - 1));
     }
     PT_ASSIGN_OR_RETURN(runner->chunks_[stage],
-                        model::GptChunk::Create(backend, config.model, specs[stage],
-                                                config.chunk));
+                        model::GptChunk::Create(backend, config.model, specs[stage], config.chunk));
   }
   return runner;
 }
@@ -36,6 +35,21 @@ absl::StatusOr<model::GptChunk*> ModelStageRunner::Chunk(int stage) {
     return absl::FailedPreconditionError(absl::StrCat("stage ", stage, " is not on this worker"));
   }
   return c;
+}
+
+absl::StatusOr<model::GptChunk*> ModelStageRunner::ResidentChunk(int stage, int microbatch,
+                                                                 const char* action) {
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  PT_RETURN_IF_ERROR(offloads_.AwaitResident(stage, microbatch, action));
+  return c;
+}
+
+absl::StatusOr<std::vector<kernels::Tensor*>> ModelStageRunner::Slots(model::GptChunk* c,
+                                                                      int microbatch) {
+  std::vector<kernels::Tensor*> slots;
+  PT_RETURN_IF_ERROR(
+      c->ForEachStashedTensor(microbatch, [&](kernels::Tensor* t) { slots.push_back(t); }));
+  return slots;
 }
 
 int64_t ModelStageRunner::activation_bytes() const {
@@ -82,38 +96,41 @@ absl::StatusOr<kernels::Tensor> ModelStageRunner::Forward(int stage, int microba
 
 absl::StatusOr<kernels::Tensor> ModelStageRunner::BackwardInput(int stage, int microbatch,
                                                                 kernels::Tensor grad_output) {
-  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, ResidentChunk(stage, microbatch, "backward"));
   PT_ASSIGN_OR_RETURN(kernels::Tensor grad, c->BackwardInput(microbatch, std::move(grad_output)));
   Measure();
   return grad;
 }
 
 absl::Status ModelStageRunner::BackwardWeight(int stage, int microbatch) {
-  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, ResidentChunk(stage, microbatch, "weight backward"));
   return c->BackwardWeight(microbatch);
 }
 
 absl::StatusOr<kernels::Tensor> ModelStageRunner::Backward(int stage, int microbatch,
                                                            kernels::Tensor grad_output) {
-  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, ResidentChunk(stage, microbatch, "backward"));
   return c->Backward(microbatch, std::move(grad_output));
 }
 
 absl::Status ModelStageRunner::Offload(int stage, int microbatch) {
   PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
-  PT_RETURN_IF_ERROR(c->Offload(microbatch));
-  offloaded_bytes_ += c->OffloadedBytes(microbatch);
+  PT_ASSIGN_OR_RETURN(std::vector<kernels::Tensor*> slots, Slots(c, microbatch));
+  PT_ASSIGN_OR_RETURN(const int64_t bytes, offloads_.Offload(stage, microbatch, slots));
+  offloaded_bytes_ += bytes;
   return absl::OkStatus();
 }
 
 absl::Status ModelStageRunner::Reload(int stage, int microbatch) {
   PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
-  PT_RETURN_IF_ERROR(c->Reload(microbatch));
+  PT_ASSIGN_OR_RETURN(std::vector<kernels::Tensor*> slots, Slots(c, microbatch));
+  PT_RETURN_IF_ERROR(offloads_.Reload(stage, microbatch, slots));
   Measure();
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<double>> ModelStageRunner::EndStep() {
+  PT_RETURN_IF_ERROR(offloads_.EndStep());
   for (auto& [stage, c] : chunks_) {
     if (!c->InFlightMicrobatches().empty()) {
       return absl::FailedPreconditionError(absl::StrCat(

@@ -7,6 +7,14 @@
 // Activation bytes are the chunks' stashes (what F keeps for B and W), measured after every
 // action, which is exactly what the simulator's memory model predicts.
 //
+// OFFLOAD/RELOAD are asynchronous: they move the stash's tensors through this runner's
+// ActivationCopier (one copy thread) and return at once; the microbatch's next B/W/BW waits for
+// the RELOAD copy only if it has not finished. The chunk itself is never touched off the
+// executor thread: the copier swaps the stash's Tensor objects on this thread (slots from
+// GptChunk::ForEachStashedTensor) and its thread copies only raw memory (activation_copier.h).
+// The chunk's own synchronous Offload/Reload are not used, so GptChunk::IsOffloaded stays
+// false; this runner's OffloadTable is the authority on what is off the device.
+//
 // Thread-safety: not thread-safe (one executor thread).
 #ifndef PIPETRAIN_WORKER_RUNTIME_MODEL_STAGE_RUNNER_H_
 #define PIPETRAIN_WORKER_RUNTIME_MODEL_STAGE_RUNNER_H_
@@ -17,6 +25,8 @@
 #include <vector>
 
 #include "worker/model/gpt_chunk.h"
+#include "worker/runtime/activation_copier.h"
+#include "worker/runtime/offload_table.h"
 #include "worker/runtime/stage_runner.h"
 
 namespace pipetrain::worker {
@@ -36,6 +46,8 @@ struct ModelStageConfig {
   int num_microbatches = 1;
   std::vector<int> stages;  // the stages this worker holds
   MicrobatchSource data;    // needed by the workers holding the first or last stage
+  // Copy thread bandwidth cap for OFFLOAD/RELOAD in bytes/s (0 = memcpy speed).
+  double copy_bandwidth_bytes_per_s = 0;
 };
 
 class ModelStageRunner final : public StageRunner {
@@ -64,10 +76,19 @@ class ModelStageRunner final : public StageRunner {
   // The chunk holding `stage` (null if not on this worker).
   model::GptChunk* chunk(int stage);
 
+  // Copy-engine counters and the time compute spent waiting for late reloads.
+  CopierStats copier_stats() const { return copier_.stats(); }
+  int64_t reload_wait_ns() const { return offloads_.wait_ns(); }
+
  private:
   ModelStageRunner(kernels::Backend* backend, ModelStageConfig config)
-      : backend_(backend), config_(std::move(config)) {}
+      : backend_(backend),
+        config_(std::move(config)),
+        copier_(backend, ActivationCopierOptions{config_.copy_bandwidth_bytes_per_s, nullptr}) {}
   absl::StatusOr<model::GptChunk*> Chunk(int stage);
+  // The stage's chunk, once a pending RELOAD of (stage, microbatch) has landed.
+  absl::StatusOr<model::GptChunk*> ResidentChunk(int stage, int microbatch, const char* action);
+  absl::StatusOr<std::vector<kernels::Tensor*>> Slots(model::GptChunk* c, int microbatch);
   void Measure();
 
   kernels::Backend* backend_;
@@ -78,6 +99,9 @@ class ModelStageRunner final : public StageRunner {
   std::map<int, double> losses_;  // per microbatch, summed in microbatch order at EndStep
   int64_t peak_bytes_ = 0;
   int64_t offloaded_bytes_ = 0;
+  // Declared after chunks_: destroyed first, so every copy into a stash finishes before it dies.
+  ActivationCopier copier_;
+  OffloadTable offloads_{&copier_};
 };
 
 }  // namespace pipetrain::worker

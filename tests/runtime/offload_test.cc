@@ -1,0 +1,518 @@
+// Asynchronous OFFLOAD/RELOAD: the copy engine (ActivationCopier) and both stage runners.
+//  - the copier moves bytes faithfully and frees the device copy only when the copy completes;
+//  - plans with OFFLOAD/RELOAD (inserted by a small test pass below, validated by the one
+//    validator) train bitwise like the single-process reference, and the measured peak
+//    activation bytes equal Simulate's prediction (zero-cost copies: bytes leave at OFFLOAD and
+//    come back at RELOAD, in action order);
+//  - with a bandwidth-capped copy thread, OFFLOAD/RELOAD return at once and compute waits for a
+//    reload only when the copy is late.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/passes.h"
+#include "coordinator/schedule/simulator.h"
+#include "coordinator/schedule/validator.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "worker/model/cost_model.h"
+#include "worker/runtime/activation_copier.h"
+#include "worker/runtime/emulated_stage_runner.h"
+#include "worker/runtime/in_process_pipeline.h"
+#include "worker/runtime/model_stage_runner.h"
+
+namespace pipetrain::worker {
+namespace {
+
+using schedule::Action;
+using schedule::ActionKind;
+
+// ---------------------------------------------------------------------------------------------
+// Test pass: offload every stash whose backward is at least `min_gap` actions after its F on the
+// same worker: OFFLOAD right after F, RELOAD `lead` actions before the backward (never before the
+// OFFLOAD). The result must pass ValidateSchedule.
+schedule::Schedule AddOffloads(const schedule::Schedule& in, int min_gap, int lead) {
+  schedule::Schedule out = in;
+  for (int w = 0; w < in.num_workers; ++w) {
+    const std::vector<Action>& list = in.worker_actions[w];
+    const int n = static_cast<int>(list.size());
+    std::vector<std::vector<Action>> before(n + 1), after(n);
+    for (int i = 0; i < n; ++i) {
+      if (list[i].kind != ActionKind::kF) continue;
+      int j = i + 1;
+      while (j < n &&
+             !((list[j].kind == ActionKind::kB || list[j].kind == ActionKind::kBW) &&
+               list[j].stage == list[i].stage && list[j].microbatch == list[i].microbatch)) {
+        ++j;
+      }
+      if (j >= n || j - i < min_gap) continue;
+      after[i].push_back({ActionKind::kOffload, list[i].stage, list[i].microbatch});
+      before[std::max(i + 1, j - lead)].push_back(
+          {ActionKind::kReload, list[i].stage, list[i].microbatch});
+    }
+    std::vector<Action>& dst = out.worker_actions[w];
+    dst.clear();
+    for (int i = 0; i < n; ++i) {
+      for (const Action& a : before[i]) dst.push_back(a);
+      dst.push_back(list[i]);
+      for (const Action& a : after[i]) dst.push_back(a);
+    }
+  }
+  return out;
+}
+
+int CountKind(const schedule::Schedule& s, ActionKind kind) {
+  int count = 0;
+  for (const auto& list : s.worker_actions) {
+    for (const Action& a : list) count += a.kind == kind;
+  }
+  return count;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The copy engine alone.
+
+TEST(OffloadCopierTest, RoundTripKeepsBytesAndFreesDeviceWhenCopyCompletes) {
+  kernels::CpuBackend backend;
+  ActivationCopierOptions options;
+  options.bandwidth_bytes_per_s = 40.0 * (1 << 20);  // 1 MiB takes 25 ms
+  ActivationCopier copier(&backend, options);
+  std::vector<float> values(1 << 18);  // 1 MiB
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  auto t = backend.FromHost({static_cast<int64_t>(values.size())}, values, "stash");
+  ASSERT_TRUE(t.ok()) << t.status();
+  kernels::Tensor empty;
+  std::vector<kernels::Tensor*> slots = {&*t, &empty};
+  const int64_t device_before = backend.device_allocator().current_bytes();
+
+  auto off = copier.StartOffload(slots, "offload");
+  ASSERT_TRUE(off.ok()) << off.status();
+  // The slot already holds the host tensor; the device bytes are still held by the copy.
+  EXPECT_EQ(t->location(), kernels::Location::kHost);
+  EXPECT_EQ((*off)->bytes(), 1 << 20);
+  EXPECT_FALSE((*off)->done()) << "a 25 ms copy finished at once";
+  EXPECT_EQ(backend.device_allocator().current_bytes(), device_before);
+  EXPECT_EQ(copier.stats().in_flight_device_bytes, 1 << 20);
+  ASSERT_TRUE((*off)->Wait().ok());
+  EXPECT_EQ(backend.device_allocator().current_bytes(), device_before - (1 << 20));
+  EXPECT_EQ(copier.stats().in_flight_device_bytes, 0);
+  EXPECT_GE((*off)->end_ns() - (*off)->start_ns(), 20'000'000);
+
+  auto rel = copier.StartReload(slots, "reload");
+  ASSERT_TRUE(rel.ok()) << rel.status();
+  // RELOAD allocates the device copy at once (that is when the bytes come back).
+  EXPECT_EQ(t->location(), kernels::Location::kDevice);
+  EXPECT_EQ(backend.device_allocator().current_bytes(), device_before);
+  ASSERT_TRUE(copier.Drain().ok());
+  EXPECT_TRUE((*rel)->done());
+  EXPECT_EQ(backend.host_allocator().current_bytes(), 0);
+  auto back = backend.ToVector(*t);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(std::memcmp(back->data(), values.data(), values.size() * sizeof(float)), 0);
+  EXPECT_TRUE(empty.empty());
+}
+
+TEST(OffloadCopierTest, ReloadBehindAnUnfinishedOffloadReadsTheCopiedBytes) {
+  kernels::CpuBackend backend;
+  ActivationCopierOptions options;
+  options.bandwidth_bytes_per_s = 40.0 * (1 << 20);
+  ActivationCopier copier(&backend, options);
+  std::vector<float> values(1 << 16, 3.25f);
+  auto t = backend.FromHost({static_cast<int64_t>(values.size())}, values, "stash");
+  ASSERT_TRUE(t.ok());
+  std::vector<kernels::Tensor*> slots = {&*t};
+  auto off = copier.StartOffload(slots, "offload");
+  auto rel = copier.StartReload(slots, "reload");  // FIFO: runs after the offload's copy
+  ASSERT_TRUE(off.ok() && rel.ok());
+  ASSERT_TRUE((*rel)->Wait().ok());
+  EXPECT_TRUE((*off)->done());
+  EXPECT_GE((*rel)->start_ns(), (*off)->end_ns());
+  auto back = backend.ToVector(*t);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, values);
+}
+
+TEST(OffloadCopierTest, ReloadOverBudgetIsACleanErrorAndChangesNothing) {
+  kernels::CpuBackend backend;
+  ActivationCopier copier(&backend);
+  auto t = backend.Zeros({1024}, "stash");
+  ASSERT_TRUE(t.ok());
+  std::vector<kernels::Tensor*> slots = {&*t};
+  ASSERT_TRUE(copier.StartOffload(slots, "offload").ok());
+  ASSERT_TRUE(copier.Drain().ok());
+  backend.device_allocator().set_budget_bytes(backend.device_allocator().current_bytes() + 100);
+  auto rel = copier.StartReload(slots, "reloaded activations of stage 0 microbatch 3");
+  ASSERT_FALSE(rel.ok());
+  EXPECT_EQ(rel.status().code(), absl::StatusCode::kResourceExhausted) << rel.status();
+  EXPECT_NE(rel.status().message().find("microbatch 3"), std::string::npos) << rel.status();
+  EXPECT_EQ(t->location(), kernels::Location::kHost);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Emulated runner: measured peak equals Simulate's with OFFLOAD/RELOAD in the plan.
+
+struct EmuCase {
+  std::string schedule;
+  int p;
+  int m;
+  double freed_by_b;
+  double bandwidth;  // copy thread cap, bytes/s (0 = memcpy)
+};
+void PrintTo(const EmuCase& c, std::ostream* os) {
+  *os << c.schedule << " p=" << c.p << " m=" << c.m << " bw=" << c.bandwidth;
+}
+
+class OffloadEmulatedTest : public ::testing::TestWithParam<EmuCase> {};
+
+TEST_P(OffloadEmulatedTest, MeasuredPeakEqualsSimulatedPeak) {
+  const EmuCase& c = GetParam();
+  schedule::PipelineSpec spec;
+  spec.num_workers = c.p;
+  spec.num_microbatches = c.m;
+  spec.f = spec.b = spec.w = 1e-3;
+  auto compute = schedule::Generate(c.schedule, spec);
+  if (!compute.ok() && compute.status().message().find("unknown schedule") != std::string::npos) {
+    GTEST_SKIP() << c.schedule << " is not registered in this build";
+  }
+  ASSERT_TRUE(compute.ok()) << compute.status();
+  auto transfers = schedule::AddTransfers(*compute);
+  ASSERT_TRUE(transfers.ok()) << transfers.status();
+  const schedule::Schedule plan = AddOffloads(*transfers, /*min_gap=*/4, /*lead=*/2);
+  ASSERT_GT(CountKind(plan, ActionKind::kOffload), 0);
+  ASSERT_TRUE(schedule::ValidateSchedule(plan).ok()) << schedule::ValidateSchedule(plan);
+  schedule::CostModel costs = schedule::CostModelFor(spec, plan.ChunksPerWorker());
+  for (auto& stage : costs.stages) stage.freed_by_b = stage.activation * c.freed_by_b;
+  auto sim = schedule::Simulate(plan, costs);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  auto sim_plain = schedule::Simulate(*transfers, costs);
+  ASSERT_TRUE(sim_plain.ok());
+
+  constexpr double kBytesPerUnit = 1 << 20;
+  std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
+  std::vector<std::unique_ptr<EmulatedStageRunner>> runners;
+  std::vector<StageRunner*> raw;
+  for (int r = 0; r < c.p; ++r) {
+    backends.push_back(std::make_unique<kernels::CpuBackend>());
+    EmulatedStageConfig config{costs, kBytesPerUnit, 256};
+    config.copy_bandwidth_bytes_per_s = c.bandwidth;
+    runners.push_back(
+        std::make_unique<EmulatedStageRunner>(backends.back().get(), plan.num_stages, config));
+    raw.push_back(runners.back().get());
+  }
+  FakeTransportHub hub(c.p);
+  auto results = RunInProcess(plan, raw, /*steps=*/2, &hub);
+  ASSERT_TRUE(results.ok()) << results.status();
+  bool lower_somewhere = false;
+  for (int r = 0; r < c.p; ++r) {
+    for (const StepResult& step : (*results)[r]) {
+      EXPECT_EQ(step.peak_activation_bytes, std::llround(sim->peak_memory[r] * kBytesPerUnit))
+          << "worker " << r << " step " << step.step;
+      EXPECT_EQ(step.timings.size(), plan.worker_actions[r].size());
+    }
+    lower_somewhere |= sim->peak_memory[r] < sim_plain->peak_memory[r];
+    EXPECT_EQ(runners[r]->activation_bytes(), 0) << "worker " << r;
+    EXPECT_EQ(backends[r]->host_allocator().current_bytes(), 0) << "worker " << r;
+    EXPECT_EQ(runners[r]->copier_stats().in_flight_device_bytes, 0);
+    EXPECT_EQ(runners[r]->copier_stats().offloaded_bytes,
+              runners[r]->copier_stats().reloaded_bytes);
+  }
+  EXPECT_TRUE(lower_somewhere) << "offloading lowered no worker's peak";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, OffloadEmulatedTest,
+    ::testing::Values(EmuCase{"1f1b", 4, 8, 0, 0}, EmuCase{"1f1b", 4, 8, 0.5, 0},
+                      EmuCase{"gpipe", 4, 8, 0, 2e9}, EmuCase{"zb-h1", 4, 8, 0.25, 0},
+                      EmuCase{"interleaved-1f1b", 2, 4, 0, 0}, EmuCase{"v-half", 4, 8, 0, 0},
+                      EmuCase{"zb-v", 4, 8, 0.5, 1e9}),
+    [](const ::testing::TestParamInfo<EmuCase>& info) {
+      std::string n = info.param.schedule + "_p" + std::to_string(info.param.p) + "_m" +
+                      std::to_string(info.param.m) + (info.param.freed_by_b > 0 ? "_bfrees" : "") +
+                      (info.param.bandwidth > 0 ? "_capped" : "");
+      for (char& ch : n) {
+        if (ch == '-') ch = '_';
+      }
+      return n;
+    });
+
+// ---------------------------------------------------------------------------------------------
+// Timing: OFFLOAD/RELOAD return at once; BW waits only for a late reload.
+
+struct Timed {
+  std::vector<ActionTiming> timings;
+  int64_t waits = 0;
+  int64_t wait_ns = 0;
+};
+
+// One worker, one stage, 6 microbatches; f = b = w = 60 ms; each copy takes 100 ms. The margins
+// (50 ms) are wide because the test machine is shared and loaded.
+constexpr int64_t kComputeMs = 60;
+constexpr int64_t kCopyMs = 100;
+constexpr int64_t kSlackMs = 50;
+
+Timed RunOneWorker(const std::vector<std::string>& actions) {
+  schedule::Schedule plan = schedule::MakeEmptySchedule("hand", 1, 6, {0});
+  for (const std::string& text : actions) {
+    auto a = schedule::ParseAction(text);
+    EXPECT_TRUE(a.ok()) << text;
+    plan.worker_actions[0].push_back(*a);
+  }
+  EXPECT_TRUE(schedule::ValidateSchedule(plan).ok()) << schedule::ValidateSchedule(plan);
+  schedule::CostModel costs;
+  schedule::StageCost sc;
+  sc.f = sc.b = sc.w = kComputeMs / 1e3;
+  costs.stages = {sc};
+  constexpr double kBytesPerUnit = 4 << 20;
+  kernels::CpuBackend backend;
+  EmulatedStageConfig config{costs, kBytesPerUnit, 256};
+  config.copy_bandwidth_bytes_per_s = kBytesPerUnit / (kCopyMs / 1e3);
+  EmulatedStageRunner runner(&backend, 1, config);
+  FakeTransportHub hub(1);
+  auto results = RunInProcess(plan, {&runner}, /*steps=*/1, &hub);
+  EXPECT_TRUE(results.ok()) << results.status();
+  Timed out;
+  if (results.ok()) out.timings = (*results)[0][0].timings;
+  out.waits = runner.reload_waits();
+  out.wait_ns = runner.reload_wait_ns();
+  for (const ActionTiming& a : out.timings) {
+    std::cout << schedule::ToString(a.action) << " " << (a.end_ns - a.start_ns) / 1e6 << " ms  ";
+  }
+  std::cout << "\nreload waits " << out.waits << ", " << out.wait_ns / 1e6 << " ms\n";
+  return out;
+}
+
+int64_t DurationMs(const Timed& t, const std::string& action) {
+  for (const ActionTiming& a : t.timings) {
+    if (schedule::ToString(a.action) == action) return (a.end_ns - a.start_ns) / 1'000'000;
+  }
+  ADD_FAILURE() << action << " not in the timings";
+  return -1;
+}
+
+TEST(OffloadTimingTest, EarlyReloadIsHiddenBehindCompute) {
+  // Copies run during F1..F3 (offload 60..160 ms, reload 160..260 ms); BW0 starts at ~360 ms.
+  const Timed t = RunOneWorker({"0F0", "0OFFLOAD0", "0RELOAD0", "0F1", "0F2", "0F3", "0F4", "0F5",
+                                "0B0", "0B1", "0B2", "0B3", "0B4", "0B5"});
+  ASSERT_FALSE(t.timings.empty());
+  // Both return long before their copy could have finished.
+  EXPECT_LT(DurationMs(t, "0OFFLOAD0"), kCopyMs / 2) << "OFFLOAD did not return at once";
+  EXPECT_LT(DurationMs(t, "0RELOAD0"), kCopyMs / 2) << "RELOAD did not return at once";
+  EXPECT_EQ(t.waits, 0) << "BW0 waited " << t.wait_ns / 1e6 << " ms for a reload that was early";
+  EXPECT_LT(DurationMs(t, "0B0"), 2 * kComputeMs + kSlackMs);
+}
+
+TEST(OffloadTimingTest, LateReloadMakesOnlyTheBackwardWait) {
+  // OFFLOAD and RELOAD issued just before BW0: its compute waits for both copies (~200 ms).
+  const Timed t = RunOneWorker({"0F0", "0F1", "0F2", "0F3", "0F4", "0F5", "0OFFLOAD0", "0RELOAD0",
+                                "0B0", "0B1", "0B2", "0B3", "0B4", "0B5"});
+  ASSERT_FALSE(t.timings.empty());
+  EXPECT_LT(DurationMs(t, "0OFFLOAD0"), kCopyMs / 2);
+  EXPECT_LT(DurationMs(t, "0RELOAD0"), kCopyMs / 2);
+  EXPECT_EQ(t.waits, 1);
+  EXPECT_GE(t.wait_ns, (2 * kCopyMs - kSlackMs) * 1'000'000);
+  EXPECT_GE(DurationMs(t, "0B0"), 2 * kComputeMs + 2 * kCopyMs - kSlackMs);
+  EXPECT_LT(DurationMs(t, "0B1"), 2 * kComputeMs + kSlackMs)
+      << "a stash that was never offloaded waited";
+}
+
+TEST(OffloadTimingTest, BackwardOnAnOffloadedStashIsAnError) {
+  schedule::CostModel costs;
+  costs.stages = {schedule::StageCost{}};
+  costs.stages[0].f = costs.stages[0].b = costs.stages[0].w = 0;
+  kernels::CpuBackend backend;
+  EmulatedStageRunner runner(&backend, 1, EmulatedStageConfig{costs, 1024, 16});
+  ASSERT_TRUE(runner.BeginStep(0).ok());
+  ASSERT_TRUE(runner.Forward(0, 0, kernels::Tensor()).ok());
+  ASSERT_TRUE(runner.Offload(0, 0).ok());
+  EXPECT_EQ(runner.Offload(0, 0).code(), absl::StatusCode::kFailedPrecondition);
+  auto b = runner.Backward(0, 0, kernels::Tensor());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(b.status().message().find("offloaded and were not reloaded"), std::string::npos)
+      << b.status();
+  ASSERT_TRUE(runner.Reload(0, 0).ok());
+  EXPECT_EQ(runner.Reload(0, 0).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(runner.Backward(0, 0, kernels::Tensor()).ok());
+  ASSERT_TRUE(runner.EndStep().ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real GPT chunks: training with offload is bitwise the reference; peak equals Simulate's.
+
+constexpr int kSteps = 3;
+constexpr int kMicrobatchSize = 2;
+
+model::GptConfig SmallModel(int layers) {
+  model::GptConfig c;
+  c.num_layers = layers;
+  c.hidden = 32;
+  c.heads = 4;
+  c.ffn = 64;
+  c.seq_len = 8;
+  c.vocab = 24;
+  return c;
+}
+
+MicrobatchSource Data(const model::GptConfig& c) {
+  return [c](int step, int mb) -> absl::StatusOr<MicrobatchData> {
+    std::mt19937 rng(static_cast<uint32_t>(1000 * step + mb + 7));
+    std::uniform_int_distribution<int> tok(0, c.vocab - 1);
+    MicrobatchData d;
+    for (int i = 0; i < kMicrobatchSize * c.seq_len; ++i) {
+      d.tokens.push_back(tok(rng));
+      d.targets.push_back((d.tokens.back() * 5 + 3) % c.vocab);
+    }
+    return d;
+  };
+}
+
+kernels::AdamWConfig Adam() {
+  kernels::AdamWConfig a;
+  a.lr = 3e-3f;
+  a.weight_decay = 0.01f;
+  return a;
+}
+
+std::vector<std::vector<float>> Weights(kernels::Backend& backend, model::GptChunk& chunk) {
+  std::vector<std::vector<float>> out;
+  for (model::Parameter* p : chunk.parameters()) out.push_back(*backend.ToVector(p->value));
+  return out;
+}
+
+struct ModelCase {
+  std::string schedule;
+  int p;
+  int m;
+  double bandwidth;
+};
+void PrintTo(const ModelCase& c, std::ostream* os) {
+  *os << c.schedule << " p=" << c.p << " m=" << c.m << " bw=" << c.bandwidth;
+}
+
+class OffloadTrainingTest : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(OffloadTrainingTest, BitwiseEqualToReferenceAndPeakEqualsSimulate) {
+  const ModelCase& c = GetParam();
+  schedule::PipelineSpec spec;
+  spec.num_workers = c.p;
+  spec.num_microbatches = c.m;
+  auto compute = schedule::Generate(c.schedule, spec);
+  if (!compute.ok() && compute.status().message().find("unknown schedule") != std::string::npos) {
+    GTEST_SKIP() << c.schedule << " is not registered in this build";
+  }
+  ASSERT_TRUE(compute.ok()) << compute.status();
+  auto transfers = schedule::AddTransfers(*compute);
+  ASSERT_TRUE(transfers.ok()) << transfers.status();
+  const schedule::Schedule plan = AddOffloads(*transfers, /*min_gap=*/3, /*lead=*/1);
+  ASSERT_GT(CountKind(plan, ActionKind::kOffload), 0);
+  ASSERT_TRUE(schedule::ValidateSchedule(plan).ok()) << schedule::ValidateSchedule(plan);
+  const model::GptConfig config = SmallModel(plan.num_stages);
+
+  auto specs = model::SplitEvenly(config, plan.num_stages);
+  ASSERT_TRUE(specs.ok());
+  schedule::CostModel costs = schedule::CostModelFor(spec, plan.ChunksPerWorker());
+  costs.bytes_per_unit = 1.0;
+  for (int s = 0; s < plan.num_stages; ++s) {
+    model::ChunkCost cc = model::EstimateChunkCost(config, (*specs)[s], kMicrobatchSize);
+    costs.stages[s].activation = static_cast<double>(cc.activation_bytes_after_forward);
+    costs.stages[s].freed_by_b = static_cast<double>(cc.activation_bytes_after_forward -
+                                                     cc.activation_bytes_after_backward_input);
+  }
+  auto sim = schedule::Simulate(plan, costs);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+
+  std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
+  std::vector<std::unique_ptr<ModelStageRunner>> runners;
+  std::vector<StageRunner*> raw;
+  for (int r = 0; r < c.p; ++r) {
+    ModelStageConfig mc;
+    mc.model = config;
+    mc.optimizer = Adam();
+    mc.num_stages = plan.num_stages;
+    mc.num_microbatches = c.m;
+    mc.copy_bandwidth_bytes_per_s = c.bandwidth;
+    for (int s = 0; s < plan.num_stages; ++s) {
+      if (plan.WorkerOf(s) == r) mc.stages.push_back(s);
+    }
+    mc.data = Data(config);
+    backends.push_back(std::make_unique<kernels::CpuBackend>());
+    auto runner = ModelStageRunner::Create(backends.back().get(), mc);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    runners.push_back(std::move(*runner));
+    raw.push_back(runners.back().get());
+  }
+  FakeTransportHub hub(c.p);
+  auto results = RunInProcess(plan, raw, kSteps, &hub);
+  ASSERT_TRUE(results.ok()) << results.status();
+
+  // The reference: the whole model in one chunk, microbatches in order, fused backward.
+  kernels::CpuBackend ref_backend;
+  auto whole = model::GptChunk::Create(&ref_backend, config, model::WholeModel(config));
+  ASSERT_TRUE(whole.ok());
+  auto data = Data(config);
+  const int loss_worker = plan.WorkerOf(plan.num_stages - 1);
+  for (int step = 0; step < kSteps; ++step) {
+    ASSERT_TRUE((*whole)->ZeroGrad().ok());
+    double loss = 0;
+    for (int mb = 0; mb < c.m; ++mb) {
+      MicrobatchData d = *data(step, mb);
+      model::ForwardInput in;
+      in.tokens = d.tokens;
+      in.targets = d.targets;
+      in.loss_scale = 1.0f / c.m;
+      auto out = (*whole)->Forward(mb, std::move(in));
+      ASSERT_TRUE(out.ok());
+      loss += out->loss / c.m;
+      ASSERT_TRUE((*whole)->Backward(mb, kernels::Tensor()).ok());
+    }
+    ASSERT_TRUE((*whole)->OptimizerStep(Adam(), step + 1).ok());
+    ASSERT_TRUE((*results)[loss_worker][step].loss.has_value());
+    EXPECT_EQ(*(*results)[loss_worker][step].loss, loss) << "step " << step;
+  }
+  const auto ref_weights = Weights(ref_backend, **whole);
+  std::vector<std::vector<float>> weights;
+  for (int s = 0; s < plan.num_stages; ++s) {
+    const int r = plan.WorkerOf(s);
+    auto w = Weights(*backends[r], *runners[r]->chunk(s));
+    weights.insert(weights.end(), w.begin(), w.end());
+  }
+  ASSERT_EQ(weights.size(), ref_weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    ASSERT_EQ(weights[i].size(), ref_weights[i].size());
+    EXPECT_EQ(
+        std::memcmp(weights[i].data(), ref_weights[i].data(), weights[i].size() * sizeof(float)), 0)
+        << "parameter " << i << " differs";
+  }
+  int64_t offloaded = 0;
+  for (int r = 0; r < c.p; ++r) {
+    for (const StepResult& step : (*results)[r]) {
+      EXPECT_EQ(step.peak_activation_bytes, std::llround(sim->peak_memory[r]))
+          << "worker " << r << " step " << step.step;
+      offloaded += step.offloaded_bytes;
+    }
+    EXPECT_EQ(backends[r]->host_allocator().current_bytes(), 0) << "worker " << r;
+  }
+  EXPECT_GT(offloaded, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, OffloadTrainingTest,
+    ::testing::Values(ModelCase{"1f1b", 2, 4, 0}, ModelCase{"gpipe", 2, 4, 0},
+                      ModelCase{"zb-h1", 4, 6, 0}, ModelCase{"interleaved-1f1b", 2, 4, 0},
+                      ModelCase{"v-half", 4, 8, 0}, ModelCase{"1f1b", 4, 6, 5e7}),
+    [](const ::testing::TestParamInfo<ModelCase>& info) {
+      std::string n = info.param.schedule + "_p" + std::to_string(info.param.p) + "_m" +
+                      std::to_string(info.param.m) + (info.param.bandwidth > 0 ? "_capped" : "");
+      for (char& ch : n) {
+        if (ch == '-') ch = '_';
+      }
+      return n;
+    });
+
+}  // namespace
+}  // namespace pipetrain::worker

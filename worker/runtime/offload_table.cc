@@ -1,0 +1,85 @@
+#include "worker/runtime/offload_table.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pipetrain::worker {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Name(int stage, int microbatch) {
+  return absl::StrCat("stage ", stage, " microbatch ", microbatch);
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> OffloadTable::Offload(int stage, int microbatch,
+                                              const std::vector<kernels::Tensor*>& slots) {
+  if (entries_.contains(Key(stage, microbatch))) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("offload of ", Name(stage, microbatch), ": already offloaded"));
+  }
+  PT_ASSIGN_OR_RETURN(std::shared_ptr<CopyTicket> ticket,
+                      copier_->StartOffload(slots, absl::StrCat("offloaded activations of ",
+                                                                Name(stage, microbatch))));
+  const int64_t bytes = ticket->bytes();
+  entries_[Key(stage, microbatch)] = Entry{State::kOffloaded, std::move(ticket)};
+  return bytes;
+}
+
+absl::Status OffloadTable::Reload(int stage, int microbatch,
+                                  const std::vector<kernels::Tensor*>& slots) {
+  auto it = entries_.find(Key(stage, microbatch));
+  if (it == entries_.end() || it->second.state != State::kOffloaded) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("reload of ", Name(stage, microbatch), ": its activations are not offloaded"));
+  }
+  PT_ASSIGN_OR_RETURN(std::shared_ptr<CopyTicket> ticket,
+                      copier_->StartReload(slots, absl::StrCat("reloaded activations of ",
+                                                               Name(stage, microbatch))));
+  it->second = Entry{State::kReloading, std::move(ticket)};
+  return absl::OkStatus();
+}
+
+absl::Status OffloadTable::AwaitResident(int stage, int microbatch, const char* action) {
+  auto it = entries_.find(Key(stage, microbatch));
+  if (it == entries_.end()) return absl::OkStatus();
+  if (it->second.state == State::kOffloaded) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(action, " of ", Name(stage, microbatch),
+                     " needs activations that are offloaded and were not reloaded"));
+  }
+  const std::shared_ptr<CopyTicket> ticket = std::move(it->second.ticket);
+  entries_.erase(it);
+  if (!ticket->done()) {
+    const int64_t start = NowNs();
+    absl::Status status = ticket->Wait();
+    wait_ns_ += NowNs() - start;
+    ++waits_;
+    return status;
+  }
+  return ticket->Wait();
+}
+
+absl::Status OffloadTable::EndStep() {
+  absl::Status status = copier_->Drain();
+  if (!entries_.empty()) {
+    const auto& [key, entry] = *entries_.begin();
+    const int stage = static_cast<int>(key >> 32);
+    const int mb = static_cast<int>(static_cast<uint32_t>(key));
+    status = absl::FailedPreconditionError(
+        absl::StrCat(entries_.size(), " offloaded stash(es) never went back to compute, e.g. ",
+                     Name(stage, mb), entry.state == State::kOffloaded ? " (never reloaded)" : ""));
+    entries_.clear();
+  }
+  return status;
+}
+
+}  // namespace pipetrain::worker
