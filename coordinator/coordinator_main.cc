@@ -32,10 +32,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 3600.0));
   app.add_option("--auth-token", config.auth_token,
                  "require \"authorization: Bearer <token>\" on JobService calls");
-  app.add_option("--tls-cert", config.tls_cert_file, "server certificate (PEM); enables TLS");
-  app.add_option("--tls-key", config.tls_key_file, "server private key (PEM)");
+  app.add_option("--tls-cert", config.tls_cert_file,
+                 "certificate (PEM) served, and presented to workers (which are then called "
+                 "over TLS); enables TLS");
+  app.add_option("--tls-key", config.tls_key_file, "private key (PEM) of --tls-cert");
   app.add_option("--tls-client-ca", config.tls_client_ca_file,
-                 "CA (PEM) that client certificates must chain to: mutual TLS");
+                 "CA (PEM) that client and worker certificates must chain to (mutual TLS); "
+                 "also verifies the workers' servers");
   CLI11_PARSE(app, argc, argv);
   config.heartbeat_timeout = absl::Seconds(heartbeat_timeout_s);
   config.jobs.dispatch.prepare_timeout = absl::Seconds(prepare_timeout_s);
