@@ -8,7 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libgoogle-glog-dev prometheus-cpp-dev libopenblas-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev libxxhash-dev libyaml-cpp-dev
-  prometheus yamllint python3-yaml
+  prometheus yamllint python3-yaml openssl
 )
 # deploy/check.sh needs a kubectl with `kubectl kustomize`; Debian's kubernetes-client
 # conflicts with a kubectl package that some images already carry, so only add it if missing.
