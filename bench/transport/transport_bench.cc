@@ -1,18 +1,19 @@
 // Transport bandwidth between two processes on loopback: pipetrain's TcpTransport against a
 // plain TCP socket copy of the same bytes, measured side by side in one run.
 //
-// For each tensor size, a child process receives `count` tensors and answers with one small
-// ack; the parent times from its first send to the ack. Each (size, method) pair is run
+// For each tensor size, a child process first receives two untimed warm-up tensors (so both
+// methods start with their receive buffers faulted in, as in a running pipeline) and acks them;
+// then it receives `count` tensors and answers with one small ack; the parent times from its
+// first timed send to that ack. Each (size, method) pair is run
 // `repeats` times, interleaved, and the best time is kept (the machine is shared and noisy).
 // Output: a Markdown table on stdout and, with --json FILE, machine-readable results.
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <malloc.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -29,6 +30,7 @@ namespace pipetrain::worker {
 namespace {
 
 constexpr int64_t kTotalBytesPerRun = int64_t{256} << 20;
+constexpr int64_t kWarmup = 2;
 
 int64_t CountFor(int64_t bytes) { return std::max<int64_t>(8, kTotalBytesPerRun / bytes); }
 
@@ -44,15 +46,16 @@ double RawRun(int64_t bytes, int64_t count) {
     // receiver that hands tensors to compute must; a small ring buffer would stay in cache and
     // measure the kernel copy alone.
     std::vector<char> buf(bytes);
-    for (int64_t i = 0; i < count; ++i) {
+    char ack = 1;
+    for (int64_t i = 0; i < count + kWarmup; ++i) {
       int64_t got = 0;
       while (got < bytes) {
         ssize_t k = ::recv(fd, buf.data() + got, bytes - got, 0);
         if (k <= 0) _exit(1);
         got += k;
       }
+      if (i == kWarmup - 1) ::send(fd, &ack, 1, 0);
     }
-    char ack = 1;
     ::send(fd, &ack, 1, 0);
     ::close(fd);
     _exit(0);
@@ -66,8 +69,13 @@ double RawRun(int64_t bytes, int64_t count) {
   inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) std::abort();
   std::vector<float> payload(bytes / sizeof(float), 1.5f);
-  const absl::Time start = absl::Now();
-  for (int64_t i = 0; i < count; ++i) {
+  char ack = 0;
+  absl::Time start;
+  for (int64_t i = 0; i < count + kWarmup; ++i) {
+    if (i == kWarmup) {
+      if (::recv(fd, &ack, 1, MSG_WAITALL) != 1) std::abort();
+      start = absl::Now();
+    }
     const char* p = reinterpret_cast<const char*>(payload.data());
     int64_t left = bytes;
     while (left > 0) {
@@ -77,7 +85,6 @@ double RawRun(int64_t bytes, int64_t count) {
       left -= k;
     }
   }
-  char ack = 0;
   if (::recv(fd, &ack, 1, MSG_WAITALL) != 1) std::abort();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   ::close(fd);
@@ -86,11 +93,12 @@ double RawRun(int64_t bytes, int64_t count) {
 }
 
 // TcpTransport: rank 1 (child) receives `count` activations, then sends a 1-element gradient.
-double TransportRun(int64_t bytes, int64_t count) {
+double TransportRun(int64_t bytes, int64_t count, bool checksum) {
   auto l0 = TcpListener::Bind("127.0.0.1", 0);
   auto l1 = TcpListener::Bind("127.0.0.1", 0);
   if (!l0.ok() || !l1.ok()) std::abort();
   TcpTransportOptions options;
+  options.checksum = checksum;
   options.addresses = {absl::StrCat("127.0.0.1:", (*l0)->port()),
                        absl::StrCat("127.0.0.1:", (*l1)->port())};
   pid_t child = fork();
@@ -99,15 +107,19 @@ double TransportRun(int64_t bytes, int64_t count) {
     options.peers = {0};
     auto t = TcpTransport::Connect(options, std::move(*l1));
     if (!t.ok()) _exit(1);
-    for (int64_t i = 0; i < count; ++i) {
+    const auto send_ack = [&](int32_t id) {
+      Message ack;
+      ack.key = MessageKey{0, 1, id, TensorRole::kGradient};
+      ack.shape = {1};
+      ack.data = {1.0f};
+      (void)(*t)->Send(0, std::move(ack));
+    };
+    for (int64_t i = 0; i < count + kWarmup; ++i) {
       MessageKey key{0, 0, static_cast<int32_t>(i), TensorRole::kActivation};
       if (!(*t)->Recv(0, key, absl::InfiniteFuture()).ok()) _exit(2);
+      if (i == kWarmup - 1) send_ack(0);
     }
-    Message ack;
-    ack.key = MessageKey{0, 1, 0, TensorRole::kGradient};
-    ack.shape = {1};
-    ack.data = {1.0f};
-    (void)(*t)->Send(0, std::move(ack));
+    send_ack(1);
     (void)(*t)->Flush(absl::InfiniteFuture());
     _exit(0);
   }
@@ -116,17 +128,22 @@ double TransportRun(int64_t bytes, int64_t count) {
   auto t = TcpTransport::Connect(options, std::move(*l0));
   if (!t.ok()) std::abort();
   const int64_t elements = bytes / static_cast<int64_t>(sizeof(float));
-  std::vector<Message> messages(count);
-  for (int64_t i = 0; i < count; ++i) {
+  std::vector<Message> messages(count + kWarmup);
+  for (int64_t i = 0; i < count + kWarmup; ++i) {
     messages[i].key = MessageKey{0, 0, static_cast<int32_t>(i), TensorRole::kActivation};
     messages[i].shape = {elements};
     messages[i].data.assign(elements, 1.5f);
   }
-  const absl::Time start = absl::Now();
-  for (Message& m : messages) {
-    if (!(*t)->Send(1, std::move(m)).ok()) std::abort();
+  absl::Time start;
+  for (int64_t i = 0; i < count + kWarmup; ++i) {
+    if (i == kWarmup) {
+      auto warm = (*t)->Recv(1, MessageKey{0, 1, 0, TensorRole::kGradient}, absl::InfiniteFuture());
+      if (!warm.ok()) std::abort();
+      start = absl::Now();
+    }
+    if (!(*t)->Send(1, std::move(messages[i])).ok()) std::abort();
   }
-  auto ack = (*t)->Recv(1, MessageKey{0, 1, 0, TensorRole::kGradient}, absl::InfiniteFuture());
+  auto ack = (*t)->Recv(1, MessageKey{0, 1, 1, TensorRole::kGradient}, absl::InfiniteFuture());
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!ack.ok()) std::abort();
   t->reset();
@@ -150,24 +167,30 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--repeats" && i + 1 < argc) repeats = std::atoi(argv[++i]);
   }
   const std::vector<int64_t> sizes = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
-  std::printf("| tensor | messages | raw socket GB/s | TcpTransport GB/s | ratio |\n");
-  std::printf("|---|---|---|---|---|\n");
+  std::printf(
+      "| tensor | messages | raw socket GB/s | TcpTransport GB/s (checksummed) | ratio | "
+      "TcpTransport GB/s (no checksum) | ratio |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   std::string json = "[";
   for (int64_t bytes : sizes) {
     const int64_t count = CountFor(bytes);
-    double raw = 1e30, ours = 1e30;
+    double raw = 1e30, ours = 1e30, plain = 1e30;
     for (int r = 0; r < repeats; ++r) {
       raw = std::min(raw, RawRun(bytes, count));
-      ours = std::min(ours, TransportRun(bytes, count));
+      ours = std::min(ours, TransportRun(bytes, count, true));
+      plain = std::min(plain, TransportRun(bytes, count, false));
     }
     const double total = static_cast<double>(bytes * count);
     const double raw_gbs = total / raw / 1e9, ours_gbs = total / ours / 1e9;
-    std::printf("| %lld KiB | %lld | %.2f | %.2f | %.2f |\n", static_cast<long long>(bytes >> 10),
-                static_cast<long long>(count), raw_gbs, ours_gbs, ours_gbs / raw_gbs);
+    const double plain_gbs = total / plain / 1e9;
+    std::printf("| %lld KiB | %lld | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+                static_cast<long long>(bytes >> 10), static_cast<long long>(count), raw_gbs,
+                ours_gbs, ours_gbs / raw_gbs, plain_gbs, plain_gbs / raw_gbs);
     std::fflush(stdout);
     json += absl::StrCat(json.size() > 1 ? "," : "", "{\"bytes\":", bytes, ",\"messages\":", count,
                          ",\"raw_gbps\":", raw_gbs, ",\"transport_gbps\":", ours_gbs,
-                         ",\"ratio\":", ours_gbs / raw_gbs, "}");
+                         ",\"ratio\":", ours_gbs / raw_gbs,
+                         ",\"transport_no_checksum_gbps\":", plain_gbs, "}");
   }
   json += "]\n";
   if (!json_path.empty()) {

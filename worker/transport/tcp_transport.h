@@ -2,11 +2,11 @@
 //
 // Why plain TCP rather than Gloo or gRPC streams: pipeline traffic is point-to-point between
 // neighbours, which is all a socket is; a socket gives us our own framing (a 72-byte header
-// with the message key, shape and an XXH3 checksum, then the raw float32 payload, with no
+// with the message key and shape, the raw float32 payload, then its XXH3 checksum; no
 // serialization copy), exact control over timeouts and failure detection (EOF on a lost peer
-// fails pending receives at once), and it measures within a few percent of a raw socket copy
-// (bench/transport). Gloo's pairs add a rendezvous store and no failure semantics we need;
-// gRPC streams add protobuf framing and copies of every payload.
+// fails pending receives at once), and bench/transport measures it against a raw socket copy
+// of the same bytes (docs/BENCHMARKS.md). Gloo's pairs add a rendezvous store and no failure
+// semantics we need; gRPC streams add protobuf framing and copies of every payload.
 //
 // Shutdown: destroying the transport drains queued sends, then writes a goodbye frame, so a
 // peer can tell "finished its run" from "lost" (EOF without goodbye).
@@ -56,6 +56,9 @@ struct TcpTransportOptions {
   std::vector<int> peers;              // ranks this worker exchanges messages with
   absl::Duration connect_timeout = absl::Seconds(30);
   int64_t max_message_bytes = int64_t{1} << 30;  // larger frames fail the link (DataLoss)
+  // Checksum every payload (XXH3 trailer, verified by the receiver). Costs about a tenth of
+  // loopback bandwidth; turn off only where the link's own integrity is trusted.
+  bool checksum = true;
 };
 
 class TcpTransport final : public Transport {
@@ -95,8 +98,7 @@ class TcpTransport final : public Transport {
   Mailbox mailbox_;
   std::vector<std::unique_ptr<Link>> links_;  // indexed by rank; null for non-peers
   std::atomic<bool> stopping_{false};
-  std::atomic<int64_t> sent_bytes_{0}, received_bytes_{0}, sent_messages_{0},
-      received_messages_{0};
+  std::atomic<int64_t> sent_bytes_{0}, received_bytes_{0}, sent_messages_{0}, received_messages_{0};
 };
 
 }  // namespace pipetrain::worker
