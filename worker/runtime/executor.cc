@@ -125,6 +125,7 @@ absl::Status Executor::Run(const Action& action, int step, int64_t* bytes) {
                                                       act ? "received activation"
                                                           : "received gradient"));
       *bytes = message.bytes();
+      transport_->Recycle(std::move(message.data));
       inbox_[Key{s, mb, act ? Slot::kActivation : Slot::kGradient}] = std::move(tensor);
       return absl::OkStatus();
     }

@@ -434,7 +434,7 @@ void TcpTransport::ReadLoop(Link* link) {
     Message message;
     message.key = key;
     message.shape.assign(header.shape, header.shape + header.ndim);
-    message.data.resize(static_cast<size_t>(elements));
+    message.data = TakeBuffer(static_cast<size_t>(elements));
     const bool checksummed = (header.flags & kChecksummed) != 0;
     uint64_t checksum = 0, expected = 0;
     absl::Status s =
@@ -485,6 +485,29 @@ void TcpTransport::Abort(absl::Status status) {
     if (link->send_status.ok()) link->send_status = status;
     link->queue.clear();
   }
+}
+
+void TcpTransport::Recycle(std::vector<float> buffer) {
+  constexpr size_t kMaxPooled = 8;  // a few in flight per peer is all a pipeline needs
+  absl::MutexLock lock(&pool_mu_);
+  if (pool_.size() < kMaxPooled && buffer.capacity() > 0) pool_.push_back(std::move(buffer));
+}
+
+std::vector<float> TcpTransport::TakeBuffer(size_t elements) {
+  std::vector<float> buffer;
+  {
+    absl::MutexLock lock(&pool_mu_);
+    for (size_t i = 0; i < pool_.size(); ++i) {
+      if (pool_[i].capacity() >= elements) {
+        buffer = std::move(pool_[i]);
+        pool_.erase(pool_.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
+  }
+  // Shrinking keeps the bytes (no fill); only growth beyond the old size zero-fills.
+  buffer.resize(elements);
+  return buffer;
 }
 
 TransportStats TcpTransport::stats() const {

@@ -74,6 +74,7 @@ class TcpTransport final : public Transport {
   absl::Status Flush(absl::Time deadline) override;
   TransportStats stats() const override;
   void Abort(absl::Status status) override;
+  void Recycle(std::vector<float> buffer) override;
 
  private:
   struct Link {
@@ -95,7 +96,12 @@ class TcpTransport final : public Transport {
   void WriteLoop(Link* link);
 
   const TcpTransportOptions options_;
+  // Takes a buffer of at least `elements` capacity from the pool (or a new one), sized to it.
+  std::vector<float> TakeBuffer(size_t elements);
+
   Mailbox mailbox_;
+  absl::Mutex pool_mu_;
+  std::vector<std::vector<float>> pool_ ABSL_GUARDED_BY(pool_mu_);
   std::vector<std::unique_ptr<Link>> links_;  // indexed by rank; null for non-peers
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> sent_bytes_{0}, received_bytes_{0}, sent_messages_{0}, received_messages_{0};

@@ -14,6 +14,7 @@
 #define PIPETRAIN_WORKER_TRANSPORT_TRANSPORT_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,6 +43,10 @@ class Transport {
   // Fails every link with `status` (e.g. Cancelled when the job is aborted): pending and later
   // Recv/Send return it at once. Irreversible.
   virtual void Abort(absl::Status status) = 0;
+  // Gives a received message's storage back for reuse by later receives (optional): in a
+  // steady-state pipeline the same tensor sizes recur, so this saves zero-filling and
+  // page-faulting a fresh buffer for every message.
+  virtual void Recycle(std::vector<float> buffer) { (void)buffer; }
 };
 
 }  // namespace pipetrain::worker
