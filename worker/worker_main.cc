@@ -5,7 +5,9 @@
 //                    [--tls-ca PEM]]
 //       the daemon: registers with the coordinator and runs the jobs it dispatches.
 //   pipetrain-worker --plan job.plan.json --rank R [--steps N] [--trace-dir DIR] [--report FILE]
-//       one rank of a plan file, without a coordinator (testing and debugging the runtime).
+//                    [--resume-from CKPT_DIR --start-step N]
+//       one rank of a plan file, without a coordinator (testing and debugging the runtime);
+//       --resume-from loads CKPT_DIR/step-N (written with the spec's checkpoint settings).
 //
 // --emulate (either mode) replaces compute by sleeping for the plan's predicted times: EMULATED,
 // for scale tests only. Flags are parsed here and nowhere else.
@@ -61,6 +63,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", plan.steps, "plan-file mode: steps (default: training.steps)");
   app.add_option("--trace-dir", plan.trace_dir, "plan-file mode: Chrome trace per step here");
   app.add_option("--report", plan.report_path, "plan-file mode: one JSON line per step here");
+  app.add_option("--resume-from", plan.resume_from,
+                 "plan-file mode: checkpoint root dir; loads <dir>/step-<start-step>/stage-*.ckpt");
+  app.add_option("--start-step", plan.start_step,
+                 "plan-file mode: first step to run (the checkpoint's step with --resume-from)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--emulate", session.emulate,
                "EMULATED compute: sleep for the plan's predicted times (scale tests only)");
   app.add_option("--blas-threads", session.blas_threads, "OpenBLAS threads")

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/model/checkpoint.h"
 
 namespace pipetrain::worker {
 
@@ -62,6 +63,10 @@ void ModelStageRunner::Measure() { peak_bytes_ = std::max(peak_bytes_, activatio
 
 absl::Status ModelStageRunner::BeginStep(int step) {
   step_ = step;
+  if (!optimizer_steps_known_) {
+    optimizer_steps_ = step;
+    optimizer_steps_known_ = true;
+  }
   data_.clear();
   losses_.clear();
   for (auto& [stage, c] : chunks_) PT_RETURN_IF_ERROR(c->ZeroGrad());
@@ -137,13 +142,39 @@ absl::StatusOr<std::optional<double>> ModelStageRunner::EndStep() {
           "stage ", stage, " still holds activations of ", c->InFlightMicrobatches().size(),
           " microbatch(es) at the end of the step (a W or BW is missing)"));
     }
-    PT_RETURN_IF_ERROR(c->OptimizerStep(config_.optimizer, step_ + 1));
+  }
+  ++optimizer_steps_;
+  for (auto& [stage, c] : chunks_) {
+    PT_RETURN_IF_ERROR(c->OptimizerStep(config_.optimizer, optimizer_steps_));
   }
   if (losses_.empty()) return std::optional<double>();
   // The same arithmetic, in the same order, as the reference trainer: sum of loss / m.
   double loss = 0;
   for (const auto& [mb, l] : losses_) loss += l / config_.num_microbatches;
   return std::optional<double>(loss);
+}
+
+absl::Status ModelStageRunner::SaveCheckpoint(const std::string& dir, int64_t step) {
+  for (auto& [stage, c] : chunks_) {
+    PT_RETURN_IF_ERROR(model::SaveChunkCheckpoint(*c, optimizer_steps_,
+                                                  model::StageCheckpointPath(dir, step, stage)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelStageRunner::LoadCheckpoint(const std::string& dir, int64_t step) {
+  for (auto& [stage, c] : chunks_) {
+    const std::string path = model::StageCheckpointPath(dir, step, stage);
+    PT_ASSIGN_OR_RETURN(const int64_t optimizer_step, model::LoadChunkCheckpoint(path, *c));
+    if (optimizer_step != step) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", path, ": holds the state after ", optimizer_step,
+                       " optimizer steps, but the run resumes at step ", step));
+    }
+  }
+  optimizer_steps_ = step;
+  optimizer_steps_known_ = true;
+  return absl::OkStatus();
 }
 
 }  // namespace pipetrain::worker

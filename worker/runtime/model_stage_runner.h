@@ -15,6 +15,11 @@
 // The chunk's own synchronous Offload/Reload are not used, so GptChunk::IsOffloaded stays
 // false; this runner's OffloadTable is the authority on what is off the device.
 //
+// Checkpoints: SaveCheckpoint writes every held stage's chunk to
+// <dir>/step-<N>/stage-<s>.ckpt (model/checkpoint.h) between steps; LoadCheckpoint, before the
+// first step of a resumed run, loads them and takes the AdamW step count from the files. The data
+// position needs no saving: a microbatch is a pure function of (seed, step, microbatch).
+//
 // Thread-safety: not thread-safe (one executor thread).
 #ifndef PIPETRAIN_WORKER_RUNTIME_MODEL_STAGE_RUNNER_H_
 #define PIPETRAIN_WORKER_RUNTIME_MODEL_STAGE_RUNNER_H_
@@ -22,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "worker/model/gpt_chunk.h"
@@ -76,6 +82,16 @@ class ModelStageRunner final : public StageRunner {
   // The chunk holding `stage` (null if not on this worker).
   model::GptChunk* chunk(int stage);
 
+  // Between steps, after `step` completed steps (N = step): writes every held stage's chunk to
+  // <dir>/step-<step>/stage-<s>.ckpt atomically.
+  absl::Status SaveCheckpoint(const std::string& dir, int64_t step);
+  // Before the first step: loads <dir>/step-<step>/stage-<s>.ckpt into every held stage. The
+  // files' optimizer step count must equal `step` (else FailedPrecondition); AdamW continues from
+  // it. A failure names the file.
+  absl::Status LoadCheckpoint(const std::string& dir, int64_t step);
+  // AdamW steps applied so far (from the checkpoint, or the first step's index, plus steps run).
+  int64_t optimizer_steps() const { return optimizer_steps_; }
+
   // Copy-engine counters and the time compute spent waiting for late reloads.
   CopierStats copier_stats() const { return copier_.stats(); }
   int64_t reload_wait_ns() const { return offloads_.wait_ns(); }
@@ -96,6 +112,9 @@ class ModelStageRunner final : public StageRunner {
   std::map<int, std::unique_ptr<model::GptChunk>> chunks_;
   std::map<int, MicrobatchData> data_;  // this step's microbatches, fetched on first use
   int step_ = 0;
+  // AdamW steps applied; set by LoadCheckpoint or, failing that, by the first BeginStep.
+  int64_t optimizer_steps_ = 0;
+  bool optimizer_steps_known_ = false;
   std::map<int, double> losses_;  // per microbatch, summed in microbatch order at EndStep
   int64_t peak_bytes_ = 0;
   int64_t offloaded_bytes_ = 0;

@@ -40,15 +40,14 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
         absl::StrCat("rank: ", rank, " is outside 0..", sched.num_workers - 1));
   }
   if (request.peers_size() != sched.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("peers: ", request.peers_size(),
-                                                   " given, the plan has ", sched.num_workers,
-                                                   " workers"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peers: ", request.peers_size(), " given, the plan has ", sched.num_workers, " workers"));
   }
   std::vector<std::string> addresses(sched.num_workers);
   for (const v1::Peer& peer : request.peers()) {
     if (peer.rank() < 0 || peer.rank() >= sched.num_workers) {
-      return absl::InvalidArgumentError(absl::StrCat("peers[].rank: ", peer.rank(),
-                                                     " is outside 0..", sched.num_workers - 1));
+      return absl::InvalidArgumentError(
+          absl::StrCat("peers[].rank: ", peer.rank(), " is outside 0..", sched.num_workers - 1));
     }
     addresses[peer.rank()] = peer.address();
   }
@@ -80,8 +79,12 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     emulated.bytes_per_unit = 1.0;  // the plan stores bytes
     emulated.boundary_elements =
         int64_t{request.spec().training().microbatch_size()} * config.seq_len * config.hidden;
-    session->runner_ = std::make_unique<EmulatedStageRunner>(session->backend_.get(),
-                                                             sched.num_stages, emulated);
+    session->runner_ =
+        std::make_unique<EmulatedStageRunner>(session->backend_.get(), sched.num_stages, emulated);
+    if (!request.checkpoint_path().empty()) {
+      return absl::InvalidArgumentError(
+          "checkpoint_path: emulated compute has no weights to resume from");
+    }
   } else {
     ModelStageConfig mc;
     mc.model = config;
@@ -100,6 +103,15 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     for (int s : my_stages) {
       session->parameter_bytes_ += runner->chunk(s)->ParameterStateBytes();
     }
+    if (!request.checkpoint_path().empty()) {
+      PT_RETURN_IF_ERROR(runner->LoadCheckpoint(request.checkpoint_path(), request.start_step()));
+    }
+    const v1::CheckpointSpec& ckpt = request.spec().checkpoint();
+    if (!ckpt.dir().empty() && ckpt.interval_steps() > 0) {
+      session->checkpoint_dir_ = ckpt.dir();
+      session->checkpoint_interval_ = ckpt.interval_steps();
+    }
+    session->model_runner_ = runner.get();
     session->runner_ = std::move(runner);
   }
 
@@ -122,9 +134,9 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
   topts.peers.assign(peers.begin(), peers.end());
   topts.connect_timeout = options.connect_timeout;
   PT_ASSIGN_OR_RETURN(session->transport_, TcpTransport::Connect(topts, std::move(listener)));
-  session->executor_ = std::make_unique<Executor>(session->schedule_, rank, session->runner_.get(),
-                                                  session->transport_.get(),
-                                                  ExecutorOptions{options.recv_timeout});
+  session->executor_ =
+      std::make_unique<Executor>(session->schedule_, rank, session->runner_.get(),
+                                 session->transport_.get(), ExecutorOptions{options.recv_timeout});
   return session;
 }
 
@@ -139,6 +151,11 @@ absl::Status WorkerSession::Run(int num_steps,
     if (cancelled_) return absl::CancelledError("the run was cancelled");
     PT_ASSIGN_OR_RETURN(StepResult result, executor_->RunStep(next_step_));
     ++next_step_;
+    if (model_runner_ != nullptr && checkpoint_interval_ > 0 &&
+        next_step_ % checkpoint_interval_ == 0) {
+      PT_RETURN_IF_ERROR(model_runner_->SaveCheckpoint(checkpoint_dir_, next_step_));
+      last_checkpoint_step_ = next_step_;
+    }
     PT_RETURN_IF_ERROR(on_step(result));
   }
   return absl::OkStatus();

@@ -3,6 +3,12 @@
 // --plan): the backend, its stage runner (real GPT chunks, or emulated compute when asked),
 // the TCP transport to its pipeline neighbours, and the executor. Run() drives the steps.
 //
+// Checkpoints (real compute only): with spec.checkpoint.dir and interval_steps K > 0, after every
+// step whose count of completed steps N is a multiple of K, each rank writes its stages to
+// <dir>/step-<N>/stage-<s>.ckpt (atomically, after the optimizer step) before reporting the
+// step. A request with checkpoint_path (a checkpoint root like spec.checkpoint.dir) and
+// start_step N loads <checkpoint_path>/step-<N>/stage-<s>.ckpt for every held stage at Create.
+//
 // Thread-safety: not thread-safe; one thread calls Run.
 #ifndef PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
 #define PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
@@ -10,6 +16,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "coordinator/schedule/schedule.h"
@@ -22,6 +29,8 @@
 #include "worker/transport/transport.h"
 
 namespace pipetrain::worker {
+
+class ModelStageRunner;
 
 struct SessionOptions {
   // EMULATED compute (sleep for the plan's predicted times; real memory and transfers).
@@ -53,6 +62,9 @@ class WorkerSession {
   int rank() const { return rank_; }
   bool holds_loss() const;
   int64_t parameter_bytes() const { return parameter_bytes_; }
+  // Completed-step count N of the last checkpoint this session wrote (step-N), or -1. Read it in
+  // Run's on_step: it is updated before on_step of the step that wrote it.
+  int64_t last_checkpoint_step() const { return last_checkpoint_step_; }
 
  private:
   WorkerSession() = default;
@@ -62,6 +74,10 @@ class WorkerSession {
   int next_step_ = 0;
   std::atomic<bool> cancelled_{false};
   int64_t parameter_bytes_ = 0;
+  std::string checkpoint_dir_;  // empty: no checkpoints
+  int checkpoint_interval_ = 0;
+  int64_t last_checkpoint_step_ = -1;
+  ModelStageRunner* model_runner_ = nullptr;  // runner_ when it runs real chunks
   std::unique_ptr<data::Dataset> dataset_;
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<StageRunner> runner_;

@@ -20,26 +20,34 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
   v1::PrepareRequest request;
   PT_RETURN_IF_ERROR(schedule::FromJson(text.str(), &request));
   request.set_rank(config.rank);
-  const int steps = config.steps > 0 ? config.steps : request.spec().training().steps();
+  request.set_start_step(config.start_step);
+  request.set_checkpoint_path(config.resume_from);
+  const int steps =
+      config.steps > 0 ? config.steps : request.spec().training().steps() - config.start_step;
   PT_ASSIGN_OR_RETURN(auto session, WorkerSession::Create(request, config.session));
 
   std::ofstream report;
   if (!config.report_path.empty()) report.open(config.report_path);
   const schedule::Schedule& sched = session->schedule();
   const int rank = config.rank;
+  WorkerSession* s = session.get();
   return session->Run(steps, [&](const StepResult& r) {
     const std::string loss = r.loss ? absl::StrFormat("%.17g", *r.loss) : "null";
-    std::printf("rank %d step %d loss %s time_ms %.1f peak_activation_bytes %lld sent_bytes %lld\n",
-                rank, r.step, loss.c_str(), r.duration_ns / 1e6,
-                static_cast<long long>(r.peak_activation_bytes),
-                static_cast<long long>(r.sent_bytes));
+    const int64_t checkpoint = s->last_checkpoint_step() == r.step + 1 ? r.step + 1 : 0;
+    const std::string written =
+        checkpoint > 0 ? absl::StrFormat(" checkpoint_step %d", checkpoint) : "";
+    std::printf(
+        "rank %d step %d loss %s time_ms %.1f peak_activation_bytes %lld sent_bytes %lld%s\n", rank,
+        r.step, loss.c_str(), r.duration_ns / 1e6, static_cast<long long>(r.peak_activation_bytes),
+        static_cast<long long>(r.sent_bytes), written.c_str());
     std::fflush(stdout);
     if (report.is_open()) {
       report << absl::StrFormat(
                     "{\"rank\":%d,\"step\":%d,\"loss\":%s,\"duration_ns\":%d,"
-                    "\"peak_activation_bytes\":%d,\"sent_bytes\":%d,\"received_bytes\":%d}",
+                    "\"peak_activation_bytes\":%d,\"sent_bytes\":%d,\"received_bytes\":%d,"
+                    "\"checkpoint_step\":%d}",
                     rank, r.step, loss, r.duration_ns, r.peak_activation_bytes, r.sent_bytes,
-                    r.received_bytes)
+                    r.received_bytes, checkpoint)
              << std::endl;
     }
     if (!config.trace_dir.empty()) {
