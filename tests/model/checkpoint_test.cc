@@ -1,7 +1,8 @@
 // Chunk checkpoints: a save/load round trip restores values and AdamW moments bitwise (and
 // training continues bitwise like the original); truncated, bit-flipped and foreign files are
 // rejected with an error naming the file, leaving the chunk untouched; a write killed mid-way
-// leaves only a temp file that no loader or directory scan ever picks up.
+// leaves only a temp file that no loader or directory scan ever picks up. The manifest names only
+// complete checkpoints and detects corruption; pruning keeps the newest N up to the manifest.
 #include "worker/model/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -206,6 +207,62 @@ TEST_F(CheckpointTest, WriteKilledMidwayIsNeverPickedUp) {
   // Stages: a step directory missing a stage's file is not complete.
   EXPECT_EQ(LatestCompleteCheckpointStep(dir_, 2), std::nullopt);
   EXPECT_EQ(LatestCompleteCheckpointStep(dir_ + "/nonexistent", 1), std::nullopt);
+}
+
+TEST_F(CheckpointTest, ManifestNamesOnlyCompleteCheckpoints) {
+  EXPECT_EQ(ReadCheckpointManifest(dir_).status().code(), absl::StatusCode::kNotFound);
+  // step-2 has stage 0 only: complete for 1 stage, not for 2.
+  absl::Status s = WriteCheckpointManifest(dir_, {2, 2});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("stage-1.ckpt"), std::string::npos) << s;
+  EXPECT_FALSE(std::filesystem::exists(CheckpointManifestPath(dir_)));
+
+  ASSERT_TRUE(WriteCheckpointManifest(dir_, {2, 1}).ok());
+  auto m = ReadCheckpointManifest(dir_);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->step, 2);
+  EXPECT_EQ(m->num_stages, 1);
+
+  std::string text = ReadAll(CheckpointManifestPath(dir_));
+  text[text.find("step 2") + 5] = '4';  // a different step with the old checksum
+  WriteAll(CheckpointManifestPath(dir_), text);
+  EXPECT_EQ(ReadCheckpointManifest(dir_).status().code(), absl::StatusCode::kDataLoss);
+  WriteAll(CheckpointManifestPath(dir_), text.substr(0, text.size() / 2));
+  EXPECT_EQ(ReadCheckpointManifest(dir_).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(CheckpointTest, PruneKeepsTheNewestCompleteUpToTheManifest) {
+  for (int step : {4, 6, 8, 10, 12}) {
+    ASSERT_TRUE(SaveChunkCheckpoint(*chunk_, step, StageCheckpointPath(dir_, step, 0)).ok());
+  }
+  // Without a manifest nothing is deleted.
+  auto removed = PruneCheckpoints(dir_, 2);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_TRUE(removed->empty());
+  // A killed writer's leftover at step 9 (below the manifest), and step 12 is newer than it.
+  CheckpointWriteOptions abandon;
+  abandon.abandon_after_bytes = 100;
+  ASSERT_EQ(SaveChunkCheckpoint(*chunk_, 9, StageCheckpointPath(dir_, 9, 0), abandon).code(),
+            absl::StatusCode::kAborted);
+  ASSERT_TRUE(WriteCheckpointManifest(dir_, {10, 1}).ok());
+  removed = PruneCheckpoints(dir_, 2);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, (std::vector<int64_t>{2, 4, 6, 9}));
+  for (int step : {8, 10, 12}) {
+    EXPECT_TRUE(std::filesystem::exists(StageCheckpointPath(dir_, step, 0))) << step;
+  }
+  for (int step : {2, 4, 6, 9}) {
+    EXPECT_FALSE(std::filesystem::exists(CheckpointStepDir(dir_, step))) << step;
+  }
+  // keep_last 0 means 3: nothing more to delete among {8, 10}.
+  removed = PruneCheckpoints(dir_, 0);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_TRUE(removed->empty());
+  // The kept checkpoint still loads.
+  auto fresh = Fresh();
+  auto step = LoadChunkCheckpoint(StageCheckpointPath(dir_, 10, 0), *fresh);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 10);
 }
 
 }  // namespace
