@@ -10,9 +10,9 @@ v1::JobSpec DefaultJobSpec() {
   model->set_hidden(64);
   model->set_num_heads(4);
   model->set_ffn_hidden(256);
-  // seq_len and vocab_size come from the default data task (3-digit addition).
+  // seq_len and vocab_size come from the default data task (2-digit addition).
   v1::TrainingSpec* training = spec.mutable_training();
-  training->set_steps(200);
+  training->set_steps(300);
   training->set_microbatch_size(16);
   training->set_global_batch(128);  // 8 microbatches per step
   training->set_seed(1234);
