@@ -167,6 +167,41 @@ Schedule RepeatBlock(const BuildingBlock& block, int num_microbatches, std::stri
   // (nominal, chain, microbatch, pass index): a total order consistent with every dependency,
   // because a consumer's offset is >= its producer's and its chain position is larger.
   using Key = std::tuple<double, int, int, int>;
+  if (block.interval > 0) {
+    // Each pass's keys rise with the microbatch, so a worker's order is a merge of its passes'
+    // sequences (same keys, same order as sorting them all; O(actions x passes per worker)).
+    std::vector<std::vector<int>> mine(block.num_workers);
+    for (int i = 0; i < static_cast<int>(block.passes.size()); ++i) {
+      mine[block.stage_to_worker[block.passes[i].stage]].push_back(i);
+    }
+    std::vector<int> next;
+    for (int w = 0; w < block.num_workers; ++w) {
+      const std::vector<int>& ids = mine[w];
+      auto key = [&](int k) {
+        const BlockPass& pass = block.passes[ids[k]];
+        return Key(pass.offset + next[k] * block.interval, pass.chain, next[k], ids[k]);
+      };
+      next.assign(ids.size(), 0);
+      auto& list = schedule.worker_actions[w];
+      list.reserve(ids.size() * num_microbatches);
+      const size_t total = ids.size() * static_cast<size_t>(num_microbatches);
+      for (size_t n = 0; n < total; ++n) {
+        int pick = -1;
+        Key best;
+        for (int k = 0; k < static_cast<int>(ids.size()); ++k) {
+          if (next[k] >= num_microbatches) continue;
+          const Key x = key(k);
+          if (pick < 0 || x < best) {
+            pick = k;
+            best = x;
+          }
+        }
+        const BlockPass& pass = block.passes[ids[pick]];
+        list.push_back(Action{pass.kind, pass.stage, next[pick]++});
+      }
+    }
+    return schedule;
+  }
   std::vector<std::vector<Key>> keys(block.num_workers);
   for (auto& k : keys) k.reserve(3 * 2 * num_microbatches);
   for (int i = 0; i < static_cast<int>(block.passes.size()); ++i) {

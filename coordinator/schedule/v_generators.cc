@@ -118,7 +118,9 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
   if (blocks) {
     for (VVariant& v : BlockVariants()) variants.push_back(std::move(v));
   }
-  absl::StatusOr<VPlan> plan = PlanBestV(p, m, costs, cap, patterns, variants, name);
+  // With a wave schedule in hand, only candidates that can beat its span matter.
+  absl::StatusOr<VPlan> plan =
+      PlanBestV(p, m, costs, cap, patterns, variants, name, wave ? wave->max_span : 1e300);
   if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
                (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
     return std::move(wave->schedule);
@@ -181,15 +183,20 @@ struct Scored {
   int index = 0;  // < 0: pattern -index-1, else greedy variant
 };
 
-// Runs candidate `index` (see Scored) for m microbatches; nullopt if it does not fit the cap.
+// Runs candidate `index` (see Scored) for m microbatches; nullopt if it does not fit the cap or
+// if its longest worker span is certain to exceed `abort_span` (then *pruned = true). `record`
+// = false: the greedy engine does not materialise its actions (for screening).
 std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& costs, double cap,
                                   const std::vector<VPatternKind>& patterns,
                                   const std::vector<VVariant>& variants, const std::string& name,
-                                  absl::Status& error) {
+                                  absl::Status& error, double abort_span, bool record,
+                                  bool* pruned) {
+  *pruned = false;
   if (index < 0) {
     const VPatternKind kind = patterns[-index - 1];
     Schedule s = MakeVPattern(kind, p, m, name);
-    const VOrderEval e = EvaluateVOrder(s, costs);
+    const VOrderEval e = EvaluateVOrder(s, costs, cap, abort_span);
+    *pruned = e.pruned;
     if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) return std::nullopt;
     return VPlan{std::move(s), e.max_span, e.makespan, e.peak,
                  kind == VPatternKind::kMin ? "pattern v-min" : "pattern v-half"};
@@ -197,16 +204,23 @@ std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& cost
   const VVariant& variant = variants[index];
   if (variant.block) {
     Schedule s = RepeatBlock(MakeVBlock(p, costs, *variant.block), m, name);
-    const VOrderEval e = EvaluateVOrder(s, costs);
+    const VOrderEval e = EvaluateVOrder(s, costs, cap, abort_span);
+    *pruned = e.pruned;
     if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) return std::nullopt;
     return VPlan{std::move(s), e.max_span, e.makespan, e.peak, variant.label};
   }
   VGreedyOptions options = variant.options;
   options.memory_cap = cap;
+  options.abort_span = abort_span;
+  options.record = record;
   if (variant.inflight > 0) options.max_inflight.assign(p, variant.inflight);
   absl::StatusOr<VGreedyResult> r = GreedyScheduleV(p, m, costs, options, name);
   if (!r.ok()) {
     error = r.status();
+    return std::nullopt;
+  }
+  if (r->pruned) {
+    *pruned = true;
     return std::nullopt;
   }
   return VPlan{std::move(r->schedule), r->max_span, r->makespan, std::move(r->peak), variant.label};
@@ -217,11 +231,14 @@ bool Better(const VPlan& a, const std::optional<VPlan>& best) {
          (a.max_span < best->max_span + 1e-9 && a.makespan < best->makespan - 1e-9);
 }
 
+constexpr double kNoLimit = 1e300;
+
 }  // namespace
 
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
                                 double cap, const std::vector<VPatternKind>& patterns,
-                                const std::vector<VVariant>& variants, const std::string& name) {
+                                const std::vector<VVariant>& variants, const std::string& name,
+                                double beat_span) {
   const int p = num_workers, m = num_microbatches;
   absl::Status error = absl::InternalError("no V candidate fits the memory cap");
   std::vector<int> all;
@@ -232,13 +249,47 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
   const int screen_m = std::max(2 * p, 24);
   std::vector<int> finalists = all;
   if (m > screen_m && all.size() > 2) {
+    // Only the best two and the best of each family (pattern, greedy, block) matter below, so a
+    // candidate is stopped once its span is certain to exceed both the second-best span so far
+    // and its family's best so far (both only fall, so a stopped candidate stays irrelevant).
+    // Promising candidates run first to tighten those bounds early: the patterns, the blocks,
+    // then the greedy variants with an in-flight limit.
+    auto family = [&](int index) {
+      return index < 0 ? 0 : (variants[index].block.has_value() ? 2 : 1);
+    };
+    std::vector<int> order = all;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      auto key = [&](int i) {
+        const int f = family(i);
+        if (f != 1) return f == 0 ? 0 : 1;
+        return variants[i].inflight > 0 ? 2 : 3;
+      };
+      return key(a) < key(b);
+    });
     std::vector<Scored> scored;
-    for (int index : all) {
-      std::optional<VPlan> r =
-          RunCandidate(index, p, screen_m, costs, cap, patterns, variants, name, error);
-      if (r) scored.push_back({r->max_span, r->makespan, index});
+    double s1 = kNoLimit, s2 = kNoLimit;
+    double family_best[3] = {kNoLimit, kNoLimit, kNoLimit};
+    for (int index : order) {
+      const double bound = std::max(s2, family_best[family(index)]);
+      bool pruned = false;
+      std::optional<VPlan> r = RunCandidate(index, p, screen_m, costs, cap, patterns, variants,
+                                            name, error, bound, /*record=*/false, &pruned);
+      if (!r) continue;
+      scored.push_back({r->max_span, r->makespan, index});
+      if (r->max_span < s1) {
+        s2 = s1;
+        s1 = r->max_span;
+      } else if (r->max_span < s2) {
+        s2 = r->max_span;
+      }
+      double& fb = family_best[family(index)];
+      fb = std::min(fb, r->max_span);
     }
-    std::sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
+    // Rank in the candidates' own order (ties keep it), as if all had run to the end.
+    auto position = [&](int index) { return index < 0 ? -index - 1 : index + 1000000; };
+    std::sort(scored.begin(), scored.end(),
+              [&](const Scored& a, const Scored& b) { return position(a.index) < position(b.index); });
+    std::stable_sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
       return a.span < b.span - 1e-9 || (a.span < b.span + 1e-9 && a.makespan < b.makespan);
     });
     finalists.clear();
@@ -263,10 +314,14 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     }
     if (std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
   }
+  // Full m: a candidate that cannot beat the best so far (or beat_span) is stopped early.
   std::optional<VPlan> best;
   for (int index : finalists) {
     if (index >= static_cast<int>(variants.size())) continue;
-    std::optional<VPlan> r = RunCandidate(index, p, m, costs, cap, patterns, variants, name, error);
+    bool pruned = false;
+    const double bound = best ? std::min(best->max_span, beat_span) : beat_span;
+    std::optional<VPlan> r = RunCandidate(index, p, m, costs, cap, patterns, variants, name, error,
+                                          bound, /*record=*/true, &pruned);
     if (r && Better(*r, best)) best = std::move(r);
   }
   if (!best) return error;

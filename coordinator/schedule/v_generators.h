@@ -79,10 +79,13 @@ struct VPlan {
 absl::Status CheckVSpec(const PipelineSpec& spec);
 
 // Best candidate (least longest worker span, then makespan) with peak <= cap on every worker:
-// the fixed `patterns` (v_pattern.h, real-cost timed) and the greedy `variants`.
+// the fixed `patterns` (v_pattern.h, real-cost timed) and the greedy `variants`. Candidates
+// whose longest worker span is certain to exceed `beat_span` (or the best so far) are stopped
+// early and never returned (error when none is left).
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
                                 double cap, const std::vector<VPatternKind>& patterns,
-                                const std::vector<VVariant>& variants, const std::string& name);
+                                const std::vector<VVariant>& variants, const std::string& name,
+                                double beat_span = 1e300);
 
 absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec);
 absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec);

@@ -1,6 +1,7 @@
 #include "coordinator/schedule/v_greedy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <queue>
@@ -30,8 +31,16 @@ class VGreedy {
                                                        " is below one microbatch's activation (",
                                                        one, " units) on worker ", w));
       }
-      r_.schedule.worker_actions[w].reserve(6 * static_cast<size_t>(m_));
+      if (opt_.record) r_.schedule.worker_actions[w].reserve(6 * static_cast<size_t>(m_));
     }
+    rem_.assign(p_, 0.0);
+    for (int w = 0; w < p_; ++w) {
+      const StageCost& x = costs_.stages[w];
+      const StageCost& y = costs_.stages[s_ - 1 - w];
+      rem_[w] = m_ * (x.f + x.b + x.w + y.f + y.b + y.w);
+    }
+    // Remaining work is tracked by subtraction: allow for its rounding before pruning.
+    abort_at_ = opt_.abort_span + 1e-7 * (1.0 + std::abs(opt_.abort_span));
     nf_.assign(s_, 0);
     nb_.assign(s_, 0);
     nw_.assign(s_, 0);
@@ -59,6 +68,7 @@ class VGreedy {
       now_ = pending_[w];
       SetPending(w, kInf);
       if (Decide(w)) --remaining;
+      if (r_.pruned) return std::move(r_);
     }
     if (remaining != 0) {
       return absl::InternalError(absl::StrCat("V greedy scheduler stalled with ", remaining,
@@ -223,7 +233,9 @@ class VGreedy {
     }
     first_[w] = std::min(first_[w], start);
     clock_[w] = end;
-    r_.schedule.worker_actions[w].push_back(Action{kind, stage, mb});
+    rem_[w] -= kind == ActionKind::kF ? c.f : (kind == ActionKind::kB ? c.b : c.w);
+    if (end - first_[w] + rem_[w] > abort_at_) r_.pruned = true;
+    if (opt_.record) r_.schedule.worker_actions[w].push_back(Action{kind, stage, mb});
     Wake(w, end);
   }
 
@@ -235,6 +247,8 @@ class VGreedy {
   std::vector<std::vector<int>> wq_;  // per worker: stages of pending W's, in B order
   std::vector<size_t> wq_head_;
   std::vector<double> clock_, first_, pending_, mem_;
+  std::vector<double> rem_;  // per worker: work not yet committed
+  double abort_at_ = kInf;
   // Min-tree over the workers' pending decision times (kInf = asleep until notified).
   int leaves_ = 1;
   std::vector<double> tree_;

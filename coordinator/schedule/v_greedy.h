@@ -55,6 +55,12 @@ struct VGreedyOptions {
   int front_load = 0;
   // Per worker w: chunk-0 F's ahead of chunk-0 B's at most max_inflight[w]; empty = no limit.
   std::vector<int> max_inflight;
+  // Pruning (for candidate searches): stop as soon as the longest worker span is certain to
+  // exceed abort_span (a worker's span so far plus its remaining work), returning pruned = true
+  // and no schedule. kInf-like default = never.
+  double abort_span = 1e300;
+  // false: do not materialise the actions (schedule stays empty; spans and peaks are exact).
+  bool record = true;
 };
 
 struct VGreedyResult {
@@ -62,6 +68,7 @@ struct VGreedyResult {
   double max_span = 0.0;     // longest worker span (first start to last end)
   double makespan = 0.0;     // last end over all workers (first start is 0)
   std::vector<double> peak;  // per worker, exact
+  bool pruned = false;       // stopped early: max_span > options.abort_span
 };
 
 // `costs` has 2p stages (VPlacement). InvalidArgument when the cap is below one microbatch on a

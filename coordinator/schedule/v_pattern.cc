@@ -1,6 +1,7 @@
 #include "coordinator/schedule/v_pattern.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <utility>
@@ -64,7 +65,8 @@ Schedule MakeVPattern(VPatternKind kind, int num_workers, int num_microbatches, 
   return s;
 }
 
-VOrderEval EvaluateVOrder(const Schedule& schedule, const CostModel& costs) {
+VOrderEval EvaluateVOrder(const Schedule& schedule, const CostModel& costs, double memory_cap,
+                          double abort_span) {
   VOrderEval r;
   const int p = schedule.num_workers, m = schedule.num_microbatches, n = schedule.num_stages;
   const double kUnset = -1.0;
@@ -80,6 +82,18 @@ VOrderEval EvaluateVOrder(const Schedule& schedule, const CostModel& costs) {
   for (int w = p - 1; w >= 0; --w) active.push_back(w);
   size_t done = 0, total = 0;
   for (const auto& l : schedule.worker_actions) total += l.size();
+  const bool limited = abort_span < 1e299;
+  std::vector<double> rem(p, 0.0);  // per worker: work not yet timed
+  if (limited) {
+    for (int w = 0; w < p; ++w) {
+      for (const Action& a : schedule.worker_actions[w]) {
+        const StageCost& c = costs.stages[a.stage];
+        rem[w] += a.kind == ActionKind::kF ? c.f : (a.kind == ActionKind::kB ? c.b : c.w);
+      }
+    }
+  }
+  const double abort_at = abort_span + 1e-7 * (1.0 + std::abs(abort_span));
+  const double mem_at = memory_cap + 1e-9;
   while (!active.empty()) {
     const int w = active.back();
     active.pop_back();
@@ -117,6 +131,17 @@ VOrderEval EvaluateVOrder(const Schedule& schedule, const CostModel& costs) {
         mem[w] -= c.activation - c.freed_by_b;
       }
       const double end = start + dur;
+      if (mem[w] > mem_at) {
+        r.pruned = true;
+        return r;
+      }
+      if (limited) {
+        rem[w] -= dur;
+        if (end - std::min(first[w], start) + rem[w] > abort_at) {
+          r.pruned = true;
+          return r;
+        }
+      }
       if (a.kind == ActionKind::kF) {
         end_f[idx(a.stage, a.microbatch)] = end;
         if (a.stage + 1 < n) active.push_back(where[a.stage + 1]);

@@ -32,11 +32,15 @@ struct VOrderEval {
   double max_span = 0.0;  // longest worker span (first start to last end)
   double makespan = 0.0;
   std::vector<double> peak;  // per worker (memory model of cost_model.h)
+  bool pruned = false;       // stopped early (see the limits below); ok is false then
 };
 
 // ASAP timing of a compute-only V schedule (2p stages, VPlacement) with real costs and comm,
 // exactly as Simulate times it; O(actions). For ranking candidates inside the generators.
-VOrderEval EvaluateVOrder(const Schedule& schedule, const CostModel& costs);
+// Limits for candidate searches: stop (pruned = true, ok = false) as soon as a worker's memory
+// exceeds `memory_cap` (+1e-9), or the longest worker span is certain to exceed `abort_span`.
+VOrderEval EvaluateVOrder(const Schedule& schedule, const CostModel& costs,
+                          double memory_cap = 1e300, double abort_span = 1e300);
 
 }  // namespace pipetrain::schedule
 
