@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "coordinator/schedule/codec/plan_proto.h"
 #include "glog/logging.h"
 
 namespace pipetrain::worker {
@@ -29,7 +30,7 @@ v1::StepReport ToReport(const StepResult& r, const std::string& job_id,
   for (const ActionTiming& t : r.timings) {
     v1::ActionTiming* pt = report.add_timings();
     v1::Action* a = pt->mutable_action();
-    a->set_kind(static_cast<v1::ActionKind>(static_cast<int>(t.action.kind) + 1));
+    a->set_kind(schedule::ActionKindToProto(t.action.kind));
     a->set_stage(t.action.stage);
     a->set_microbatch(t.action.microbatch);
     pt->set_start_ns(t.start_ns);

@@ -9,7 +9,7 @@
 namespace pipetrain::schedule {
 namespace {
 
-v1::ActionKind KindToProto(ActionKind kind) {
+v1::ActionKind KindToProtoImpl(ActionKind kind) {
   switch (kind) {
     case ActionKind::kF: return v1::ACTION_KIND_F;
     case ActionKind::kB: return v1::ACTION_KIND_B;
@@ -47,6 +47,8 @@ absl::StatusOr<ActionKind> KindFromProto(v1::ActionKind kind) {
 
 }  // namespace
 
+v1::ActionKind ActionKindToProto(ActionKind kind) { return KindToProtoImpl(kind); }
+
 v1::Plan PlanToProto(const Schedule& schedule, const CostModel& costs, const SimResult* sim) {
   v1::Plan plan;
   plan.set_schedule(schedule.name);
@@ -57,7 +59,7 @@ v1::Plan PlanToProto(const Schedule& schedule, const CostModel& costs, const Sim
     v1::WorkerActions* out = plan.add_workers();
     for (const Action& a : list) {
       v1::Action* pa = out->add_actions();
-      pa->set_kind(KindToProto(a.kind));
+      pa->set_kind(KindToProtoImpl(a.kind));
       pa->set_stage(a.stage);
       pa->set_microbatch(a.microbatch);
       pa->set_peer_worker(IsTransfer(a.kind) ? schedule.WorkerOf(PeerStage(a)) : -1);

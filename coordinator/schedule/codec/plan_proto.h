@@ -25,6 +25,9 @@ absl::StatusOr<Schedule> ScheduleFromProto(const v1::Plan& plan);
 // Rebuilds the cost model the plan was made with (times and bytes as stored).
 CostModel CostModelFromProto(const v1::Plan& plan);
 
+// The wire enum of an action kind.
+v1::ActionKind ActionKindToProto(ActionKind kind);
+
 // Protobuf JSON (field names as in the .proto) for plan files.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
 absl::Status FromJson(const std::string& json, google::protobuf::Message* message);
