@@ -69,8 +69,8 @@ TEST_F(JobManagerTest, RunsToSucceededAndAggregatesSteps) {
   EXPECT_DOUBLE_EQ(job.last_loss(), 2.0 / 3);
   EXPECT_THAT(job.measured_peak_activation_bytes(), ::testing::ElementsAre(1002, 2002));
   EXPECT_DOUBLE_EQ(job.last_step_s(), 0.002);  // slowest rank
-  // Default task: seq_len 3 * 3 + 2 = 11; global batch 4.
-  EXPECT_DOUBLE_EQ(job.tokens_per_s(), 4 * 11 / 0.002);
+  // global batch 4 x seq_len 8 (the default 2-digit addition task: 3*2+2) per 2 ms.
+  EXPECT_DOUBLE_EQ(job.tokens_per_s(), 4 * 8 / 0.002);
   EXPECT_DOUBLE_EQ(job.measured_bubble_ratio(), 1.0 - 0.5 / 2.0);
   EXPECT_EQ(job.worker_ids_size(), 2);
   EXPECT_GT(job.plan().workers_size(), 0);

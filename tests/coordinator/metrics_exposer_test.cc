@@ -76,7 +76,7 @@ TEST(MetricsExposerTest, ScrapeHasPipetrainSeries) {
   EXPECT_THAT(body, HasSubstr("pipetrain_job_step_duration_seconds{job_id=\"job-000001\"} 0.002"));
   EXPECT_THAT(body, HasSubstr("pipetrain_job_predicted_step_seconds{job_id=\"job-000001\"}"));
   EXPECT_THAT(body, HasSubstr("pipetrain_job_loss{job_id=\"job-000001\"} 0.666"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_job_tokens_per_second{job_id=\"job-000001\"} 22000"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_tokens_per_second{job_id=\"job-000001\"} 16000"));
   EXPECT_THAT(body,
               HasSubstr("pipetrain_job_bubble_ratio{job_id=\"job-000001\",kind=\"measured\"} 0.75"));
   EXPECT_THAT(body, HasSubstr("pipetrain_job_bubble_ratio{job_id=\"job-000001\",kind=\"predicted\"}"));
