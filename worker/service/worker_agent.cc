@@ -184,6 +184,10 @@ void WorkerAgent::RunLoop(std::string job_id, int num_steps) {
     req.set_job_id(job_id);
     req.set_rank(rank);
     *req.mutable_report() = ToReport(r, job_id, worker_id, rank);
+    // A checkpoint written after this step (0 = none; see metrics.proto).
+    if (session->last_checkpoint_step() == r.step + 1) {
+      req.mutable_report()->set_checkpoint_step(static_cast<int32_t>(r.step + 1));
+    }
     auto response = coordinator_->ReportStep(req);
     if (!response.ok()) {
       LOG(WARNING) << "step report for " << job_id << " step " << r.step
