@@ -16,6 +16,7 @@
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/passes.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/runtime/training_fixtures.h"
 #include "worker/model/checkpoint.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/in_process_pipeline.h"
@@ -24,33 +25,12 @@
 namespace pipetrain::worker {
 namespace {
 
+using testing::Data;
+using testing::kMicrobatchSize;
+using testing::SmallModel;
+
 constexpr int kSteps = 6;
 constexpr int kCheckpointStep = 3;  // completed steps when the checkpoint is written
-constexpr int kMicrobatchSize = 2;
-
-model::GptConfig SmallModel(int layers) {
-  model::GptConfig c;
-  c.num_layers = layers;
-  c.hidden = 32;
-  c.heads = 4;
-  c.ffn = 64;
-  c.seq_len = 8;
-  c.vocab = 24;
-  return c;
-}
-
-MicrobatchSource Data(const model::GptConfig& c) {
-  return [c](int step, int mb) -> absl::StatusOr<MicrobatchData> {
-    std::mt19937 rng(static_cast<uint32_t>(1000 * step + mb + 7));
-    std::uniform_int_distribution<int> tok(0, c.vocab - 1);
-    MicrobatchData d;
-    for (int i = 0; i < kMicrobatchSize * c.seq_len; ++i) {
-      d.tokens.push_back(tok(rng));
-      d.targets.push_back((d.tokens.back() * 5 + 3) % c.vocab);
-    }
-    return d;
-  };
-}
 
 struct Pipeline {
   std::vector<std::unique_ptr<kernels::CpuBackend>> backends;

@@ -1,10 +1,10 @@
 // Every registered schedule runs on the emulated backend with real memory accounting; the
 // measured peak activation bytes of every worker must equal the simulator's prediction exactly
 // (both count the same tensors: F's stored activations until B/W release them).
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <memory>
-
-#include <gtest/gtest.h>
 
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/passes.h"
@@ -57,8 +57,7 @@ TEST_P(EmulatedPipelineTest, MeasuredPeakEqualsSimulatedPeak) {
   for (int r = 0; r < c.p; ++r) {
     backends.push_back(std::make_unique<kernels::CpuBackend>());
     runners.push_back(std::make_unique<EmulatedStageRunner>(
-        backends.back().get(), plan->num_stages,
-        EmulatedStageConfig{costs, kBytesPerUnit, 256}));
+        backends.back().get(), plan->num_stages, EmulatedStageConfig{costs, kBytesPerUnit, 256}));
     raw.push_back(runners.back().get());
   }
   FakeTransportHub hub(c.p);
@@ -78,22 +77,22 @@ TEST_P(EmulatedPipelineTest, MeasuredPeakEqualsSimulatedPeak) {
 
 std::string Name(const ::testing::TestParamInfo<Case>& info) {
   std::string name = info.param.schedule + "_p" + std::to_string(info.param.p) + "_m" +
-                     std::to_string(info.param.m) +
-                     (info.param.freed_by_b > 0 ? "_bfrees" : "");
+                     std::to_string(info.param.m) + (info.param.freed_by_b > 0 ? "_bfrees" : "");
   for (char& ch : name) {
     if (ch == '-') ch = '_';
   }
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Schedules, EmulatedPipelineTest,
-    ::testing::Values(Case{"gpipe", 4, 8, 0}, Case{"1f1b", 4, 8, 0}, Case{"1f1b", 2, 5, 0.5},
-                      Case{"interleaved-1f1b", 4, 8, 0}, Case{"zb-h1", 4, 8, 0},
-                      Case{"zb-h1", 3, 7, 0.25}, Case{"zb-h2", 4, 8, 0}, Case{"zb-v", 4, 8, 0},
-                      Case{"v-half", 4, 8, 0}, Case{"v-min", 4, 8, 0}, Case{"v-zb", 4, 8, 0},
-                      Case{"v-half", 3, 9, 0.5}),
-    Name);
+INSTANTIATE_TEST_SUITE_P(Schedules, EmulatedPipelineTest,
+                         ::testing::Values(Case{"gpipe", 4, 8, 0}, Case{"1f1b", 4, 8, 0},
+                                           Case{"1f1b", 2, 5, 0.5},
+                                           Case{"interleaved-1f1b", 4, 8, 0},
+                                           Case{"zb-h1", 4, 8, 0}, Case{"zb-h1", 3, 7, 0.25},
+                                           Case{"zb-h2", 4, 8, 0}, Case{"zb-v", 4, 8, 0},
+                                           Case{"v-half", 4, 8, 0}, Case{"v-min", 4, 8, 0},
+                                           Case{"v-zb", 4, 8, 0}, Case{"v-half", 3, 9, 0.5}),
+                         Name);
 
 }  // namespace
 }  // namespace pipetrain::worker

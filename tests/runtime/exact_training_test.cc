@@ -4,17 +4,18 @@
 // the whole model with the same data (the chunks accumulate weight gradients in microbatch
 // order, so the schedule's W order cannot change rounding). The measured peak activation bytes
 // of every worker must equal the simulator's prediction made with the model's analytic bytes.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
 
-#include <gtest/gtest.h>
-
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/passes.h"
 #include "coordinator/schedule/simulator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/runtime/training_fixtures.h"
 #include "worker/model/cost_model.h"
 #include "worker/runtime/in_process_pipeline.h"
 #include "worker/runtime/model_stage_runner.h"
@@ -22,46 +23,13 @@
 namespace pipetrain::worker {
 namespace {
 
+using testing::Adam;
+using testing::Data;
+using testing::kMicrobatchSize;
+using testing::SmallModel;
+using testing::Weights;
+
 constexpr int kSteps = 3;
-constexpr int kMicrobatchSize = 2;
-
-model::GptConfig SmallModel(int layers) {
-  model::GptConfig c;
-  c.num_layers = layers;
-  c.hidden = 32;
-  c.heads = 4;
-  c.ffn = 64;
-  c.seq_len = 8;
-  c.vocab = 24;
-  return c;
-}
-
-// Deterministic pseudo-random token streams; targets are the next token.
-MicrobatchSource Data(const model::GptConfig& c) {
-  return [c](int step, int mb) -> absl::StatusOr<MicrobatchData> {
-    std::mt19937 rng(static_cast<uint32_t>(1000 * step + mb + 7));
-    std::uniform_int_distribution<int> tok(0, c.vocab - 1);
-    MicrobatchData d;
-    for (int i = 0; i < kMicrobatchSize * c.seq_len; ++i) {
-      d.tokens.push_back(tok(rng));
-      d.targets.push_back((d.tokens.back() * 5 + 3) % c.vocab);
-    }
-    return d;
-  };
-}
-
-kernels::AdamWConfig Adam() {
-  kernels::AdamWConfig a;
-  a.lr = 3e-3f;
-  a.weight_decay = 0.01f;
-  return a;
-}
-
-std::vector<std::vector<float>> Weights(kernels::Backend& backend, model::GptChunk& chunk) {
-  std::vector<std::vector<float>> out;
-  for (model::Parameter* p : chunk.parameters()) out.push_back(*backend.ToVector(p->value));
-  return out;
-}
 
 struct Reference {
   std::vector<double> losses;
@@ -101,9 +69,7 @@ struct Case {
   int p;
   int m;
 };
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.schedule << " p=" << c.p << " m=" << c.m;
-}
+void PrintTo(const Case& c, std::ostream* os) { *os << c.schedule << " p=" << c.p << " m=" << c.m; }
 
 class ExactTrainingTest : public ::testing::TestWithParam<Case> {};
 
@@ -175,9 +141,8 @@ TEST_P(ExactTrainingTest, PipelinedEqualsSingleProcessBitwise) {
   ASSERT_EQ(weights.size(), ref.weights.size());
   for (size_t i = 0; i < weights.size(); ++i) {
     ASSERT_EQ(weights[i].size(), ref.weights[i].size());
-    EXPECT_EQ(std::memcmp(weights[i].data(), ref.weights[i].data(),
-                          weights[i].size() * sizeof(float)),
-              0)
+    EXPECT_EQ(
+        std::memcmp(weights[i].data(), ref.weights[i].data(), weights[i].size() * sizeof(float)), 0)
         << "parameter " << i << " differs";
   }
   for (int r = 0; r < c.p; ++r) {
@@ -188,21 +153,23 @@ TEST_P(ExactTrainingTest, PipelinedEqualsSingleProcessBitwise) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Schedules, ExactTrainingTest,
-    ::testing::Values(Case{"gpipe", 2, 4}, Case{"1f1b", 2, 4}, Case{"1f1b", 4, 6},
-                      Case{"interleaved-1f1b", 2, 4}, Case{"interleaved-1f1b", 4, 8},
-                      Case{"zb-h1", 2, 4}, Case{"zb-h1", 4, 6}, Case{"zb-h2", 4, 8},
-                      Case{"zb-v", 2, 4}, Case{"zb-v", 4, 8}, Case{"v-half", 4, 8},
-                      Case{"v-min", 4, 8}, Case{"v-zb", 4, 8}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string n = info.param.schedule + "_p" + std::to_string(info.param.p) + "_m" +
-                      std::to_string(info.param.m);
-      for (char& ch : n) {
-        if (ch == '-') ch = '_';
-      }
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Schedules, ExactTrainingTest,
+                         ::testing::Values(Case{"gpipe", 2, 4}, Case{"1f1b", 2, 4},
+                                           Case{"1f1b", 4, 6}, Case{"interleaved-1f1b", 2, 4},
+                                           Case{"interleaved-1f1b", 4, 8}, Case{"zb-h1", 2, 4},
+                                           Case{"zb-h1", 4, 6}, Case{"zb-h2", 4, 8},
+                                           Case{"zb-v", 2, 4}, Case{"zb-v", 4, 8},
+                                           Case{"v-half", 4, 8}, Case{"v-min", 4, 8},
+                                           Case{"v-zb", 4, 8}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string n = info.param.schedule + "_p" +
+                                           std::to_string(info.param.p) + "_m" +
+                                           std::to_string(info.param.m);
+                           for (char& ch : n) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace pipetrain::worker

@@ -1,14 +1,15 @@
 // Executor protocol checks on hand-written action lists: missing inputs, leftovers, lost peers
 // and device out-of-memory are clean errors that name the action and the step.
-#include <memory>
+#include "worker/runtime/executor.h"
 
 #include <gtest/gtest.h>
+
+#include <memory>
 
 #include "absl/time/clock.h"
 #include "coordinator/schedule/schedule.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/runtime/emulated_stage_runner.h"
-#include "worker/runtime/executor.h"
 #include "worker/runtime/in_process_pipeline.h"
 
 namespace pipetrain::worker {
@@ -18,7 +19,8 @@ using schedule::Action;
 using schedule::ActionKind;
 
 schedule::Schedule TwoWorkers(std::vector<Action> w0, std::vector<Action> w1) {
-  schedule::Schedule s = schedule::MakeEmptySchedule("handmade", 2, 1, schedule::LoopPlacement(2, 1));
+  schedule::Schedule s =
+      schedule::MakeEmptySchedule("handmade", 2, 1, schedule::LoopPlacement(2, 1));
   s.worker_actions = {std::move(w0), std::move(w1)};
   return s;
 }
@@ -70,8 +72,7 @@ TEST(Executor, ForwardWithoutReceivedInputIsFailedPrecondition) {
   ASSERT_EQ(results.status().code(), absl::StatusCode::kFailedPrecondition) << results.status();
   EXPECT_NE(results.status().message().find("rank 1: step 0, action 1F0"), std::string::npos)
       << results.status();
-  EXPECT_NE(results.status().message().find("input activation has not arrived"),
-            std::string::npos);
+  EXPECT_NE(results.status().message().find("input activation has not arrived"), std::string::npos);
 }
 
 TEST(Executor, UnsentTensorIsReportedAtEndOfStep) {
@@ -117,8 +118,7 @@ TEST(Executor, DeviceOutOfMemoryNamesTheAction) {
   FakeTransportHub hub(2);
   auto results = RunInProcess(s, w.raw, 1, &hub);
   ASSERT_EQ(results.status().code(), absl::StatusCode::kResourceExhausted) << results.status();
-  EXPECT_NE(results.status().message().find("action 0F0"), std::string::npos)
-      << results.status();
+  EXPECT_NE(results.status().message().find("action 0F0"), std::string::npos) << results.status();
 }
 
 }  // namespace

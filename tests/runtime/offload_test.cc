@@ -20,6 +20,7 @@
 #include "coordinator/schedule/simulator.h"
 #include "coordinator/schedule/validator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/runtime/training_fixtures.h"
 #include "worker/model/cost_model.h"
 #include "worker/runtime/activation_copier.h"
 #include "worker/runtime/emulated_stage_runner.h"
@@ -28,6 +29,12 @@
 
 namespace pipetrain::worker {
 namespace {
+
+using testing::Adam;
+using testing::Data;
+using testing::kMicrobatchSize;
+using testing::SmallModel;
+using testing::Weights;
 
 using schedule::Action;
 using schedule::ActionKind;
@@ -345,44 +352,6 @@ TEST(OffloadTimingTest, BackwardOnAnOffloadedStashIsAnError) {
 // Real GPT chunks: training with offload is bitwise the reference; peak equals Simulate's.
 
 constexpr int kSteps = 3;
-constexpr int kMicrobatchSize = 2;
-
-model::GptConfig SmallModel(int layers) {
-  model::GptConfig c;
-  c.num_layers = layers;
-  c.hidden = 32;
-  c.heads = 4;
-  c.ffn = 64;
-  c.seq_len = 8;
-  c.vocab = 24;
-  return c;
-}
-
-MicrobatchSource Data(const model::GptConfig& c) {
-  return [c](int step, int mb) -> absl::StatusOr<MicrobatchData> {
-    std::mt19937 rng(static_cast<uint32_t>(1000 * step + mb + 7));
-    std::uniform_int_distribution<int> tok(0, c.vocab - 1);
-    MicrobatchData d;
-    for (int i = 0; i < kMicrobatchSize * c.seq_len; ++i) {
-      d.tokens.push_back(tok(rng));
-      d.targets.push_back((d.tokens.back() * 5 + 3) % c.vocab);
-    }
-    return d;
-  };
-}
-
-kernels::AdamWConfig Adam() {
-  kernels::AdamWConfig a;
-  a.lr = 3e-3f;
-  a.weight_decay = 0.01f;
-  return a;
-}
-
-std::vector<std::vector<float>> Weights(kernels::Backend& backend, model::GptChunk& chunk) {
-  std::vector<std::vector<float>> out;
-  for (model::Parameter* p : chunk.parameters()) out.push_back(*backend.ToVector(p->value));
-  return out;
-}
 
 struct ModelCase {
   std::string schedule;

@@ -1,0 +1,28 @@
+// Shared fixtures for the runtime's training tests (exactness, offload, checkpoint resume): a
+// small GPT, a deterministic synthetic data stream, the optimizer settings, and a weight dump
+// for bitwise comparisons.
+#ifndef PIPETRAIN_TESTS_RUNTIME_TRAINING_FIXTURES_H_
+#define PIPETRAIN_TESTS_RUNTIME_TRAINING_FIXTURES_H_
+
+#include <vector>
+
+#include "kernels/backend.h"
+#include "worker/model/gpt_chunk.h"
+#include "worker/model/gpt_config.h"
+#include "worker/runtime/model_stage_runner.h"
+
+namespace pipetrain::worker::testing {
+
+inline constexpr int kMicrobatchSize = 2;
+
+// hidden 32, 4 heads, ffn 64, seq_len 8, vocab 24.
+model::GptConfig SmallModel(int layers);
+// Pseudo-random tokens per (step, microbatch); the target is a fixed function of the token.
+MicrobatchSource Data(const model::GptConfig& config);
+kernels::AdamWConfig Adam();
+// Every parameter value of `chunk`, in parameters() order.
+std::vector<std::vector<float>> Weights(kernels::Backend& backend, model::GptChunk& chunk);
+
+}  // namespace pipetrain::worker::testing
+
+#endif  // PIPETRAIN_TESTS_RUNTIME_TRAINING_FIXTURES_H_
