@@ -32,7 +32,9 @@ namespace {
 
 using testing::Adam;
 using testing::Data;
+using testing::ExactByteCosts;
 using testing::kMicrobatchSize;
+using testing::MakeModelWorkers;
 using testing::SmallModel;
 using testing::Weights;
 
@@ -382,39 +384,16 @@ TEST_P(OffloadTrainingTest, BitwiseEqualToReferenceAndPeakEqualsSimulate) {
   ASSERT_TRUE(schedule::ValidateSchedule(plan).ok()) << schedule::ValidateSchedule(plan);
   const model::GptConfig config = SmallModel(plan.num_stages);
 
-  auto specs = model::SplitEvenly(config, plan.num_stages);
-  ASSERT_TRUE(specs.ok());
-  schedule::CostModel costs = schedule::CostModelFor(spec, plan.ChunksPerWorker());
-  costs.bytes_per_unit = 1.0;
-  for (int s = 0; s < plan.num_stages; ++s) {
-    model::ChunkCost cc = model::EstimateChunkCost(config, (*specs)[s], kMicrobatchSize);
-    costs.stages[s].activation = static_cast<double>(cc.activation_bytes_after_forward);
-    costs.stages[s].freed_by_b = static_cast<double>(cc.activation_bytes_after_forward -
-                                                     cc.activation_bytes_after_backward_input);
-  }
-  auto sim = schedule::Simulate(plan, costs);
+  auto costs = ExactByteCosts(plan, config);
+  ASSERT_TRUE(costs.ok()) << costs.status();
+  auto sim = schedule::Simulate(plan, *costs);
   ASSERT_TRUE(sim.ok()) << sim.status();
 
-  std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
-  std::vector<std::unique_ptr<ModelStageRunner>> runners;
-  std::vector<StageRunner*> raw;
-  for (int r = 0; r < c.p; ++r) {
-    ModelStageConfig mc;
-    mc.model = config;
-    mc.optimizer = Adam();
-    mc.num_stages = plan.num_stages;
-    mc.num_microbatches = c.m;
-    mc.copy_bandwidth_bytes_per_s = c.bandwidth;
-    for (int s = 0; s < plan.num_stages; ++s) {
-      if (plan.WorkerOf(s) == r) mc.stages.push_back(s);
-    }
-    mc.data = Data(config);
-    backends.push_back(std::make_unique<kernels::CpuBackend>());
-    auto runner = ModelStageRunner::Create(backends.back().get(), mc);
-    ASSERT_TRUE(runner.ok()) << runner.status();
-    runners.push_back(std::move(*runner));
-    raw.push_back(runners.back().get());
-  }
+  auto workers = MakeModelWorkers(plan, config, c.m, c.bandwidth);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  std::vector<std::unique_ptr<kernels::CpuBackend>>& backends = workers->backends;
+  std::vector<std::unique_ptr<ModelStageRunner>>& runners = workers->runners;
+  std::vector<StageRunner*>& raw = workers->raw;
   FakeTransportHub hub(c.p);
   auto results = RunInProcess(plan, raw, kSteps, &hub);
   ASSERT_TRUE(results.ok()) << results.status();

@@ -2,6 +2,9 @@
 
 #include <random>
 
+#include "common/status_macros.h"
+#include "worker/model/cost_model.h"
+
 namespace pipetrain::worker::testing {
 
 model::GptConfig SmallModel(int layers) {
@@ -39,6 +42,45 @@ std::vector<std::vector<float>> Weights(kernels::Backend& backend, model::GptChu
   std::vector<std::vector<float>> out;
   for (model::Parameter* p : chunk.parameters()) out.push_back(*backend.ToVector(p->value));
   return out;
+}
+
+absl::StatusOr<schedule::CostModel> ExactByteCosts(const schedule::Schedule& plan,
+                                                   const model::GptConfig& config) {
+  PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> specs,
+                      model::SplitEvenly(config, plan.num_stages));
+  schedule::CostModel costs =
+      schedule::UniformCostModel(plan.num_workers, plan.ChunksPerWorker(), 1, 1, 1);
+  costs.bytes_per_unit = 1.0;
+  for (int s = 0; s < plan.num_stages; ++s) {
+    const model::ChunkCost cc = model::EstimateChunkCost(config, specs[s], kMicrobatchSize);
+    costs.stages[s].activation = static_cast<double>(cc.activation_bytes_after_forward);
+    costs.stages[s].freed_by_b = static_cast<double>(cc.activation_bytes_after_forward -
+                                                     cc.activation_bytes_after_backward_input);
+  }
+  return costs;
+}
+
+absl::StatusOr<ModelWorkers> MakeModelWorkers(const schedule::Schedule& plan,
+                                              const model::GptConfig& config, int microbatches,
+                                              double copy_bandwidth_bytes_per_s) {
+  ModelWorkers workers;
+  for (int r = 0; r < plan.num_workers; ++r) {
+    ModelStageConfig mc;
+    mc.model = config;
+    mc.optimizer = Adam();
+    mc.num_stages = plan.num_stages;
+    mc.num_microbatches = microbatches;
+    mc.copy_bandwidth_bytes_per_s = copy_bandwidth_bytes_per_s;
+    for (int s = 0; s < plan.num_stages; ++s) {
+      if (plan.WorkerOf(s) == r) mc.stages.push_back(s);
+    }
+    mc.data = Data(config);
+    workers.backends.push_back(std::make_unique<kernels::CpuBackend>());
+    PT_ASSIGN_OR_RETURN(auto runner, ModelStageRunner::Create(workers.backends.back().get(), mc));
+    workers.runners.push_back(std::move(runner));
+    workers.raw.push_back(workers.runners.back().get());
+  }
+  return workers;
 }
 
 }  // namespace pipetrain::worker::testing

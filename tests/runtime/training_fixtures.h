@@ -4,9 +4,14 @@
 #ifndef PIPETRAIN_TESTS_RUNTIME_TRAINING_FIXTURES_H_
 #define PIPETRAIN_TESTS_RUNTIME_TRAINING_FIXTURES_H_
 
+#include <memory>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "coordinator/schedule/cost_model.h"
+#include "coordinator/schedule/schedule.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "worker/model/gpt_chunk.h"
 #include "worker/model/gpt_config.h"
 #include "worker/runtime/model_stage_runner.h"
@@ -22,6 +27,21 @@ MicrobatchSource Data(const model::GptConfig& config);
 kernels::AdamWConfig Adam();
 // Every parameter value of `chunk`, in parameters() order.
 std::vector<std::vector<float>> Weights(kernels::Backend& backend, model::GptChunk& chunk);
+
+// The cost model of `plan` with unit times and the model's exact stash bytes per stage
+// (bytes_per_unit = 1), so Simulate predicts peak activation bytes.
+absl::StatusOr<schedule::CostModel> ExactByteCosts(const schedule::Schedule& plan,
+                                                   const model::GptConfig& config);
+
+// One CPU backend and ModelStageRunner per worker of `plan`, training `config` on Data().
+struct ModelWorkers {
+  std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
+  std::vector<std::unique_ptr<ModelStageRunner>> runners;
+  std::vector<StageRunner*> raw;  // for RunInProcess
+};
+absl::StatusOr<ModelWorkers> MakeModelWorkers(const schedule::Schedule& plan,
+                                              const model::GptConfig& config, int microbatches,
+                                              double copy_bandwidth_bytes_per_s = 0);
 
 }  // namespace pipetrain::worker::testing
 

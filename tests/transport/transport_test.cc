@@ -2,6 +2,7 @@
 // over loopback) and the fake hub: delivery by key, order independence, failure on a lost peer,
 // corruption and mis-sized frames detected, bounded waits.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,8 +11,6 @@
 #include <future>
 #include <memory>
 #include <numeric>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -51,10 +50,10 @@ std::vector<std::unique_ptr<TcpTransport>> ConnectRing(int n) {
       if (q != r) options.peers.push_back(q);
     }
     options.connect_timeout = absl::Seconds(10);
-    futures.push_back(std::async(std::launch::async,
-                                 [options, l = std::move(listeners[r])]() mutable {
-                                   return TcpTransport::Connect(options, std::move(l));
-                                 }));
+    futures.push_back(
+        std::async(std::launch::async, [options, l = std::move(listeners[r])]() mutable {
+          return TcpTransport::Connect(options, std::move(l));
+        }));
   }
   std::vector<std::unique_ptr<TcpTransport>> out;
   for (auto& f : futures) {
@@ -128,8 +127,9 @@ TEST(TcpTransport, PeerShutdownFailsPendingRecvPromptly) {
   EXPECT_FALSE(t[1]->Send(0, MakeMessage(k, 1, 1, 0)).ok());
 }
 
-// A raw client that introduces itself as rank 0 and then vanishes without a goodbye.
-TEST(TcpTransport, AbruptlyLostPeerIsReportedAsLost) {
+// Rank 1 as a real transport, and a raw socket that introduces itself as rank 0 (so a test can
+// write arbitrary bytes, or vanish, as that peer).
+void ConnectRawPeer(int* fd, std::unique_ptr<TcpTransport>* transport) {
   auto listener = TcpListener::Bind("127.0.0.1", 0);
   ASSERT_TRUE(listener.ok());
   const int port = (*listener)->port();
@@ -141,18 +141,26 @@ TEST(TcpTransport, AbruptlyLostPeerIsReportedAsLost) {
     o.connect_timeout = absl::Seconds(10);
     return TcpTransport::Connect(o, std::move(*listener));
   });
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  *fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const uint32_t hello[2] = {0x4f4c4548, 0};
-  ASSERT_EQ(::send(fd, hello, sizeof(hello), 0), 8);
-  auto transport = accept.get();
-  ASSERT_TRUE(transport.ok()) << transport.status();
+  ASSERT_EQ(::connect(*fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const uint32_t hello[2] = {0x4f4c4548, 0};  // "HELO", rank 0
+  ASSERT_EQ(::send(*fd, hello, sizeof(hello), 0), 8);
+  auto connected = accept.get();
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  *transport = std::move(*connected);
+}
+
+// A raw client that introduces itself as rank 0 and then vanishes without a goodbye.
+TEST(TcpTransport, AbruptlyLostPeerIsReportedAsLost) {
+  int fd = -1;
+  std::unique_ptr<TcpTransport> transport;
+  ASSERT_NO_FATAL_FAILURE(ConnectRawPeer(&fd, &transport));
   ::close(fd);  // gone, no goodbye
-  auto r = (*transport)->Recv(0, MessageKey{0, 0, 0, TensorRole::kActivation}, Soon());
+  auto r = transport->Recv(0, MessageKey{0, 0, 0, TensorRole::kActivation}, Soon());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
   EXPECT_NE(r.status().message().find("lost rank 0"), std::string::npos) << r.status();
 }
@@ -167,27 +175,9 @@ TEST(TcpTransport, SendRejectsShapeDataMismatch) {
 TEST(TcpTransport, MalformedFrameIsDetectedNotConsumed) {
   // A raw client pretends to be rank 0 and sends a frame whose payload size disagrees with its
   // shape; rank 1 must fail the link with DataLoss.
-  auto listener = TcpListener::Bind("127.0.0.1", 0);
-  ASSERT_TRUE(listener.ok());
-  const int port = (*listener)->port();
-  auto accept = std::async(std::launch::async, [&] {
-    TcpTransportOptions o;
-    o.rank = 1;
-    o.addresses = {"127.0.0.1:1", absl::StrCat("127.0.0.1:", port)};
-    o.peers = {0};
-    o.connect_timeout = absl::Seconds(10);
-    return TcpTransport::Connect(o, std::move(*listener));
-  });
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const uint32_t hello[2] = {0x4f4c4548, 0};
-  ASSERT_EQ(::send(fd, hello, sizeof(hello), 0), 8);
-  auto transport = accept.get();
-  ASSERT_TRUE(transport.ok()) << transport.status();
+  int fd = -1;
+  std::unique_ptr<TcpTransport> transport;
+  ASSERT_NO_FATAL_FAILURE(ConnectRawPeer(&fd, &transport));
   unsigned char header[72] = {};
   const uint32_t magic = 0x31545450;
   std::memcpy(header, &magic, 4);
@@ -198,7 +188,7 @@ TEST(TcpTransport, MalformedFrameIsDetectedNotConsumed) {
   const uint64_t bytes = 12;  // should be 40
   std::memcpy(header + 56, &bytes, 8);
   ASSERT_EQ(::send(fd, header, sizeof(header), 0), 72);
-  auto r = (*transport)->Recv(0, MessageKey{0, 0, 0, TensorRole::kActivation}, Soon());
+  auto r = transport->Recv(0, MessageKey{0, 0, 0, TensorRole::kActivation}, Soon());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
   EXPECT_NE(r.status().message().find("mis-sized"), std::string::npos) << r.status();
   ::close(fd);
