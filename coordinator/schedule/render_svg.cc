@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "coordinator/schedule/render_ascii.h"
+#include "coordinator/schedule/render_plot.h"
 
 namespace pipetrain::schedule {
 namespace {
@@ -43,11 +44,18 @@ double TickStep(double span, int target) {
 }  // namespace
 
 std::string RenderSvg(const Schedule& schedule, const SimResult& sim) {
+  return RenderSvg(schedule, sim, SvgOptions{});
+}
+
+std::string RenderSvg(const Schedule& schedule, const SimResult& sim, const SvgOptions& options) {
   const std::vector<int> chunk = ChunkIndexOfStages(schedule);
-  double end = 0.0;
-  for (const TimedAction& t : sim.timeline) end = std::max(end, t.end);
+  double end = options.time_end;
+  if (end <= 0) {
+    for (const TimedAction& t : sim.timeline) end = std::max(end, t.end);
+  }
   if (end <= 0) end = 1;
-  const double scale = std::clamp(kMaxWidth / end, 1.0, 40.0);
+  const double scale =
+      options.px_per_time > 0 ? options.px_per_time : std::clamp(kMaxWidth / end, 1.0, 40.0);
   const int p = schedule.num_workers;
   const double plot_w = end * scale;
   const double axis_y = kTop + p * kRow + 6;
@@ -57,10 +65,16 @@ std::string RenderSvg(const Schedule& schedule, const SimResult& sim) {
                    F(height), "\" font-family=\"sans-serif\" font-size=\"11\">\n",
                    "<rect width=\"100%\" height=\"100%\" "
                    "fill=\"white\"/>\n");
-  absl::StrAppend(&out, "<text x=\"", F(kLeft), "\" y=\"18\" font-size=\"13\">", schedule.name,
-                  ": p=", p, " m=", schedule.num_microbatches, " stages=", schedule.num_stages,
-                  "  makespan ", absl::StrFormat("%.6g", sim.makespan), "  bubble ",
-                  absl::StrFormat("%.4f", sim.bubble_ratio), "</text>\n");
+  if (options.title.empty()) {
+    absl::StrAppend(&out, "<text x=\"", F(kLeft), "\" y=\"18\" font-size=\"13\">",
+                    schedule.name, ": p=", p, " m=", schedule.num_microbatches,
+                    " stages=", schedule.num_stages, "  makespan ",
+                    absl::StrFormat("%.6g", sim.makespan), "  bubble ",
+                    absl::StrFormat("%.4f", sim.bubble_ratio), "</text>\n");
+  } else {
+    absl::StrAppend(&out, "<text x=\"", F(kLeft), "\" y=\"18\" font-size=\"13\">",
+                    XmlEscape(options.title), "</text>\n");
+  }
   for (int w = 0; w < p; ++w) {
     absl::StrAppend(&out, "<text x=\"8\" y=\"", F(kTop + w * kRow + kBox * 0.7), "\">worker ", w,
                     "</text>\n");
@@ -92,7 +106,7 @@ std::string RenderSvg(const Schedule& schedule, const SimResult& sim) {
                     "</text>\n");
   }
   absl::StrAppend(&out, "<text x=\"", F(kLeft + plot_w), "\" y=\"", F(axis_y + 30),
-                  "\" text-anchor=\"end\">time</text>\n");
+                  "\" text-anchor=\"end\">", XmlEscape(options.time_label), "</text>\n");
   // Legend.
   const double ly = axis_y + 45;
   double lx = kLeft;

@@ -17,6 +17,15 @@ namespace pipetrain::schedule {
 
 std::string RenderSvg(const Schedule& schedule, const SimResult& sim);
 
+// For figures that set several charts on one time scale (predicted next to measured).
+struct SvgOptions {
+  std::string title;         // replaces the default title line when non-empty
+  double px_per_time = 0;    // horizontal scale; 0 = fit the timeline into about 1200 px
+  double time_end = 0;       // axis length in time units; 0 = the timeline's last end
+  std::string time_label = "time";
+};
+std::string RenderSvg(const Schedule& schedule, const SimResult& sim, const SvgOptions& options);
+
 }  // namespace pipetrain::schedule
 
 #endif  // PIPETRAIN_COORDINATOR_SCHEDULE_RENDER_SVG_H_

@@ -66,6 +66,7 @@ v1::Plan PlanToProto(const Schedule& schedule, const CostModel& costs, const Sim
     }
   }
   const double bytes_per_unit = costs.bytes_per_unit;
+  plan.set_comm_s(costs.comm);
   for (const StageCost& c : costs.stages) {
     v1::StageCost* pc = plan.add_costs();
     pc->set_forward_s(c.f);
@@ -119,6 +120,7 @@ absl::StatusOr<Schedule> ScheduleFromProto(const v1::Plan& plan) {
 CostModel CostModelFromProto(const v1::Plan& plan) {
   CostModel costs;
   costs.bytes_per_unit = 1.0;  // the plan stores bytes
+  costs.comm = plan.comm_s();
   for (const v1::StageCost& pc : plan.costs()) {
     StageCost c;
     c.f = pc.forward_s();

@@ -1,0 +1,232 @@
+#include "client/report.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "coordinator/schedule/codec/plan_proto.h"
+#include "coordinator/schedule/render_plot.h"
+#include "coordinator/schedule/render_svg.h"
+
+namespace pipetrain::client {
+namespace {
+
+using schedule::ActionKind;
+
+// Actions after which the executor records the worker's resident activation bytes.
+bool RecordsResidentBytes(ActionKind kind) {
+  return schedule::IsCompute(kind) || schedule::IsOffload(kind);
+}
+
+// A display unit for byte values up to `max_bytes`.
+std::pair<double, const char*> ByteUnit(double max_bytes) {
+  if (max_bytes >= (1 << 20)) return {1 << 20, "MiB"};
+  if (max_bytes >= (1 << 10)) return {1 << 10, "KiB"};
+  return {1, "bytes"};
+}
+
+// Seconds -> milliseconds for drawing.
+schedule::SimResult InMs(schedule::SimResult sim) {
+  for (schedule::TimedAction& t : sim.timeline) {
+    t.start *= 1e3;
+    t.end *= 1e3;
+  }
+  sim.makespan *= 1e3;
+  return sim;
+}
+
+const char* const kWorkerColours[] = {"#3e6fc2", "#e07b1f", "#1f9a78", "#c23e5a",
+                                      "#7b4fc0", "#8c6d31", "#d45fb0", "#5b8c2a"};
+
+}  // namespace
+
+absl::StatusOr<schedule::SimResult> MeasuredStep(const schedule::Schedule& schedule,
+                                                 const v1::StepTrace& trace) {
+  const int p = schedule.num_workers;
+  if (trace.ranks_size() != p) {
+    return absl::InvalidArgumentError(absl::StrCat("trace.ranks: ", trace.ranks_size(),
+                                                   " ranks reported, the plan has ", p,
+                                                   " workers"));
+  }
+  int64_t origin = std::numeric_limits<int64_t>::max();
+  for (int r = 0; r < p; ++r) {
+    const v1::StepReport& rank = trace.ranks(r);
+    const auto& list = schedule.worker_actions[r];
+    if (rank.timings_size() != static_cast<int>(list.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "trace.ranks[", r, "].timings: ", rank.timings_size(), " timings, the plan gives worker ",
+          r, " ", list.size(), " actions"));
+    }
+    for (int i = 0; i < rank.timings_size(); ++i) {
+      const v1::ActionTiming& t = rank.timings(i);
+      const schedule::Action& a = list[i];
+      if (t.action().kind() != schedule::ActionKindToProto(a.kind) ||
+          t.action().stage() != a.stage || t.action().microbatch() != a.microbatch) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "trace.ranks[", r, "].timings[", i, "]: action (kind ", t.action().kind(), ", stage ",
+            t.action().stage(), ", microbatch ", t.action().microbatch(),
+            ") is not the plan's action ", schedule::ToString(a), " at that position"));
+      }
+      if (t.end_ns() < t.start_ns()) {
+        return absl::InvalidArgumentError(absl::StrCat("trace.ranks[", r, "].timings[", i,
+                                                       "]: end_ns < start_ns"));
+      }
+      origin = std::min<int64_t>(origin, t.start_ns());
+    }
+  }
+  if (origin == std::numeric_limits<int64_t>::max()) origin = 0;
+
+  schedule::SimResult out;
+  out.busy.assign(p, 0.0);
+  out.span.assign(p, 0.0);
+  out.peak_memory.assign(p, 0.0);
+  out.memory_curve.assign(p, {});
+  double first = std::numeric_limits<double>::max(), last = 0.0;
+  for (int r = 0; r < p; ++r) {
+    const v1::StepReport& rank = trace.ranks(r);
+    double w_first = std::numeric_limits<double>::max(), w_last = 0.0;
+    for (int i = 0; i < rank.timings_size(); ++i) {
+      const v1::ActionTiming& t = rank.timings(i);
+      const schedule::Action& a = schedule.worker_actions[r][i];
+      const double start = (t.start_ns() - origin) * 1e-9, end = (t.end_ns() - origin) * 1e-9;
+      out.timeline.push_back(schedule::TimedAction{a, r, start, end});
+      if (schedule::IsCompute(a.kind)) out.busy[r] += end - start;
+      if (RecordsResidentBytes(a.kind)) {
+        if (out.memory_curve[r].empty()) out.memory_curve[r].push_back({start, 0.0});
+        const double level = static_cast<double>(t.bytes());
+        out.memory_curve[r].push_back({end, level});
+        out.peak_memory[r] = std::max(out.peak_memory[r], level);
+      }
+      w_first = std::min(w_first, start);
+      w_last = std::max(w_last, end);
+    }
+    if (rank.timings_size() > 0) {
+      out.span[r] = w_last - w_first;
+      first = std::min(first, w_first);
+      last = std::max(last, w_last);
+    }
+  }
+  out.makespan = last > first ? last - first : 0.0;
+  const int busiest =
+      static_cast<int>(std::max_element(out.busy.begin(), out.busy.end()) - out.busy.begin());
+  const double longest = p > 0 ? *std::max_element(out.span.begin(), out.span.end()) : 0.0;
+  out.bubble_ratio = longest > 0 ? 1.0 - out.busy[busiest] / longest : 0.0;
+  return out;
+}
+
+absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTrace& trace) {
+  JobReport report;
+  report.job_id = trace.job_id();
+  report.step = trace.step();
+  PT_ASSIGN_OR_RETURN(report.schedule, schedule::ScheduleFromProto(plan));
+  const schedule::CostModel costs = schedule::CostModelFromProto(plan);
+  if (static_cast<int>(costs.stages.size()) != report.schedule.num_stages) {
+    return absl::InvalidArgumentError(absl::StrCat("plan.costs: ", costs.stages.size(),
+                                                   " stage costs for ",
+                                                   report.schedule.num_stages, " stages"));
+  }
+  PT_ASSIGN_OR_RETURN(report.predicted, schedule::Simulate(report.schedule, costs));
+  PT_ASSIGN_OR_RETURN(report.measured, MeasuredStep(report.schedule, trace));
+  return report;
+}
+
+std::string FormatJobReport(const JobReport& r) {
+  std::string out = absl::StrFormat(
+      "job %s step %d: schedule %s, %d workers, %d microbatches\n", r.job_id, r.step,
+      r.schedule.name, r.schedule.num_workers, r.schedule.num_microbatches);
+  const double ratio = r.predicted.makespan > 0 ? r.measured.makespan / r.predicted.makespan : 0;
+  absl::StrAppendFormat(&out, "step time: predicted %.3f ms, measured %.3f ms (measured/predicted %.3f)\n",
+                        r.predicted.makespan * 1e3, r.measured.makespan * 1e3, ratio);
+  absl::StrAppendFormat(&out, "bubble ratio: predicted %.4f, measured %.4f\n",
+                        r.predicted.bubble_ratio, r.measured.bubble_ratio);
+  out += "peak activation bytes per worker (predicted / measured):";
+  for (int w = 0; w < r.schedule.num_workers; ++w) {
+    absl::StrAppendFormat(&out, " w%d %.0f / %.0f", w, r.predicted.peak_memory[w],
+                          r.measured.peak_memory[w]);
+  }
+  out += "\n";
+  return out;
+}
+
+std::string RenderJobReportSvg(const JobReport& r) {
+  const schedule::SimResult predicted = InMs(r.predicted), measured = InMs(r.measured);
+  const double end = std::max({predicted.makespan, measured.makespan, 1e-6});
+  // One time scale for both charts: the longer one is about 1100 px wide.
+  schedule::SvgOptions options;
+  options.time_end = end;
+  options.px_per_time = 1100.0 / end;
+  options.time_label = "ms";
+  options.title = absl::StrFormat("predicted (simulator, plan costs): step %.3f ms, bubble %.4f",
+                                  predicted.makespan, predicted.bubble_ratio);
+  const std::string predicted_svg = schedule::RenderSvg(r.schedule, predicted, options);
+  options.title = absl::StrFormat("measured (step %d): step %.3f ms, bubble %.4f", r.step,
+                                  measured.makespan, measured.bubble_ratio);
+  const std::string measured_svg = schedule::RenderSvg(r.schedule, measured, options);
+
+  double max_bytes = 0;
+  for (int w = 0; w < r.schedule.num_workers; ++w) {
+    max_bytes = std::max({max_bytes, r.predicted.peak_memory[w], r.measured.peak_memory[w]});
+  }
+  const auto [unit, unit_name] = ByteUnit(max_bytes);
+  schedule::Plot memory;
+  memory.title = "activation memory per worker over the step (dashed: predicted, solid: measured)";
+  memory.x.label = "ms since the step's first action";
+  memory.x.min = 0;
+  memory.x.max = end;
+  memory.y.label = absl::StrCat("resident activations (", unit_name, ")");
+  memory.y.from_zero = true;
+  memory.width = 70 + 1100 + 190;  // plot area under the Gantt charts' time axis
+  for (int w = 0; w < r.schedule.num_workers; ++w) {
+    const std::string colour = kWorkerColours[w % 8];
+    for (int side = 0; side < 2; ++side) {
+      const auto& curve = side == 0 ? r.predicted.memory_curve[w] : r.measured.memory_curve[w];
+      schedule::PlotSeries s;
+      s.style = schedule::PlotSeries::Style::kStep;
+      s.colour = colour;
+      s.dashed = side == 0;
+      if (side == 1) s.label = absl::StrCat("worker ", w);
+      for (const schedule::MemoryPoint& pt : curve) {
+        s.x.push_back(pt.time * 1e3);
+        s.y.push_back(pt.units / unit);
+      }
+      // Hold the last level to the end of the step.
+      if (!s.x.empty()) {
+        s.x.push_back(end);
+        s.y.push_back(s.y.back());
+      }
+      memory.series.push_back(std::move(s));
+    }
+  }
+  const std::string memory_svg = schedule::RenderPlot(memory);
+
+  const std::string summary = FormatJobReport(r);
+  std::vector<std::string> lines;
+  for (size_t start = 0; start < summary.size();) {
+    const size_t nl = summary.find('\n', start);
+    lines.push_back(summary.substr(start, nl - start));
+    start = nl == std::string::npos ? summary.size() : nl + 1;
+  }
+  const double header = 14 + 16.0 * lines.size();
+  const double h1 = schedule::SvgHeight(predicted_svg), h2 = schedule::SvgHeight(measured_svg);
+  const double h3 = schedule::SvgHeight(memory_svg);
+  const double width = std::max({schedule::SvgWidth(predicted_svg),
+                                 schedule::SvgWidth(measured_svg), schedule::SvgWidth(memory_svg)});
+  std::string out = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.2f\" height=\"%.2f\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+      "fill=\"white\"/>\n",
+      width, header + h1 + h2 + h3);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    absl::StrAppendFormat(&out, "<text x=\"8\" y=\"%.2f\">%s</text>\n", 18 + 16.0 * i,
+                          schedule::XmlEscape(lines[i]));
+  }
+  out += schedule::NestSvg(predicted_svg, 0, header);
+  out += schedule::NestSvg(measured_svg, 0, header + h1);
+  out += schedule::NestSvg(memory_svg, 0, header + h1 + h2);
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace pipetrain::client

@@ -1,0 +1,50 @@
+// Job report: one finished step of a job, predicted against measured, for `pipetrain report`.
+//
+// Predicted: the plan's schedule (Job.plan) simulated with the plan's own stage costs (seconds
+// and bytes, plan.comm_s between workers), exactly as the coordinator predicted it.
+// Measured: the step's per-rank action timings (GetStepTrace). Each rank's times are relative
+// to its own step start; the timeline starts at the earliest measured action. The measured
+// memory curve of a worker is the resident activation bytes the executor records after every
+// compute, OFFLOAD and RELOAD action (ActionTiming.bytes): the level holds from the action's end
+// until the next such action; it starts at 0 (the stash is empty between steps).
+//
+// Thread-safety: pure functions.
+#ifndef PIPETRAIN_CLIENT_REPORT_H_
+#define PIPETRAIN_CLIENT_REPORT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/schedule/schedule.h"
+#include "coordinator/schedule/simulator.h"
+#include "pipetrain/v1/coordinator.pb.h"
+#include "pipetrain/v1/plan.pb.h"
+
+namespace pipetrain::client {
+
+// Times in seconds, memory in bytes (SimResult's units fields hold bytes here).
+struct JobReport {
+  std::string job_id;
+  int step = 0;
+  schedule::Schedule schedule;
+  schedule::SimResult predicted;
+  schedule::SimResult measured;  // peak_memory and memory_curve from the recorded bytes
+};
+
+// The measured step of `trace` against `schedule`: trace.ranks[r] must hold one timing per
+// action of worker r's list, in list order (InvalidArgument naming the rank and index if not).
+absl::StatusOr<schedule::SimResult> MeasuredStep(const schedule::Schedule& schedule,
+                                                 const v1::StepTrace& trace);
+
+absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTrace& trace);
+
+// One SVG: a summary, the predicted and the measured Gantt charts on one time scale (ms), and
+// every worker's activation memory over the step, predicted (dashed) and measured (solid).
+std::string RenderJobReportSvg(const JobReport& report);
+
+// A few lines for the terminal: step time, bubble and peak memory per worker, both sides.
+std::string FormatJobReport(const JobReport& report);
+
+}  // namespace pipetrain::client
+
+#endif  // PIPETRAIN_CLIENT_REPORT_H_

@@ -1,0 +1,186 @@
+// Job report on synthetic step traces: a trace that replays the plan's prediction at twice the
+// duration must measure exactly twice the step time, the same bubble and the same memory.
+#include "client/report.h"
+
+#include <string>
+
+#include "coordinator/schedule/codec/plan_proto.h"
+#include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/passes.h"
+#include "gtest/gtest.h"
+
+namespace pipetrain::client {
+namespace {
+
+constexpr double kActivationBytes = 1000;  // per stage and microbatch
+constexpr double kFreedByB = 400;
+
+struct Planned {
+  schedule::Schedule schedule;
+  schedule::CostModel costs;
+  schedule::SimResult sim;
+  v1::Plan plan;
+};
+
+Planned MakePlan(const char* name, int p, int m) {
+  schedule::PipelineSpec spec;
+  spec.num_workers = p;
+  spec.num_microbatches = m;
+  spec.f = 0.001;
+  spec.b = 0.001;
+  spec.w = 0.001;
+  auto compute = schedule::Generate(name, spec);
+  EXPECT_TRUE(compute.ok()) << compute.status();
+  Planned out;
+  out.schedule = *schedule::AddTransfers(*compute);
+  out.costs = schedule::CostModelFor(spec, out.schedule.ChunksPerWorker());
+  out.costs.comm = 0.0002;
+  out.costs.bytes_per_unit = 1;
+  for (auto& s : out.costs.stages) {
+    s.activation = kActivationBytes;
+    s.freed_by_b = kFreedByB;
+  }
+  out.sim = *schedule::Simulate(out.schedule, out.costs);
+  out.plan = schedule::PlanToProto(out.schedule, out.costs, &out.sim);
+  return out;
+}
+
+// Each rank's actions at `stretch` times their simulated times, with the resident bytes the
+// executor would record (F +activation, B -freed_by_b, W the rest, BW all).
+v1::StepTrace ReplayTrace(const Planned& planned, double stretch) {
+  v1::StepTrace trace;
+  trace.set_job_id("job-000042");
+  trace.set_step(7);
+  const int p = planned.schedule.num_workers;
+  std::vector<std::vector<const schedule::TimedAction*>> by_worker(p);
+  for (const auto& t : planned.sim.timeline) by_worker[t.worker].push_back(&t);
+  for (int r = 0; r < p; ++r) {
+    v1::StepReport* rank = trace.add_ranks();
+    rank->set_rank(r);
+    int64_t resident = 0;
+    for (const schedule::TimedAction* t : by_worker[r]) {
+      v1::ActionTiming* timing = rank->add_timings();
+      timing->mutable_action()->set_kind(schedule::ActionKindToProto(t->action.kind));
+      timing->mutable_action()->set_stage(t->action.stage);
+      timing->mutable_action()->set_microbatch(t->action.microbatch);
+      timing->set_start_ns(static_cast<int64_t>(t->start * stretch * 1e9 + 0.5));
+      timing->set_end_ns(static_cast<int64_t>(t->end * stretch * 1e9 + 0.5));
+      switch (t->action.kind) {
+        case schedule::ActionKind::kF: resident += kActivationBytes; break;
+        case schedule::ActionKind::kB: resident -= kFreedByB; break;
+        case schedule::ActionKind::kW: resident -= kActivationBytes - kFreedByB; break;
+        case schedule::ActionKind::kBW: resident -= kActivationBytes; break;
+        default: break;
+      }
+      timing->set_bytes(schedule::IsCompute(t->action.kind) ? resident : 4096);
+    }
+  }
+  return trace;
+}
+
+TEST(JobReportTest, ReplayAtTwiceTheDurationMeasuresTwiceTheStepTime) {
+  for (const char* name : {"1f1b", "zb-h1", "v-half"}) {
+    SCOPED_TRACE(name);
+    const Planned planned = MakePlan(name, 4, 8);
+    auto report = BuildJobReport(planned.plan, ReplayTrace(planned, 2.0));
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->job_id, "job-000042");
+    EXPECT_EQ(report->step, 7);
+    // The prediction is the plan's own (comm_s travels with the plan).
+    EXPECT_DOUBLE_EQ(report->predicted.makespan, planned.sim.makespan);
+    EXPECT_DOUBLE_EQ(report->predicted.makespan, planned.plan.prediction().makespan_s());
+    // Times are rounded to whole ns: within 2 ns per action.
+    EXPECT_NEAR(report->measured.makespan, 2 * planned.sim.makespan, 4e-9);
+    EXPECT_NEAR(report->measured.bubble_ratio, planned.sim.bubble_ratio, 1e-6);
+    for (int w = 0; w < 4; ++w) {
+      EXPECT_DOUBLE_EQ(report->measured.peak_memory[w], report->predicted.peak_memory[w]);
+      // Measured curve: a start point plus one point per compute action of the worker.
+      int compute = 0;
+      for (const auto& a : planned.schedule.worker_actions[w]) {
+        compute += schedule::IsCompute(a.kind);
+      }
+      EXPECT_EQ(report->measured.memory_curve[w].size(), static_cast<size_t>(compute + 1));
+      EXPECT_EQ(report->measured.memory_curve[w].front().units, 0);
+      EXPECT_EQ(report->measured.memory_curve[w].back().units, 0);  // all freed by the end
+    }
+  }
+}
+
+TEST(JobReportTest, MeasuredCurveFollowsRecordedBytes) {
+  // 1f1b, p = 2, m = 2: worker 1 (last stage) runs F0 BW0 F1 BW1: 1000, 0, 1000, 0.
+  schedule::PipelineSpec spec;
+  spec.num_workers = 2;
+  spec.num_microbatches = 2;
+  const schedule::Schedule sched =
+      *schedule::AddTransfers(*schedule::Generate("1f1b", spec));
+  Planned planned{sched, schedule::CostModelFor(spec, 1), {}, {}};
+  planned.costs.bytes_per_unit = 1;
+  for (auto& s : planned.costs.stages) s.activation = kActivationBytes;
+  planned.sim = *schedule::Simulate(sched, planned.costs);
+  planned.plan = schedule::PlanToProto(sched, planned.costs, &planned.sim);
+  auto report = BuildJobReport(planned.plan, ReplayTrace(planned, 1.0));
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::vector<double> levels;
+  for (const auto& pt : report->measured.memory_curve[1]) levels.push_back(pt.units);
+  EXPECT_EQ(levels, (std::vector<double>{0, 1000, 0, 1000, 0}));  // 1f1b fuses B and W
+  EXPECT_EQ(report->measured.peak_memory[1], 1000);
+}
+
+TEST(JobReportTest, RejectsTraceThatDoesNotMatchThePlan) {
+  const Planned planned = MakePlan("1f1b", 2, 3);
+  v1::StepTrace trace = ReplayTrace(planned, 1.0);
+  v1::StepTrace missing_rank = trace;
+  missing_rank.mutable_ranks()->RemoveLast();
+  auto r1 = BuildJobReport(planned.plan, missing_rank);
+  ASSERT_FALSE(r1.ok());
+  EXPECT_EQ(r1.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r1.status().message().find("trace.ranks: 1 ranks reported, the plan has 2"),
+            std::string::npos)
+      << r1.status();
+
+  v1::StepTrace swapped = trace;
+  swapped.mutable_ranks(1)->mutable_timings(0)->mutable_action()->set_microbatch(2);
+  auto r2 = BuildJobReport(planned.plan, swapped);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("trace.ranks[1].timings[0]"), std::string::npos)
+      << r2.status();
+
+  v1::StepTrace short_list = trace;
+  short_list.mutable_ranks(0)->mutable_timings()->RemoveLast();
+  auto r3 = BuildJobReport(planned.plan, short_list);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.status().message().find("trace.ranks[0].timings"), std::string::npos);
+}
+
+TEST(JobReportTest, SvgHasBothTimelinesAndAMemoryCurvePerWorker) {
+  const Planned planned = MakePlan("zb-h1", 3, 6);
+  auto report = BuildJobReport(planned.plan, ReplayTrace(planned, 1.5));
+  ASSERT_TRUE(report.ok()) << report.status();
+  const std::string svg = RenderJobReportSvg(*report);
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t at = svg.find(what); at != std::string::npos; at = svg.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_EQ(count("<svg"), 4);  // outer + predicted + measured + memory
+  EXPECT_EQ(count("</svg>"), 4);
+  EXPECT_NE(svg.find("predicted (simulator, plan costs)"), std::string::npos);
+  EXPECT_NE(svg.find("measured (step 7)"), std::string::npos);
+  // Every compute action drawn twice (predicted and measured).
+  int compute = 0;
+  for (const auto& list : planned.schedule.worker_actions) {
+    for (const auto& a : list) compute += schedule::IsCompute(a.kind);
+  }
+  // + 8 legend swatches per Gantt chart + the memory plot's frame.
+  EXPECT_EQ(count("<rect x="), 2 * compute + 2 * 8 + 1);
+  // 2 curves (predicted dashed, measured solid) per worker; legend names each worker once.
+  EXPECT_EQ(count("<path"), 2 * 3);
+  for (const char* w : {">worker 0<", ">worker 1<", ">worker 2<"}) {
+    EXPECT_NE(svg.find(w), std::string::npos) << w;
+  }
+  EXPECT_NE(svg.find("measured/predicted 1.500"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipetrain::client
