@@ -1,0 +1,238 @@
+// Every schedule side by side on the emulated backend (each worker a thread, each F/B/W a sleep
+// of its cost, real activation allocations, in-memory transport) at p = 4, 8, 16: simulated and
+// measured step time, bubble ratio and peak activation memory per worker.
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "bench/suite/suite.h"
+#include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/passes.h"
+#include "coordinator/schedule/simulator.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "worker/runtime/emulated_stage_runner.h"
+#include "worker/runtime/in_process_pipeline.h"
+#include "worker/runtime/measured_timeline.h"
+
+namespace pipetrain::bench {
+namespace {
+
+constexpr double kBytesPerUnit = 64 << 10;
+
+// Mean time an emulated action overruns its nominal duration (sleep wake-up latency).
+double SleepOvershoot(double seconds, int samples) {
+  double total = 0;
+  for (int i = 0; i < samples; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_until(start +
+                                  std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9)));
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+             seconds;
+  }
+  return total / samples;
+}
+
+// One-way latency of a small message between two threads through the in-memory transport.
+double HopLatency(int round_trips) {
+  worker::FakeTransportHub hub(2);
+  std::thread echo([&] {
+    for (int i = 0; i < round_trips; ++i) {
+      worker::MessageKey key{i, 0, 0, worker::TensorRole::kActivation};
+      auto m = hub.endpoint(1)->Recv(0, key, absl::InfiniteFuture());
+      m->key.role = worker::TensorRole::kGradient;
+      (void)hub.endpoint(1)->Send(0, std::move(*m));
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < round_trips; ++i) {
+    worker::Message m;
+    m.key = worker::MessageKey{i, 0, 0, worker::TensorRole::kActivation};
+    m.shape = {256};
+    m.data.assign(256, 1.0f);
+    (void)hub.endpoint(0)->Send(1, std::move(m));
+    (void)hub.endpoint(0)->Recv(1, worker::MessageKey{i, 0, 0, worker::TensorRole::kGradient},
+                                absl::InfiniteFuture());
+  }
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  echo.join();
+  return total / round_trips / 2;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Runs `plan` on p emulated workers: `steps` measured steps after one warm-up step. Returns the
+// median step time, and the bubble and peak (units) of the median step.
+absl::Status RunEmulated(const schedule::Schedule& plan, const schedule::CostModel& costs,
+                         int steps, double* step_s, double* bubble, double* peak_units) {
+  const int p = plan.num_workers;
+  std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
+  std::vector<std::unique_ptr<worker::EmulatedStageRunner>> runners;
+  std::vector<worker::StageRunner*> raw;
+  for (int r = 0; r < p; ++r) {
+    backends.push_back(std::make_unique<kernels::CpuBackend>());
+    runners.push_back(std::make_unique<worker::EmulatedStageRunner>(
+        backends.back().get(), plan.num_stages,
+        worker::EmulatedStageConfig{costs, kBytesPerUnit, 256}));
+    raw.push_back(runners.back().get());
+  }
+  worker::FakeTransportHub hub(p);
+  auto results = worker::RunInProcess(plan, raw, steps + 1, &hub);
+  if (!results.ok()) return results.status();
+  std::vector<std::pair<double, int>> by_time;
+  int64_t peak = 0;
+  for (int s = 1; s <= steps; ++s) {
+    int64_t longest = 0;
+    for (int r = 0; r < p; ++r) {
+      longest = std::max(longest, (*results)[r][s].duration_ns);
+      peak = std::max(peak, (*results)[r][s].peak_activation_bytes);
+    }
+    by_time.push_back({longest * 1e-9, s});
+  }
+  std::sort(by_time.begin(), by_time.end());
+  const auto [median, step] = by_time[by_time.size() / 2];
+  std::vector<std::vector<worker::ActionTiming>> timings(p);
+  for (int r = 0; r < p; ++r) timings[r] = (*results)[r][step].timings;
+  *step_s = median;
+  *bubble = worker::MeasuredTimeline(plan, timings).bubble_ratio;
+  *peak_units = peak / kBytesPerUnit;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Section EmulatedComparison(const SuiteOptions& options, std::vector<Comparison>* results) {
+  const Stamp start = Now();
+  const double unit = options.quick ? 0.0004 : 0.002;  // seconds per F (= B = W) per worker
+  const int steps = options.quick ? 1 : 3;
+  const int repeats = options.quick ? 1 : std::max(1, options.repeats);
+  const double overshoot = SleepOvershoot(unit / 2, options.quick ? 20 : 200);
+  const double hop = HopLatency(options.quick ? 50 : 500);
+  std::string md;
+  for (int p : {4, 8, 16}) {
+    Comparison cmp;
+    cmp.p = p;
+    cmp.m = options.quick ? p : 4 * p;
+    for (const std::string& name : schedule::GeneratorNames()) {
+      ScheduleRun run;
+      run.name = name;
+      const schedule::PipelineSpec spec = SuiteSpec(name, p, cmp.m, unit);
+      auto compute = schedule::Generate(name, spec);
+      if (!compute.ok()) {
+        run.error = std::string(compute.status().message());
+        cmp.runs.push_back(run);
+        continue;
+      }
+      auto plan = schedule::AddTransfers(*compute);
+      const schedule::CostModel costs = schedule::CostModelFor(spec, plan->ChunksPerWorker());
+      schedule::CostModel calibrated = costs;
+      for (auto& stage : calibrated.stages) {
+        stage.f += overshoot;
+        stage.b += overshoot;
+        stage.w += overshoot;
+        if (stage.bw >= 0) stage.bw += overshoot;
+      }
+      calibrated.comm = hop;
+      auto sim = schedule::Simulate(*plan, costs);
+      auto cal = schedule::Simulate(*plan, calibrated);
+      if (!plan.ok() || !sim.ok() || !cal.ok()) {
+        run.error = "simulation failed";
+        cmp.runs.push_back(run);
+        continue;
+      }
+      run.sim_step = sim->makespan;
+      run.sim_calibrated = cal->makespan;
+      run.sim_bubble = sim->bubble_ratio;
+      run.sim_peak = *std::max_element(sim->peak_memory.begin(), sim->peak_memory.end());
+      cmp.runs.push_back(run);
+    }
+    // Repetitions interleave the schedules so that load changes hit all of them alike.
+    for (int rep = 0; rep < repeats; ++rep) {
+      for (ScheduleRun& run : cmp.runs) {
+        if (!run.error.empty()) continue;
+        const schedule::PipelineSpec spec = SuiteSpec(run.name, p, cmp.m, unit);
+        auto plan = schedule::AddTransfers(*schedule::Generate(run.name, spec));
+        const schedule::CostModel costs = schedule::CostModelFor(spec, plan->ChunksPerWorker());
+        double step_s = 0, bubble = 0, peak = 0;
+        const absl::Status status = RunEmulated(*plan, costs, steps, &step_s, &bubble, &peak);
+        if (!status.ok()) {
+          run.error = std::string(status.message());
+          continue;
+        }
+        run.measured_step.push_back(step_s);
+        run.measured_bubble = bubble;
+        run.measured_peak = peak;
+        run.ok = true;
+      }
+    }
+    results->push_back(cmp);
+  }
+  const Stamp end = Now();
+
+  md = absl::StrCat(
+      "## Every schedule side by side: emulated backend, p = 4, 8, 16\n\n",
+      Provenance(options, start, end),
+      "One job per p: m = ", options.quick ? "p" : "4p", " microbatches, F = B = W = ",
+      Fixed(unit * 1e3, 1),
+      " ms per worker share (a V or interleaved worker runs two chunks of half that). Each "
+      "worker is a thread of one process; each F/B/W sleeps for its cost; activations are "
+      "really allocated (",
+      static_cast<int>(kBytesPerUnit) >> 10,
+      " KiB per unit) and counted; tensors go through the in-memory transport. Measured step: "
+      "median of ",
+      steps, " steps after a warm-up step, the whole table run ", repeats,
+      " time(s) with the schedules interleaved (columns run 1, run 2, ...). *Calibrated* adds "
+      "two terms measured at the start of this run: the sleep overshoot per emulated action (",
+      Fixed(overshoot * 1e6, 1), " us) and the in-memory transport's one-way hop (",
+      Fixed(hop * 1e6, 1),
+      " us). Memory in units of one microbatch's activations for a worker's whole share of "
+      "layers; predicted = measured means the allocator saw exactly the simulator's peak.\n\n");
+  for (const Comparison& cmp : *results) {
+    const ScheduleRun* base = nullptr;
+    for (const ScheduleRun& r : cmp.runs) {
+      if (r.name == "1f1b" && r.ok) base = &r;
+    }
+    absl::StrAppend(&md, "**p = ", cmp.p, ", m = ", cmp.m,
+                    "**\n\n| schedule | simulated step ms (nominal) | simulated (calibrated) | "
+                    "measured ms");
+    for (int rep = 1; rep < repeats; ++rep) absl::StrAppend(&md, " | run ", rep + 1);
+    absl::StrAppend(&md,
+                    " | measured / calibrated | bubble simulated | bubble measured | peak "
+                    "units predicted | measured | throughput vs 1F1B (sim) | measured (run 1",
+                    repeats > 1 ? absl::StrCat("; run ", repeats) : "", ") |\n|---|---|---|---|");
+    for (int rep = 1; rep < repeats; ++rep) md += "---|";
+    md += "---|---|---|---|---|---|---|\n";
+    for (const ScheduleRun& r : cmp.runs) {
+      if (!r.ok) {
+        absl::StrAppend(&md, "| ", r.name, " | not run: ", r.error, " |\n");
+        continue;
+      }
+      absl::StrAppend(&md, "| ", r.name, " | ", Ms(r.sim_step), " | ", Ms(r.sim_calibrated));
+      for (double s : r.measured_step) absl::StrAppend(&md, " | ", Ms(s));
+      std::string tput = "-";
+      if (base != nullptr) {
+        tput = Fixed(base->measured_step[0] / r.measured_step[0], 3);
+        if (repeats > 1) {
+          absl::StrAppend(&tput, "; ", Fixed(base->measured_step.back() / r.measured_step.back(), 3));
+        }
+      }
+      absl::StrAppend(&md, " | ", Fixed(Median(r.measured_step) / r.sim_calibrated, 3), " | ",
+                      Fixed(r.sim_bubble, 3), " | ", Fixed(r.measured_bubble, 3), " | ",
+                      Fixed(r.sim_peak, 2), " | ", Fixed(r.measured_peak, 2), " | ",
+                      base ? Fixed(base->sim_step / r.sim_step, 3) : "-", " | ", tput, " |\n");
+    }
+    md += "\n";
+  }
+  Section section;
+  section.markdown = md;
+  return section;
+}
+
+}  // namespace pipetrain::bench

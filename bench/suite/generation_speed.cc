@@ -1,0 +1,111 @@
+// Schedule generation speed: Generate(name, spec) (the generator plus ValidateSchedule) for every
+// registered schedule over a ladder of sizes up to p = 64, m = 1024, unit costs.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/suite/suite.h"
+#include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/render_plot.h"
+
+namespace pipetrain::bench {
+namespace {
+
+// Seconds per Generate call: repeated until at least `min_total` seconds have passed.
+double TimeOnce(const std::string& name, const schedule::PipelineSpec& spec, double min_total,
+                std::string* error) {
+  int iterations = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  do {
+    auto s = schedule::Generate(name, spec);
+    if (!s.ok()) {
+      *error = std::string(s.status().message());
+      return 0;
+    }
+    ++iterations;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } while (elapsed < min_total);
+  return elapsed / iterations;
+}
+
+}  // namespace
+
+Section GenerationSpeed(const SuiteOptions& options) {
+  const Stamp start = Now();
+  std::vector<std::pair<int, int>> sizes = {{4, 32}, {8, 64}, {16, 128}, {32, 256}, {64, 512},
+                                            {64, 1024}};
+  if (options.quick) sizes = {{4, 16}, {8, 32}};
+  const int repeats = options.quick ? 1 : 3;
+  const double min_total = options.quick ? 0.002 : 0.05;
+  const std::vector<std::string> names = schedule::GeneratorNames();
+
+  schedule::Plot plot;
+  plot.title = "Schedule generation time (Generate = generator + ValidateSchedule), unit costs";
+  plot.x.label = "p x m (workers x microbatches)";
+  plot.x.log = true;
+  plot.y.label = "ms per Generate (median)";
+  plot.y.log = true;
+  plot.width = 900;
+  plot.height = 520;
+
+  std::string table = "| schedule |";
+  std::string rule = "|---|";
+  for (auto [p, m] : sizes) {
+    absl::StrAppend(&table, " p=", p, " m=", m, " |");
+    rule += "---|";
+  }
+  const auto [p_big, m_big] = sizes.back();
+  absl::StrAppend(&table, " spread at p=", p_big, " m=", m_big, " (min-max of ", repeats,
+                  ") | time ratio largest/smallest vs work ratio ", 
+                  (p_big * m_big) / (sizes.front().first * sizes.front().second), " |\n");
+  rule += "---|---|\n";
+  table += rule;
+  for (const std::string& name : names) {
+    schedule::PlotSeries series;
+    series.label = name;
+    absl::StrAppend(&table, "| ", name, " |");
+    double first = 0, last = 0, lo = 0, hi = 0;
+    for (auto [p, m] : sizes) {
+      std::vector<double> times;
+      std::string error;
+      TimeOnce(name, SuiteSpec(name, p, m), 0, &error);  // warm-up (allocator, caches)
+      for (int r = 0; r < repeats && error.empty(); ++r) {
+        times.push_back(TimeOnce(name, SuiteSpec(name, p, m), min_total, &error));
+      }
+      if (!error.empty()) {
+        absl::StrAppend(&table, " refused: ", error.substr(0, 60), " |");
+        continue;
+      }
+      std::sort(times.begin(), times.end());
+      const double median = times[times.size() / 2];
+      absl::StrAppend(&table, " ", Ms(median), " ms |");
+      series.x.push_back(static_cast<double>(p) * m);
+      series.y.push_back(median * 1e3);
+      if (first == 0) first = median;
+      last = median;
+      lo = times.front();
+      hi = times.back();
+    }
+    absl::StrAppend(&table, " ", Ms(lo), "-", Ms(hi), " ms | ",
+                    first > 0 ? absl::StrFormat("%.0f", last / first) : "-", " |\n");
+    plot.series.push_back(std::move(series));
+  }
+  const Stamp end = Now();
+  plot.caption = Caption(options, start, end);
+  Section section;
+  section.markdown = absl::StrCat(
+      "## Schedule generation speed\n\n", Provenance(options, start, end),
+      "Each cell: median of ", repeats, " timings of `Generate(name, spec)` (generator + "
+      "ValidateSchedule), unit costs F = B = W = 1 (bench/suite/suite.h SuiteSpec: v-adaptive "
+      "and auto search under a memory limit of ceil(5/8 p) units). The last column compares the time growth from the smallest "
+      "to the largest size with the growth of the work (p x m); equal numbers mean linear "
+      "scaling.\n\n",
+      table, "\n![generation time](bench/generation_speed.svg)\n\n");
+  section.figures.push_back({"generation_speed.svg", schedule::RenderPlot(plot)});
+  return section;
+}
+
+}  // namespace pipetrain::bench
