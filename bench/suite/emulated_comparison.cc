@@ -23,19 +23,6 @@ namespace {
 
 constexpr double kBytesPerUnit = 64 << 10;
 
-// Mean time an emulated action overruns its nominal duration (sleep wake-up latency).
-double SleepOvershoot(double seconds, int samples) {
-  double total = 0;
-  for (int i = 0; i < samples; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    std::this_thread::sleep_until(start +
-                                  std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9)));
-    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
-             seconds;
-  }
-  return total / samples;
-}
-
 // One-way latency of a small message between two threads through the in-memory transport.
 double HopLatency(int round_trips) {
   worker::FakeTransportHub hub(2);
@@ -65,13 +52,28 @@ double HopLatency(int round_trips) {
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  if (v.empty()) return 0;
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Nominal duration of a compute action under `costs`.
+double Nominal(const schedule::CostModel& costs, const schedule::Action& a) {
+  const schedule::StageCost& c = costs.stages[a.stage];
+  switch (a.kind) {
+    case schedule::ActionKind::kF: return c.f;
+    case schedule::ActionKind::kB: return c.b;
+    case schedule::ActionKind::kW: return c.w;
+    default: return c.FusedBackward();
+  }
 }
 
 // Runs `plan` on p emulated workers: `steps` measured steps after one warm-up step. Returns the
-// median step time, and the bubble and peak (units) of the median step.
+// median step time, the bubble and peak (units) of the median step, and the mean time a compute
+// action of that step overran its nominal cost (sleep wake-up latency, scheduling under load).
 absl::Status RunEmulated(const schedule::Schedule& plan, const schedule::CostModel& costs,
-                         int steps, double* step_s, double* bubble, double* peak_units) {
+                         int steps, double* step_s, double* bubble, double* peak_units,
+                         double* overrun) {
   const int p = plan.num_workers;
   std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
   std::vector<std::unique_ptr<worker::EmulatedStageRunner>> runners;
@@ -99,7 +101,17 @@ absl::Status RunEmulated(const schedule::Schedule& plan, const schedule::CostMod
   std::sort(by_time.begin(), by_time.end());
   const auto [median, step] = by_time[by_time.size() / 2];
   std::vector<std::vector<worker::ActionTiming>> timings(p);
-  for (int r = 0; r < p; ++r) timings[r] = (*results)[r][step].timings;
+  double over = 0;
+  int n = 0;
+  for (int r = 0; r < p; ++r) {
+    timings[r] = (*results)[r][step].timings;
+    for (const worker::ActionTiming& t : timings[r]) {
+      if (!schedule::IsCompute(t.action.kind)) continue;
+      over += (t.end_ns - t.start_ns) * 1e-9 - Nominal(costs, t.action);
+      ++n;
+    }
+  }
+  *overrun = n > 0 ? over / n : 0;
   *step_s = median;
   *bubble = worker::MeasuredTimeline(plan, timings).bubble_ratio;
   *peak_units = peak / kBytesPerUnit;
@@ -110,10 +122,9 @@ absl::Status RunEmulated(const schedule::Schedule& plan, const schedule::CostMod
 
 Section EmulatedComparison(const SuiteOptions& options, std::vector<Comparison>* results) {
   const Stamp start = Now();
-  const double unit = options.quick ? 0.0004 : 0.002;  // seconds per F (= B = W) per worker
+  const double unit = options.quick ? 0.0004 : 0.004;  // seconds per F (= B = W) per worker
   const int steps = options.quick ? 1 : 3;
   const int repeats = options.quick ? 1 : std::max(1, options.repeats);
-  const double overshoot = SleepOvershoot(unit / 2, options.quick ? 20 : 200);
   const double hop = HopLatency(options.quick ? 50 : 500);
   std::string md;
   for (int p : {4, 8, 16}) {
@@ -132,23 +143,13 @@ Section EmulatedComparison(const SuiteOptions& options, std::vector<Comparison>*
       }
       auto plan = schedule::AddTransfers(*compute);
       const schedule::CostModel costs = schedule::CostModelFor(spec, plan->ChunksPerWorker());
-      schedule::CostModel calibrated = costs;
-      for (auto& stage : calibrated.stages) {
-        stage.f += overshoot;
-        stage.b += overshoot;
-        stage.w += overshoot;
-        if (stage.bw >= 0) stage.bw += overshoot;
-      }
-      calibrated.comm = hop;
       auto sim = schedule::Simulate(*plan, costs);
-      auto cal = schedule::Simulate(*plan, calibrated);
-      if (!plan.ok() || !sim.ok() || !cal.ok()) {
+      if (!plan.ok() || !sim.ok()) {
         run.error = "simulation failed";
         cmp.runs.push_back(run);
         continue;
       }
       run.sim_step = sim->makespan;
-      run.sim_calibrated = cal->makespan;
       run.sim_bubble = sim->bubble_ratio;
       run.sim_peak = *std::max_element(sim->peak_memory.begin(), sim->peak_memory.end());
       cmp.runs.push_back(run);
@@ -160,12 +161,28 @@ Section EmulatedComparison(const SuiteOptions& options, std::vector<Comparison>*
         const schedule::PipelineSpec spec = SuiteSpec(run.name, p, cmp.m, unit);
         auto plan = schedule::AddTransfers(*schedule::Generate(run.name, spec));
         const schedule::CostModel costs = schedule::CostModelFor(spec, plan->ChunksPerWorker());
-        double step_s = 0, bubble = 0, peak = 0;
-        const absl::Status status = RunEmulated(*plan, costs, steps, &step_s, &bubble, &peak);
+        double step_s = 0, bubble = 0, peak = 0, overrun = 0;
+        const absl::Status status =
+            RunEmulated(*plan, costs, steps, &step_s, &bubble, &peak, &overrun);
         if (!status.ok()) {
           run.error = std::string(status.message());
           continue;
         }
+        schedule::CostModel calibrated = costs;
+        for (auto& stage : calibrated.stages) {
+          stage.f += overrun;
+          stage.b += overrun;
+          stage.w += overrun;
+          if (stage.bw >= 0) stage.bw += overrun;
+        }
+        calibrated.comm = hop;
+        auto cal = schedule::Simulate(*plan, calibrated);
+        if (!cal.ok()) {
+          run.error = std::string(cal.status().message());
+          continue;
+        }
+        run.sim_calibrated.push_back(cal->makespan);
+        run.overrun.push_back(overrun);
         run.measured_step.push_back(step_s);
         run.measured_bubble = bubble;
         run.measured_peak = peak;
@@ -188,11 +205,13 @@ Section EmulatedComparison(const SuiteOptions& options, std::vector<Comparison>*
       " KiB per unit) and counted; tensors go through the in-memory transport. Measured step: "
       "median of ",
       steps, " steps after a warm-up step, the whole table run ", repeats,
-      " time(s) with the schedules interleaved (columns run 1, run 2, ...). *Calibrated* adds "
-      "two terms measured at the start of this run: the sleep overshoot per emulated action (",
-      Fixed(overshoot * 1e6, 1), " us) and the in-memory transport's one-way hop (",
+      " time(s) with the schedules interleaved (columns run 1, run 2, ...). *Calibrated* "
+      "simulates the same plan with two terms measured in this run: every compute action's "
+      "mean overrun of its nominal time in that schedule's measured step (sleep wake-up and "
+      "scheduling delay on the loaded box; column *overrun*), and the in-memory transport's "
+      "one-way hop (",
       Fixed(hop * 1e6, 1),
-      " us). Memory in units of one microbatch's activations for a worker's whole share of "
+      " us, measured at the start). *measured / calibrated* is the median over the runs. Memory in units of one microbatch's activations for a worker's whole share of "
       "layers; predicted = measured means the allocator saw exactly the simulator's peak.\n\n");
   for (const Comparison& cmp : *results) {
     const ScheduleRun* base = nullptr;
@@ -200,21 +219,22 @@ Section EmulatedComparison(const SuiteOptions& options, std::vector<Comparison>*
       if (r.name == "1f1b" && r.ok) base = &r;
     }
     absl::StrAppend(&md, "**p = ", cmp.p, ", m = ", cmp.m,
-                    "**\n\n| schedule | simulated step ms (nominal) | simulated (calibrated) | "
-                    "measured ms");
+                    "**\n\n| schedule | simulated step ms (nominal) | overrun us (run 1) | simulated "
+                    "(calibrated, run 1) | measured ms");
     for (int rep = 1; rep < repeats; ++rep) absl::StrAppend(&md, " | run ", rep + 1);
     absl::StrAppend(&md,
                     " | measured / calibrated | bubble simulated | bubble measured | peak "
                     "units predicted | measured | throughput vs 1F1B (sim) | measured (run 1",
                     repeats > 1 ? absl::StrCat("; run ", repeats) : "", ") |\n|---|---|---|---|");
     for (int rep = 1; rep < repeats; ++rep) md += "---|";
-    md += "---|---|---|---|---|---|---|\n";
+    md += "---|---|---|---|---|---|---|---|\n";
     for (const ScheduleRun& r : cmp.runs) {
       if (!r.ok) {
         absl::StrAppend(&md, "| ", r.name, " | not run: ", r.error, " |\n");
         continue;
       }
-      absl::StrAppend(&md, "| ", r.name, " | ", Ms(r.sim_step), " | ", Ms(r.sim_calibrated));
+      absl::StrAppend(&md, "| ", r.name, " | ", Ms(r.sim_step), " | ",
+                      Fixed(r.overrun[0] * 1e6, 0), " | ", Ms(r.sim_calibrated[0]));
       for (double s : r.measured_step) absl::StrAppend(&md, " | ", Ms(s));
       std::string tput = "-";
       if (base != nullptr) {
@@ -223,7 +243,11 @@ Section EmulatedComparison(const SuiteOptions& options, std::vector<Comparison>*
           absl::StrAppend(&tput, "; ", Fixed(base->measured_step.back() / r.measured_step.back(), 3));
         }
       }
-      absl::StrAppend(&md, " | ", Fixed(Median(r.measured_step) / r.sim_calibrated, 3), " | ",
+      std::vector<double> ratios;
+      for (size_t i = 0; i < r.measured_step.size(); ++i) {
+        ratios.push_back(r.measured_step[i] / r.sim_calibrated[i]);
+      }
+      absl::StrAppend(&md, " | ", Fixed(Median(ratios), 3), " | ",
                       Fixed(r.sim_bubble, 3), " | ", Fixed(r.measured_bubble, 3), " | ",
                       Fixed(r.sim_peak, 2), " | ", Fixed(r.measured_peak, 2), " | ",
                       base ? Fixed(base->sim_step / r.sim_step, 3) : "-", " | ", tput, " |\n");

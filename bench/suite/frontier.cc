@@ -58,9 +58,12 @@ Section Frontier(const SuiteOptions& options, const std::vector<Comparison>& emu
     double mem, sim, measured;
   };
   std::vector<Point> points;
+  double spread = 0;  // largest (max - min) of a schedule's measured ratio over the runs
+  int runs = 0;
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   };
   for (const std::string& name : kFrontierSchedules) {
     for (const ScheduleRun& r : cmp->runs) {
@@ -74,6 +77,9 @@ Section Frontier(const SuiteOptions& options, const std::vector<Comparison>& emu
         absl::StrAppend(&each, i ? "; " : "", Fixed(ratios.back(), 3));
       }
       const double tmeas = median(ratios);
+      spread = std::max(spread, *std::max_element(ratios.begin(), ratios.end()) -
+                                    *std::min_element(ratios.begin(), ratios.end()));
+      runs = static_cast<int>(ratios.size());
       points.push_back({name, mem, tsim, tmeas});
       sim.x.push_back(r.sim_peak / base->sim_peak);
       sim.y.push_back(tsim);
@@ -162,7 +168,10 @@ Section Frontier(const SuiteOptions& options, const std::vector<Comparison>& emu
       "simulated column is the papers' idealised setting). x: peak activation memory per worker "
       "relative to 1F1B's; y: throughput relative to 1F1B's. Measured throughput: the median over "
       "the runs of 1F1B's measured step time / the schedule's, each run side by side.\n\n",
-      table, "\n", claims, "\n", offload_note, "![frontier](bench/frontier.svg)\n\n");
+      table, "\nNoise: ", runs > 1 ? absl::StrCat("over the ", runs, " runs, a schedule's measured "
+      "throughput ratio moved by at most ", Fixed(spread, 3), " (max - min); differences smaller "
+      "than that are not resolved by this run.") : "one run only (quick mode): no spread measured.",
+      "\n\n", claims, "\n", offload_note, "![frontier](bench/frontier.svg)\n\n");
   section.figures.push_back({"frontier.svg", schedule::RenderPlot(plot)});
   return section;
 }

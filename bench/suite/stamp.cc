@@ -95,6 +95,9 @@ std::string Ms(double seconds) {
   return absl::StrFormat("%.3f", ms);
 }
 
-std::string Fixed(double v, int digits) { return absl::StrFormat("%.*f", digits, v); }
+std::string Fixed(double v, int digits) {
+  if (std::abs(v) < 0.5 * std::pow(10.0, -digits)) v = 0;  // no "-0.000"
+  return absl::StrFormat("%.*f", digits, v);
+}
 
 }  // namespace pipetrain::bench

@@ -54,7 +54,8 @@ struct ScheduleRun {
   bool ok = false;
   std::string error;
   double sim_step = 0;        // nominal costs, seconds
-  double sim_calibrated = 0;  // with this machine's measured per-action overheads
+  std::vector<double> sim_calibrated;  // per repetition: with that run's measured overheads
+  std::vector<double> overrun;         // per repetition: mean compute-action overrun, seconds
   double sim_bubble = 0;
   double sim_peak = 0;        // units (max over workers)
   std::vector<double> measured_step;  // seconds, one per repetition (median over steps)
