@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/schedule/v_block_search.h"
 #include "coordinator/schedule/v_greedy.h"
 #include "coordinator/schedule/v_pattern.h"
 #include "coordinator/schedule/v_zbv.h"
@@ -93,6 +94,34 @@ std::vector<VVariant> BlockVariants() {
   return out;
 }
 
+// Searched building blocks (v_block_search.h) on the grid that represents the costs best, at the
+// period of the busiest worker's work, else one or two slots longer (comm or rounding can force
+// waits that only a longer period absorbs): the first period at which a block's lifespan bound
+// fits the cap ends the search.
+std::vector<VVariant> SearchedBlockVariants(int p, const CostModel& costs, double cap) {
+  std::vector<VVariant> out;
+  VBlockSearchOptions options;
+  options.slots = ChooseVBlockSlots(p, costs);
+  options.beam = 32;
+  options.max_wait = 2;
+  options.max_results = 3;
+  for (int extra : {0, 1, 2}) {
+    options.extra_slots = extra;
+    std::vector<BuildingBlock> found = SearchVBlocks(p, costs, options);
+    bool fits = false;
+    for (size_t k = 0; k < found.size(); ++k) {
+      const std::vector<double> bound = LifespanPeakBound(found[k], costs);
+      fits |= *std::max_element(bound.begin(), bound.end()) <= cap + 1e-9;
+      VVariant v;
+      v.label = absl::StrCat("searched block ", options.slots, "+", extra, " slots #", k);
+      v.fixed_block = std::move(found[k]);
+      out.push_back(std::move(v));
+    }
+    if (fits) break;
+  }
+  return out;
+}
+
 // `zbv`: also the ZB-V wave scheduler (v_zbv.h), which wins whenever the cap allows its
 // warm-up (about p units); the greedy candidates run unless it already reached the lower bound.
 absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& name, double law,
@@ -117,6 +146,7 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
   std::vector<VVariant> variants = GreedyVariants(p, chunk > 0 ? cap / chunk : 2.0 * p, full);
   if (blocks) {
     for (VVariant& v : BlockVariants()) variants.push_back(std::move(v));
+    for (VVariant& v : SearchedBlockVariants(p, costs, cap)) variants.push_back(std::move(v));
   }
   // With a wave schedule in hand, only candidates that can beat its span matter.
   absl::StatusOr<VPlan> plan =
@@ -202,8 +232,9 @@ std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& cost
                  kind == VPatternKind::kMin ? "pattern v-min" : "pattern v-half"};
   }
   const VVariant& variant = variants[index];
-  if (variant.block) {
-    Schedule s = RepeatBlock(MakeVBlock(p, costs, *variant.block), m, name);
+  if (variant.block.has_value() || variant.fixed_block.has_value()) {
+    Schedule s = RepeatBlock(
+        variant.fixed_block ? *variant.fixed_block : MakeVBlock(p, costs, *variant.block), m, name);
     const VOrderEval e = EvaluateVOrder(s, costs, cap, abort_span);
     *pruned = e.pruned;
     if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) return std::nullopt;
@@ -255,7 +286,8 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     // Promising candidates run first to tighten those bounds early: the patterns, the blocks,
     // then the greedy variants with an in-flight limit.
     auto family = [&](int index) {
-      return index < 0 ? 0 : (variants[index].block.has_value() ? 2 : 1);
+      if (index < 0) return 0;
+      return variants[index].block.has_value() || variants[index].fixed_block.has_value() ? 2 : 1;
     };
     std::vector<int> order = all;
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -298,7 +330,9 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     // different rates, so the prefix ranking across families is not reliable.
     for (bool block : {false, true}) {
       for (const Scored& sc : scored) {
-        if (sc.index < 0 || variants[sc.index].block.has_value() != block) continue;
+        if (sc.index < 0) continue;
+        const VVariant& v = variants[sc.index];
+        if ((v.block.has_value() || v.fixed_block.has_value()) != block) continue;
         if (std::find(finalists.begin(), finalists.end(), sc.index) == finalists.end()) {
           finalists.push_back(sc.index);
         }

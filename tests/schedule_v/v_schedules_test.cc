@@ -8,6 +8,7 @@
 #include "coordinator/schedule/building_block.h"
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/simulator.h"
+#include "coordinator/schedule/v_block_search.h"
 #include "coordinator/schedule/v_generators.h"
 #include "coordinator/schedule/v_pattern.h"
 #include "coordinator/schedule/validator.h"
@@ -107,31 +108,39 @@ TEST(VLawsTest, ZeroBubbleVUnitAndUnequalCosts) {
   }
 }
 
-// V-Half below 1F1B with F:B:W = 1:1:1 and 1:2:1 (comm 0) over the full grid: holds since the
-// repeated real-cost building blocks joined the candidates (1:2:1 p=16 m=64: 0.168 vs 0.190;
-// before 0.230).
-TEST(VLawsTest, VHalfBeats1F1BUnitAnd121) {
+// V-Half below 1F1B with F:B:W = 1:1:1, 1:2:1 and 1:1.5:0.5 (comm 0) over the full grid. The
+// 1:1.5:0.5 cells at p >= 8, m >= 2p (e.g. p=16 m=64: 1F1B 0.190) are met by the searched
+// building blocks (v_block_search.h; before them 0.220, now 0.163).
+TEST(VLawsTest, VHalfBeats1F1BWithUnequalCosts) {
   for (int p : {2, 3, 4, 6, 8, 12, 16}) {
     for (int m : {p, 2 * p, 4 * p, 64}) {
       if (m < p) continue;
-      for (double b : {1.0, 2.0}) {
-        const PipelineSpec spec = Spec(p, m, 1.0, b, 1.0, 0.0);
-        EXPECT_LT(RunGen("v-half", spec).bubble, RunGen("1f1b", spec).bubble)
-            << "p=" << p << " m=" << m << " b=" << b;
+      for (auto [f, b, w] : {std::tuple{1.0, 1.0, 1.0}, std::tuple{1.0, 2.0, 1.0},
+                             std::tuple{1.0, 1.5, 0.5}}) {
+        const PipelineSpec spec = Spec(p, m, f, b, w, 0.0);
+        const Measured got = RunGen("v-half", spec);
+        EXPECT_LT(got.bubble, RunGen("1f1b", spec).bubble)
+            << "p=" << p << " m=" << m << " costs " << f << ":" << b << ":" << w;
+        EXPECT_LE(got.peak, (p + 2) / 2 + 1e-9) << "p=" << p << " m=" << m;
       }
     }
   }
 }
 
-// Acceptance criterion NOT met in full: with 1:1.5:0.5 (p >= 8, m >= 4p; e.g. p=16 m=64 0.220
-// vs 1F1B 0.190) and with comm 0.2 (1:2:1, p >= 3 at large m; p=16 m=64 0.305 vs 0.259) V-Half
-// is above 1F1B (docs/SCHEDULES.md). Kept disabled, over the full grid, so the gap stays visible.
-TEST(VLawsTest, DISABLED_VHalfBeats1F1BWithUnequalCosts) {
+// Acceptance criterion NOT met with comm > 0 (docs/SCHEDULES.md): 1:2:1 with comm 0.2 fails at
+// p=3,4 m=64, p=6 m>=12, p=8,12,16 m>=2p (p=16 m=64: 0.305 vs 1F1B 0.259); 1:2:1 comm 0.1 and
+// 1:1.5:0.5 comm 0.2 fail similarly (1:1:1 comm 0.2 passes). Why: the memory cap does not grow
+// with comm, but every one of the ~4p hops of a microbatch's chain lengthens its lifespans by
+// comm, so at (p+2)//2 units the steady state needs a longer period: the block search finds no
+// block that fits at the busiest worker's work per microbatch, only ~10% above it, a steady
+// bubble 1F1B (p units, whose in-flight count grows with comm) does not pay. Kept disabled, over
+// the full grid, so the gap stays visible.
+TEST(VLawsTest, DISABLED_VHalfBeats1F1BWithComm) {
   for (int p : {2, 3, 4, 6, 8, 12, 16}) {
     for (int m : {p, 2 * p, 4 * p, 64}) {
       if (m < p) continue;
-      for (auto [f, b, w, c] : {std::tuple{1.0, 1.0, 1.0, 0.0}, std::tuple{1.0, 2.0, 1.0, 0.0},
-                                std::tuple{1.0, 1.5, 0.5, 0.0}, std::tuple{1.0, 2.0, 1.0, 0.2}}) {
+      for (auto [f, b, w, c] : {std::tuple{1.0, 1.0, 1.0, 0.2}, std::tuple{1.0, 2.0, 1.0, 0.2},
+                                std::tuple{1.0, 1.5, 0.5, 0.2}}) {
         const PipelineSpec spec = Spec(p, m, f, b, w, c);
         EXPECT_LT(RunGen("v-half", spec).bubble, RunGen("1f1b", spec).bubble)
             << "p=" << p << " m=" << m << " costs " << f << ":" << b << ":" << w << " comm " << c;
@@ -433,6 +442,35 @@ TEST(BuildingBlockTest, LifespanBoundCoversSimulatedPeak) {
     ASSERT_TRUE(r.ok()) << r.status();
     const std::vector<double> bound = LifespanPeakBound(block, costs);
     for (int w = 0; w < p; ++w) EXPECT_LE(r->peak_memory[w], bound[w] + 1e-9) << "trial " << trial;
+  }
+}
+
+// The block search (v_block_search.h) with 1:1.5:0.5: the cheapest block repeats at the busiest
+// worker's work (period 3 = F+B+W, i.e. a zero-bubble steady state), its repetition is valid,
+// the lifespan bound covers the simulated peak, and some returned block fits V-Half's memory.
+TEST(BuildingBlockTest, SearchedBlockZeroBubblePeriodFitsVHalf) {
+  for (int p : {4, 8, 12, 16}) {
+    const CostModel costs = UniformCostModel(p, 2, 1.0, 1.5, 0.5);
+    VBlockSearchOptions options;
+    options.slots = ChooseVBlockSlots(p, costs);
+    EXPECT_EQ(options.slots, 12) << "0.25 time units per slot represent 0.5/0.75/0.25 exactly";
+    options.max_wait = 2;
+    options.beam = 32;
+    const std::vector<BuildingBlock> found = SearchVBlocks(p, costs, options);
+    ASSERT_FALSE(found.empty()) << "p=" << p;
+    double best_peak = 1e9;
+    for (const BuildingBlock& block : found) {
+      EXPECT_DOUBLE_EQ(block.interval, 3.0) << "p=" << p;
+      const Schedule s = RepeatBlock(block, 4 * p, "searched");
+      ASSERT_TRUE(ValidateSchedule(s).ok()) << "p=" << p;
+      absl::StatusOr<SimResult> r = Simulate(s, costs);
+      ASSERT_TRUE(r.ok()) << r.status();
+      const std::vector<double> bound = LifespanPeakBound(block, costs);
+      for (int w = 0; w < p; ++w) EXPECT_LE(r->peak_memory[w], bound[w] + 1e-9) << "p=" << p;
+      best_peak = std::min(best_peak,
+                           *std::max_element(r->peak_memory.begin(), r->peak_memory.end()));
+    }
+    EXPECT_LE(best_peak, (p + 2) / 2) << "p=" << p;
   }
 }
 
