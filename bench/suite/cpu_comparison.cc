@@ -167,7 +167,7 @@ Section CpuComparison(const SuiteOptions& options) {
     job.microbatch_size = 2;
     job.microbatches = 4;
   } else {
-    job.model = {.num_layers = 8, .hidden = 128, .heads = 4, .ffn = 512, .seq_len = 64,
+    job.model = {.num_layers = 8, .hidden = 64, .heads = 4, .ffn = 256, .seq_len = 64,
                  .vocab = 256};
     job.microbatch_size = 4;
     job.microbatches = 8;
@@ -216,7 +216,7 @@ Section CpuComparison(const SuiteOptions& options) {
       reference ? reference->name : "-", "'s.\n\n",
       "| schedule | simulated step ms | measured ms");
   for (int rep = 1; rep < repeats; ++rep) absl::StrAppend(&md, " | run ", rep + 1);
-  md += " | measured / simulated | bubble simulated | measured | peak KiB predicted | measured | "
+  md += " | measured / simulated | bubble simulated | measured | peak MiB predicted | measured | "
         "throughput vs 1F1B (measured) | losses bitwise equal |\n|---|---|---|";
   for (int rep = 1; rep < repeats; ++rep) md += "---|";
   md += "---|---|---|---|---|---|---|\n";
@@ -234,7 +234,7 @@ Section CpuComparison(const SuiteOptions& options) {
     }
     absl::StrAppend(&md, " | ", Fixed(r.measured.back() / r.simulated, 3), " | ",
                     Fixed(r.sim_bubble, 3), " | ", Fixed(r.measured_bubble, 3), " | ",
-                    Fixed(r.sim_peak / 1024, 1), " | ", Fixed(r.measured_peak / 1024, 1), " | ",
+                    Fixed(r.sim_peak / (1 << 20), 2), " | ", Fixed(r.measured_peak / (1 << 20), 2), " | ",
                     tput, " | ", SameBits(r.losses, reference->losses) ? "yes" : "**no**",
                     " |\n");
   }
