@@ -97,12 +97,13 @@ std::vector<VVariant> BlockVariants() {
 // Searched building blocks (v_block_search.h) on the grid that represents the costs best, at the
 // period of the busiest worker's work, else one or two slots longer (comm or rounding can force
 // waits that only a longer period absorbs): the first period at which a block's lifespan bound
-// fits the cap ends the search.
+// fits the cap ends the search. The beam narrows with p (the search is linear in p x beam; the
+// grid's cells p <= 16 keep the full beam).
 std::vector<VVariant> SearchedBlockVariants(int p, const CostModel& costs, double cap) {
   std::vector<VVariant> out;
   VBlockSearchOptions options;
   options.slots = ChooseVBlockSlots(p, costs);
-  options.beam = 32;
+  options.beam = std::clamp(512 / p, 8, 32);
   options.max_wait = 2;
   options.max_results = 3;
   for (int extra : {0, 1, 2}) {
