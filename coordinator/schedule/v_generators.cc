@@ -214,6 +214,15 @@ struct Scored {
   int index = 0;  // < 0: pattern -index-1, else greedy variant
 };
 
+const char* PatternLabel(VPatternKind kind) {
+  switch (kind) {
+    case VPatternKind::kMin: return "pattern v-min";
+    case VPatternKind::kHalf: return "pattern v-half";
+    case VPatternKind::kMinReordered: return "pattern v-min, reordered";
+    default: return "pattern v-half, reordered";
+  }
+}
+
 // Runs candidate `index` (see Scored) for m microbatches; nullopt if it does not fit the cap or
 // if its longest worker span is certain to exceed `abort_span` (then *pruned = true). `record`
 // = false: the greedy engine does not materialise its actions (for screening).
@@ -230,7 +239,7 @@ std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& cost
     *pruned = e.pruned;
     if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) return std::nullopt;
     return VPlan{std::move(s), e.max_span, e.makespan, e.peak,
-                 kind == VPatternKind::kMin ? "pattern v-min" : "pattern v-half"};
+                 PatternLabel(kind)};
   }
   const VVariant& variant = variants[index];
   if (variant.block.has_value() || variant.fixed_block.has_value()) {
@@ -364,11 +373,13 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
 }
 
 absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec) {
-  return MakeNamed(spec, "v-min", VMinPeakLaw(spec.num_workers), {VPatternKind::kMin}, true);
+  return MakeNamed(spec, "v-min", VMinPeakLaw(spec.num_workers),
+                   {VPatternKind::kMin, VPatternKind::kMinReordered}, true);
 }
 absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec) {
   return MakeNamed(spec, "v-half", VHalfPeakLaw(spec.num_workers),
-                   {VPatternKind::kHalf, VPatternKind::kMin}, true, /*zbv=*/false,
+                   {VPatternKind::kHalf, VPatternKind::kMin, VPatternKind::kHalfReordered}, true,
+                   /*zbv=*/false,
                    /*blocks=*/true);
 }
 absl::StatusOr<Schedule> MakeVZb(const PipelineSpec& spec) {

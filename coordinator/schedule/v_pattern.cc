@@ -19,8 +19,201 @@ struct Slot {
 
 }  // namespace
 
+namespace {
+
+// The reordered variants work on per-worker slot lines (index = unit slot).
+enum NodeType { kNone = -1, kF0, kF1, kBD, kBU, kW0, kW1, kNumTypes };
+struct Node {
+  int type = kNone;
+  int mb = 0;
+};
+using Line = std::vector<Node>;
+
+void PatternOffsets(bool min, int p, int i, int off[4]) {
+  if (min) {
+    const int d = p % 3 == 0 ? 2 : 0;
+    off[0] = i, off[1] = 2 * p - 1 - i, off[2] = 2 * p + d + i, off[3] = 4 * p + d - 1 - i;
+  } else {
+    const int d = p % 2 == 0 ? 3 : 0;
+    off[0] = 2 * i, off[1] = 3 * p - 2 - i, off[2] = 3 * p + d + 2 * i - 1,
+    off[3] = 6 * p + d - 2 - i;
+  }
+}
+
+// Empty slots after the first pass take pending W's (one FIFO, or one per chunk with chunk 0's
+// first when `split`); leftovers go at the end.
+void PutW(Line& line, bool split) {
+  std::deque<Node> q0, q1;
+  bool started = false;
+  for (size_t t = 0; t < line.size(); ++t) {
+    Node& x = line[t];
+    if (x.type == kBU) (q0).push_back({kW0, x.mb});
+    if (x.type == kBD) (split ? q1 : q0).push_back({kW1, x.mb});
+    if (x.type != kNone) {
+      started = true;
+    } else if (started && (!q0.empty() || !q1.empty())) {
+      std::deque<Node>& q = !q0.empty() ? q0 : q1;
+      x = q.front();
+      q.pop_front();
+    }
+  }
+  for (std::deque<Node>* q : {&q0, &q1}) {
+    for (const Node& x : *q) line.push_back(x);
+  }
+}
+
+void StripW(Line& line) {
+  for (Node& x : line) {
+    if (x.type == kW0 || x.type == kW1) x = Node{};
+  }
+}
+
+// Memory of a line whose W's are implicit (they would fill empty slots, one FIFO, as PutW):
+// the state before each slot, so a changed suffix can be re-checked from where it changes.
+struct ImplicitState {
+  int mem = 0, pending = 0;
+  bool started = false;
+};
+void Step(ImplicitState& st, const Node& x) {
+  if (x.type == kF0 || x.type == kF1) ++st.mem;
+  if (x.type == kBD || x.type == kBU) ++st.pending;
+  if (x.type != kNone) {
+    st.started = true;
+  } else if (st.started && st.pending > 0) {
+    --st.pending;
+    --st.mem;
+  }
+}
+
+// One reorder pass over all workers (see the header). implicit_w: the lines hold no W's and
+// memory counts them where PutW would put them (the authors' second pass).
+void Reorder(int p, int m, std::vector<Line>& lines, bool warmup_too, bool implicit_w) {
+  auto at = [&](int w, int type, int mb) -> size_t {
+    return (static_cast<size_t>(w) * kNumTypes + type) * m + mb;
+  };
+  std::vector<int> pos(static_cast<size_t>(p) * kNumTypes * m, -1);
+  std::vector<std::vector<int>> prof(p);             // explicit W's: memory after each slot
+  std::vector<std::vector<ImplicitState>> state(p);  // implicit W's: state before each slot
+  auto rebuild = [&](int w, size_t from) {
+    ImplicitState st = state[w][from];
+    for (size_t t = from; t < lines[w].size(); ++t) {
+      state[w][t] = st;
+      Step(st, lines[w][t]);
+    }
+  };
+  int target = 0;
+  std::vector<std::pair<int, int>> order;  // (slot, worker)
+  for (int w = 0; w < p; ++w) {
+    prof[w].assign(lines[w].size(), 0);
+    int mem = 0;
+    ImplicitState st;
+    if (implicit_w) state[w].assign(lines[w].size() + 1, ImplicitState{});
+    for (size_t t = 0; t < lines[w].size(); ++t) {
+      const Node& x = lines[w][t];
+      if (implicit_w) {
+        state[w][t] = st;
+        Step(st, x);
+        mem = st.mem;
+      } else {
+        if (x.type == kF0 || x.type == kF1) ++mem;
+        if (x.type == kW0 || x.type == kW1) --mem;
+        prof[w][t] = mem;
+      }
+      target = std::max(target, mem);
+      if (x.type != kNone) {
+        pos[at(w, x.type, x.mb)] = static_cast<int>(t);
+        order.emplace_back(static_cast<int>(t), w);
+      }
+    }
+  }
+  std::sort(order.begin(), order.end());
+  const int first_bu = pos[at(0, kBU, 0)], last_f0 = pos[at(0, kF0, m - 1)];
+  for (const auto& [slot, w] : order) {
+    const Node x = lines[w][slot];
+    const int phase = slot < first_bu ? 0 : (slot <= last_f0 ? 1 : 2);
+    if (phase == 1 || (phase == 0 && !warmup_too)) continue;
+    int lo = 0;
+    auto dep = [&](int dw, int type, int mb) {
+      if (mb >= 0 && dw >= 0 && dw < p) lo = std::max(lo, pos[at(dw, type, mb)] + 1);
+    };
+    dep(w, x.type, x.mb - 1);
+    switch (x.type) {
+      case kF0: dep(w - 1, kF0, x.mb); break;
+      case kF1: w < p - 1 ? dep(w + 1, kF1, x.mb) : dep(w, kF0, x.mb); break;
+      case kBD: w > 0 ? dep(w - 1, kBD, x.mb) : dep(w, kF1, x.mb); break;
+      case kBU: w < p - 1 ? dep(w + 1, kBU, x.mb) : dep(w, kBD, x.mb); break;
+      case kW0: dep(w, kBU, x.mb); break;
+      case kW1: dep(w, kBD, x.mb); break;
+    }
+    int t = lo;
+    while (t < slot && lines[w][t].type != kNone) ++t;
+    if (t >= slot) continue;  // only the earliest free slot is tried
+    if (implicit_w) {
+      ImplicitState st = state[w][t];
+      bool ok = true;
+      for (size_t j = t; j < lines[w].size() && ok; ++j) {
+        Step(st, static_cast<int>(j) == t ? x : (static_cast<int>(j) == slot ? Node{} : lines[w][j]));
+        ok = st.mem <= target;
+      }
+      if (!ok) continue;
+    } else {
+      const int delta =
+          (x.type == kF0 || x.type == kF1) ? 1 : ((x.type == kW0 || x.type == kW1) ? -1 : 0);
+      if (delta > 0 && *std::max_element(prof[w].begin() + t, prof[w].begin() + slot) + 1 > target) {
+        continue;
+      }
+      for (int j = t; j < slot; ++j) prof[w][j] += delta;
+    }
+    lines[w][t] = x;
+    lines[w][slot] = Node{};
+    pos[at(w, x.type, x.mb)] = t;
+    if (implicit_w) rebuild(w, t);
+  }
+}
+
+Schedule Reordered(bool min, int p, int m, std::string name) {
+  Schedule s = MakeEmptySchedule(std::move(name), p, m, VPlacement(p));
+  std::vector<Line> lines(p);
+  for (int i = 0; i < p; ++i) {
+    int off[4];
+    PatternOffsets(min, p, i, off);
+    lines[i].assign(*std::max_element(off, off + 4) + 6 * m + 1, Node{});
+    for (int k = 0; k < m; ++k) {
+      for (int t = 0; t < 4; ++t) lines[i][off[t] + 6 * k] = Node{t, k};
+    }
+    PutW(lines[i], false);
+  }
+  Reorder(p, m, lines, /*warmup_too=*/true, /*implicit_w=*/false);
+  for (Line& l : lines) StripW(l);
+  Reorder(p, m, lines, /*warmup_too=*/false, /*implicit_w=*/true);
+  for (int i = 0; i < p; ++i) {
+    StripW(lines[i]);
+    PutW(lines[i], true);
+    auto& list = s.worker_actions[i];
+    list.reserve(6 * static_cast<size_t>(m));
+    const int down = i, up = 2 * p - 1 - i;
+    for (const Node& x : lines[i]) {
+      switch (x.type) {
+        case kF0: list.push_back(Action{ActionKind::kF, down, x.mb}); break;
+        case kF1: list.push_back(Action{ActionKind::kF, up, x.mb}); break;
+        case kBD: list.push_back(Action{ActionKind::kB, up, x.mb}); break;
+        case kBU: list.push_back(Action{ActionKind::kB, down, x.mb}); break;
+        case kW0: list.push_back(Action{ActionKind::kW, down, x.mb}); break;
+        case kW1: list.push_back(Action{ActionKind::kW, up, x.mb}); break;
+        default: break;
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
 Schedule MakeVPattern(VPatternKind kind, int num_workers, int num_microbatches, std::string name) {
   const int p = num_workers, m = num_microbatches;
+  if (kind == VPatternKind::kMinReordered || kind == VPatternKind::kHalfReordered) {
+    return Reordered(kind == VPatternKind::kMinReordered, p, m, std::move(name));
+  }
   Schedule s = MakeEmptySchedule(std::move(name), p, m, VPlacement(p));
   for (int i = 0; i < p; ++i) {
     int off[4];  // F chunk 0, F chunk 1, B chunk 1 (down), B chunk 0 (up)

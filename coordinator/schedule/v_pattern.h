@@ -8,7 +8,12 @@
 // costs stretch it (the reason the generators also run the greedy engine, v_greedy.h).
 //   V-Min:  d = 2 if p%3==0 else 0; [i, 2p-1-i, 2p+d+i, 4p+d-1-i]
 //   V-Half: d = 3 if p%2==0 else 0; [2i, 3p-2-i, 3p+d+2i-1, 6p+d-2-i]
-// (The authors' reorder passes for warm-up / cool-down are not reproduced.)
+// kMinReordered / kHalfReordered add the authors' two reorder passes (SCHEDULING_SPEC.md §2.6):
+// in the warm-up (slots before worker 0's first chunk-0 B; first pass only) and the cool-down
+// (after worker 0's last chunk-0 F) each pass, visited in slot order, moves to the earliest free
+// slot after its dependencies if the worker's peak stays at the pattern's peak; the second pass
+// runs without W's (counted where they would fill empty slots), then the W's are re-filled per
+// chunk (chunk 0's first).
 //
 // Thread-safety: pure functions.
 #ifndef PIPETRAIN_COORDINATOR_SCHEDULE_V_PATTERN_H_
@@ -22,7 +27,7 @@
 
 namespace pipetrain::schedule {
 
-enum class VPatternKind { kMin, kHalf };
+enum class VPatternKind { kMin, kHalf, kMinReordered, kHalfReordered };
 
 // The pattern's order for p >= 2 workers and m >= 1 microbatches (VPlacement, F/B/W only).
 Schedule MakeVPattern(VPatternKind kind, int num_workers, int num_microbatches, std::string name);
