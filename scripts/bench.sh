@@ -30,5 +30,5 @@ mkdir -p "$out"
 "$BUILD_DIR/bench/suite/pipetrain_bench" --out "$out" \
   --transport-bench "$BUILD_DIR/bench/transport/transport_bench" \
   --kernels-bench "$BUILD_DIR/bench/kernels/kernels_bench" \
-  --command "scripts/bench.sh ${args[*]:-}" "${args[@]}"
+  --command "$(echo "scripts/bench.sh ${args[*]:-}" | sed 's/ *$//')" "${args[@]}"
 echo "wrote $out/BENCHMARKS.md and $out/bench/*.svg"

@@ -71,7 +71,8 @@ std::string KernelsSection(const SuiteOptions& options) {
     const bool gemm = name.rfind("BM_LayerNorm", 0) != 0 && name.rfind("BM_Gelu", 0) != 0 &&
                       name.rfind("BM_CrossEntropy", 0) != 0;
     absl::StrAppend(&md, "| ", name, " | ", b.value("label", ""), " | ",
-                    absl::StrFormat("%.3g %s", b.value("real_time", 0.0), b.value("time_unit", "")),
+                    absl::StrFormat("%.*f %s", b.value("real_time", 0.0) >= 100 ? 0 : 2,
+                                    b.value("real_time", 0.0), b.value("time_unit", "")),
                     " | ", gflops > 0 ? absl::StrFormat("%.2f", gflops) : "-", " | ",
                     gemm && gflops > 0 && yardstick > 0 ? absl::StrFormat("%.0f%%", 100 * gflops / yardstick)
                                                 : "-",

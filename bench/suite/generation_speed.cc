@@ -59,8 +59,7 @@ Section GenerationSpeed(const SuiteOptions& options) {
   }
   const auto [p_big, m_big] = sizes.back();
   absl::StrAppend(&table, " spread at p=", p_big, " m=", m_big, " (min-max of ", repeats,
-                  ") | time ratio largest/smallest vs work ratio ", 
-                  (p_big * m_big) / (sizes.front().first * sizes.front().second), " |\n");
+                  ") | scaling exponent |\n");
   rule += "---|---|\n";
   table += rule;
   for (const std::string& name : names) {
@@ -89,8 +88,16 @@ Section GenerationSpeed(const SuiteOptions& options) {
       lo = times.front();
       hi = times.back();
     }
-    absl::StrAppend(&table, " ", Ms(lo), "-", Ms(hi), " ms | ",
-                    first > 0 ? absl::StrFormat("%.0f", last / first) : "-", " |\n");
+    // time ~ (p m)^k between the two largest sizes with the same p ... and over the whole ladder.
+    std::string exponent = "-";
+    if (series.x.size() >= 2 && first > 0) {
+      const size_t n = series.x.size();
+      exponent = absl::StrFormat(
+          "%.2f (whole ladder); %.2f (last step)",
+          std::log(last / first) / std::log(series.x.back() / series.x.front()),
+          std::log(series.y[n - 1] / series.y[n - 2]) / std::log(series.x[n - 1] / series.x[n - 2]));
+    }
+    absl::StrAppend(&table, " ", Ms(lo), "-", Ms(hi), " ms | ", exponent, " |\n");
     plot.series.push_back(std::move(series));
   }
   const Stamp end = Now();

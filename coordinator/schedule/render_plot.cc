@@ -24,6 +24,9 @@ std::string F(double v) { return absl::StrFormat("%.2f", v); }
 // Tick label: up to 4 significant digits, no trailing zeros.
 std::string TickLabel(double v) {
   if (std::abs(v) < 1e-12) return "0";
+  if (std::abs(v) >= 1e4 && std::abs(v) < 1e9 && v == std::floor(v)) {
+    return absl::StrFormat("%.0f", v);  // 10000, not 1e+04
+  }
   return absl::StrFormat("%.4g", v);
 }
 
