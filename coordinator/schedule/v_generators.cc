@@ -350,8 +350,30 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       }
     }
     // The fixed patterns always run at full m (never worse than the authors' pattern), and the
-    // plain backward-first greedy always fits (admission control): a safe fallback.
+    // plain backward-first greedy always fits (admission control): a safe fallback. A pattern
+    // and its reordered variant share the steady state (only warm-up and cool-down differ, and
+    // the prefix has both), so of such a pair only the one screened faster runs.
+    auto screened = [&](int index) {
+      for (const Scored& sc : scored) {
+        if (sc.index == index) return sc.span;
+      }
+      return kNoLimit;
+    };
+    auto partner = [&](VPatternKind kind) {
+      switch (kind) {
+        case VPatternKind::kMin: return VPatternKind::kMinReordered;
+        case VPatternKind::kMinReordered: return VPatternKind::kMin;
+        case VPatternKind::kHalf: return VPatternKind::kHalfReordered;
+        default: return VPatternKind::kHalf;
+      }
+    };
     for (int i = 0; i < static_cast<int>(patterns.size()); ++i) {
+      const auto other = std::find(patterns.begin(), patterns.end(), partner(patterns[i]));
+      if (other != patterns.end()) {
+        const int j = static_cast<int>(other - patterns.begin());
+        const double mine = screened(-i - 1), theirs = screened(-j - 1);
+        if (theirs < mine - 1e-9 || (theirs < mine + 1e-9 && j < i)) continue;
+      }
       if (std::find(finalists.begin(), finalists.end(), -i - 1) == finalists.end()) {
         finalists.push_back(-i - 1);
       }

@@ -104,7 +104,7 @@ void Reorder(int p, int m, std::vector<Line>& lines, bool warmup_too, bool impli
   int target = 0;
   std::vector<std::pair<int, int>> order;  // (slot, worker)
   for (int w = 0; w < p; ++w) {
-    prof[w].assign(lines[w].size(), 0);
+    if (!implicit_w) prof[w].assign(lines[w].size(), 0);
     int mem = 0;
     ImplicitState st;
     if (implicit_w) state[w].assign(lines[w].size() + 1, ImplicitState{});
@@ -120,18 +120,24 @@ void Reorder(int p, int m, std::vector<Line>& lines, bool warmup_too, bool impli
         prof[w][t] = mem;
       }
       target = std::max(target, mem);
-      if (x.type != kNone) {
-        pos[at(w, x.type, x.mb)] = static_cast<int>(t);
-        order.emplace_back(static_cast<int>(t), w);
-      }
+      if (x.type != kNone) pos[at(w, x.type, x.mb)] = static_cast<int>(t);
+    }
+  }
+  // Only the warm-up (phase 0) and cool-down (phase 2) move; the steady state (phase 1) stays.
+  const int first_bu = pos[at(0, kBU, 0)], last_f0 = pos[at(0, kF0, m - 1)];
+  for (int w = 0; w < p; ++w) {
+    const int n = static_cast<int>(lines[w].size());
+    for (int t = warmup_too ? 0 : n; t < std::min(first_bu, n); ++t) {
+      if (lines[w][t].type != kNone) order.emplace_back(t, w);
+    }
+    for (int t = std::max(last_f0 + 1, first_bu); t < n; ++t) {
+      if (lines[w][t].type != kNone) order.emplace_back(t, w);
     }
   }
   std::sort(order.begin(), order.end());
-  const int first_bu = pos[at(0, kBU, 0)], last_f0 = pos[at(0, kF0, m - 1)];
   for (const auto& [slot, w] : order) {
     const Node x = lines[w][slot];
-    const int phase = slot < first_bu ? 0 : (slot <= last_f0 ? 1 : 2);
-    if (phase == 1 || (phase == 0 && !warmup_too)) continue;
+    if (x.type == kNone) continue;
     int lo = 0;
     auto dep = [&](int dw, int type, int mb) {
       if (mb >= 0 && dw >= 0 && dw < p) lo = std::max(lo, pos[at(dw, type, mb)] + 1);
