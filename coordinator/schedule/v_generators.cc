@@ -367,17 +367,21 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
         default: return VPatternKind::kHalf;
       }
     };
-    for (int i = 0; i < static_cast<int>(patterns.size()); ++i) {
+    auto outrun = [&](int i) {  // pattern i's partner screened faster (ties: lower index)
       const auto other = std::find(patterns.begin(), patterns.end(), partner(patterns[i]));
-      if (other != patterns.end()) {
-        const int j = static_cast<int>(other - patterns.begin());
-        const double mine = screened(-i - 1), theirs = screened(-j - 1);
-        if (theirs < mine - 1e-9 || (theirs < mine + 1e-9 && j < i)) continue;
-      }
+      if (other == patterns.end()) return false;
+      const int j = static_cast<int>(other - patterns.begin());
+      const double mine = screened(-i - 1), theirs = screened(-j - 1);
+      return theirs < mine - 1e-9 || (theirs < mine + 1e-9 && j < i);
+    };
+    for (int i = 0; i < static_cast<int>(patterns.size()); ++i) {
       if (std::find(finalists.begin(), finalists.end(), -i - 1) == finalists.end()) {
         finalists.push_back(-i - 1);
       }
     }
+    finalists.erase(std::remove_if(finalists.begin(), finalists.end(),
+                                   [&](int index) { return index < 0 && outrun(-index - 1); }),
+                    finalists.end());
     if (std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
   }
   // Full m: a candidate that cannot beat the best so far (or beat_span) is stopped early.

@@ -74,6 +74,9 @@ struct ImplicitState {
   int mem = 0, pending = 0;
   bool started = false;
 };
+bool Same(const ImplicitState& a, const ImplicitState& b) {
+  return a.mem == b.mem && a.pending == b.pending && a.started == b.started;
+}
 void Step(ImplicitState& st, const Node& x) {
   if (x.type == kF0 || x.type == kF1) ++st.mem;
   if (x.type == kBD || x.type == kBU) ++st.pending;
@@ -94,9 +97,12 @@ void Reorder(int p, int m, std::vector<Line>& lines, bool warmup_too, bool impli
   std::vector<int> pos(static_cast<size_t>(p) * kNumTypes * m, -1);
   std::vector<std::vector<int>> prof(p);             // explicit W's: memory after each slot
   std::vector<std::vector<ImplicitState>> state(p);  // implicit W's: state before each slot
-  auto rebuild = [&](int w, size_t from) {
+  // Re-derives the states from slot `from` on; past `changed_to` the old states are valid again
+  // as soon as one matches (the suffix is unchanged).
+  auto rebuild = [&](int w, size_t from, size_t changed_to) {
     ImplicitState st = state[w][from];
     for (size_t t = from; t < lines[w].size(); ++t) {
+      if (t > changed_to && Same(state[w][t], st)) return;
       state[w][t] = st;
       Step(st, lines[w][t]);
     }
@@ -158,6 +164,9 @@ void Reorder(int p, int m, std::vector<Line>& lines, bool warmup_too, bool impli
       ImplicitState st = state[w][t];
       bool ok = true;
       for (size_t j = t; j < lines[w].size() && ok; ++j) {
+        // Past the moved pass, once the state matches the current one the rest is unchanged
+        // (and within the target already).
+        if (static_cast<int>(j) > slot && Same(state[w][j], st)) break;
         Step(st, static_cast<int>(j) == t ? x : (static_cast<int>(j) == slot ? Node{} : lines[w][j]));
         ok = st.mem <= target;
       }
@@ -173,7 +182,7 @@ void Reorder(int p, int m, std::vector<Line>& lines, bool warmup_too, bool impli
     lines[w][t] = x;
     lines[w][slot] = Node{};
     pos[at(w, x.type, x.mb)] = t;
-    if (implicit_w) rebuild(w, t);
+    if (implicit_w) rebuild(w, t, slot);
   }
 }
 
