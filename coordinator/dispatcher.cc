@@ -51,7 +51,9 @@ std::vector<v1::PrepareRequest> Dispatcher::BuildPrepareRequests(
       p->set_address(targets[peer].transport_address.empty() ? targets[peer].address
                                                              : targets[peer].transport_address);
     }
-    request.set_start_step(0);
+    request.set_start_step(job.checkpoint_step());
+    if (job.checkpoint_step() > 0) request.set_checkpoint_path(job.spec().checkpoint().dir());
+    request.set_attempt(job.recoveries_size());
   }
   return requests;
 }
@@ -60,6 +62,10 @@ absl::Status Dispatcher::Launch(const v1::Job& job, const std::vector<DispatchTa
                                 const std::function<bool()>& still_wanted) const {
   const std::vector<v1::PrepareRequest> requests = BuildPrepareRequests(job, targets);
   const int n = static_cast<int>(targets.size());
+  if (job.recoveries_size() > 0) {
+    // Best effort: a worker that cannot be reached fails its Prepare below anyway.
+    AbortAll(job.id(), targets, "resuming the job from its last checkpoint");
+  }
   std::vector<absl::Status> prepared = ForEachRank(n, [&](int r) -> absl::Status {
     return client_->Prepare(targets[r].address, requests[r], options_.prepare_timeout).status();
   });
@@ -69,15 +75,16 @@ absl::Status Dispatcher::Launch(const v1::Job& job, const std::vector<DispatchTa
   }
   v1::StartRequest start;
   start.set_job_id(job.id());
-  start.set_num_steps(job.spec().training().steps());
+  start.set_num_steps(job.spec().training().steps() - job.checkpoint_step());
   std::vector<absl::Status> started = ForEachRank(n, [&](int r) -> absl::Status {
     return client_->Start(targets[r].address, start, options_.start_timeout);
   });
   return FirstError(started, targets, "Start");
 }
 
-void Dispatcher::AbortAll(const std::string& job_id, const std::vector<DispatchTarget>& targets,
-                          const std::string& reason) const {
+std::vector<absl::Status> Dispatcher::AbortAll(const std::string& job_id,
+                                               const std::vector<DispatchTarget>& targets,
+                                               const std::string& reason) const {
   v1::AbortRequest abort;
   abort.set_job_id(job_id);
   abort.set_reason(reason);
@@ -91,6 +98,7 @@ void Dispatcher::AbortAll(const std::string& job_id, const std::vector<DispatchT
                    << "): " << aborted[r];
     }
   }
+  return aborted;
 }
 
 }  // namespace pipetrain::coordinator

@@ -1,8 +1,12 @@
 // Dispatcher: launches a planned job on its assigned workers and aborts it. Rank r runs on
 // targets[r]. Launch builds one PrepareRequest per rank (job id, rank, spec, the whole plan,
-// every rank's peer address = that worker's transport address, start step 0), calls Prepare on
-// ALL ranks concurrently (each worker's Prepare blocks until it has connected to its pipeline
-// neighbours, so sequential calls would deadlock), then Start on all ranks (also concurrently).
+// every rank's peer address = that worker's transport address, the resume point: start step =
+// job.checkpoint_step, loading <checkpoint.dir>/step-N when N > 0, and the attempt number =
+// job.recoveries_size, which the worker echoes in its step reports), calls Prepare on ALL ranks
+// concurrently (each worker's Prepare blocks until it has connected to its pipeline
+// neighbours, so sequential calls would deadlock), then Start on all ranks (also concurrently)
+// for the remaining steps. A resumed launch first aborts the job on every target, since a
+// worker may still run an earlier attempt of it (after a coordinator restart).
 //
 // Thread-safety: thread-safe; stateless apart from the client and options.
 #ifndef PIPETRAIN_COORDINATOR_DISPATCHER_H_
@@ -47,9 +51,11 @@ class Dispatcher {
   absl::Status Launch(const v1::Job& job, const std::vector<DispatchTarget>& targets,
                       const std::function<bool()>& still_wanted = nullptr) const;
 
-  // Abort on every rank concurrently, best effort; returns when all answered or timed out.
-  void AbortAll(const std::string& job_id, const std::vector<DispatchTarget>& targets,
-                const std::string& reason) const;
+  // Abort on every rank concurrently, best effort; returns when all answered or timed out, with
+  // each rank's status (a failure means the worker is unreachable or broken).
+  std::vector<absl::Status> AbortAll(const std::string& job_id,
+                                     const std::vector<DispatchTarget>& targets,
+                                     const std::string& reason) const;
 
  private:
   WorkerClient* const client_;

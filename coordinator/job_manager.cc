@@ -15,6 +15,7 @@ namespace pipetrain::coordinator {
 namespace {
 
 constexpr int kDefaultPageSize = 100;
+constexpr int kDefaultMaxRestarts = 3;
 constexpr int kMaxPageSize = 1000;
 
 void SetNow(v1::TimestampNs* t) { t->set_unix_ns(absl::ToUnixNanos(absl::Now())); }
@@ -67,6 +68,16 @@ v1::Job SlimCopy(v1::Job& job, bool with_losses) {
 
 absl::Status BadField(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// spec.max_restarts: 0 means the default, negative none.
+int MaxRestarts(const v1::JobSpec& spec) {
+  if (spec.max_restarts() < 0) return 0;
+  return spec.max_restarts() == 0 ? kDefaultMaxRestarts : spec.max_restarts();
+}
+
+std::string ResumePoint(int step) {
+  return step > 0 ? absl::StrCat("checkpoint step-", step) : std::string("the start");
 }
 
 }  // namespace
@@ -132,13 +143,29 @@ absl::Status JobManager::Start() {
         case v1::JOB_STATE_FAILED:
         case v1::JOB_STATE_CANCELLED:
           break;
-        default:  // RUNNING, RECOVERING (and anything unknown): its workers are gone.
-          TransitionLocked(r, v1::JOB_STATE_FAILED, "coordinator restarted");
+        default: {  // RUNNING, RECOVERING: resume from the newest complete checkpoint.
+          if (r.job.plan().workers_size() == 0) {
+            TransitionLocked(r, v1::JOB_STATE_FAILED, "coordinator restarted; the job had no plan");
+            break;
+          }
+          r.job.set_checkpoint_step(static_cast<int32_t>(ResumeStep(*store_, r.job)));
+          if (metrics_ != nullptr) {
+            metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
+            metrics_->JobRecovering(r.job.id());
+          }
+          const std::string reason = "coordinator restarted";
+          RewindLocked(r, reason, /*counted=*/false);
+          TransitionLocked(
+              r, v1::JOB_STATE_RECOVERING,
+              absl::StrCat(reason, "; resuming from ", ResumePoint(r.job.checkpoint_step()),
+                           " once workers register"));
+          waiting_.insert(*seq);
           break;
+        }
       }
     }
     LOG(INFO) << "job manager: loaded " << jobs_.size() << " jobs (" << queued_.size()
-              << " queued, " << waiting_.size() << " waiting for workers)";
+              << " queued, " << waiting_.size() << " waiting for workers or recovering)";
   }
   scheduler_ = std::thread([this] { SchedulerLoop(); });
   return absl::OkStatus();
@@ -156,7 +183,23 @@ void JobManager::Shutdown() {
       stopping_ = true;
       for (auto& [seq, r] : jobs_) {
         if (r.job.state() == v1::JOB_STATE_RUNNING) {
-          TransitionLocked(r, v1::JOB_STATE_FAILED, "coordinator shutting down");
+          // Abort the workers (a step in flight ends; checkpoint files are written atomically,
+          // so nothing half-done stays) and resume on the next start.
+          const std::string reason = "coordinator shutting down";
+          RewindLocked(r, reason, /*counted=*/false);
+          std::vector<DispatchTarget> targets = std::move(r.targets);
+          r.targets.clear();
+          r.aggregator.reset();
+          r.ledger.reset();
+          if (metrics_ != nullptr) metrics_->JobRecovering(r.job.id());
+          TransitionLocked(r, v1::JOB_STATE_RECOVERING,
+                           absl::StrCat(reason, "; resumes from ",
+                                        ResumePoint(r.job.checkpoint_step()), " when it restarts"));
+          const std::string job_id = r.job.id();
+          tasks_.Spawn([this, job_id, targets = std::move(targets), reason] {
+            dispatcher_.AbortAll(job_id, targets, reason);
+            registry_->Release(job_id);
+          });
         }
         for (const std::shared_ptr<JobWatch>& w : r.watchers) w->End();
         r.watchers.clear();
@@ -290,8 +333,9 @@ absl::StatusOr<v1::ReportStepResponse> JobManager::ReportStep(
   absl::MutexLock lock(&mu_);
   PT_ASSIGN_OR_RETURN(Record * found, LookupLocked(request.job_id()));
   Record& r = *found;
-  if (r.job.state() != v1::JOB_STATE_RUNNING || r.aggregator == nullptr) {
-    response.set_cancel(true);
+  if (r.job.state() != v1::JOB_STATE_RUNNING || r.aggregator == nullptr ||
+      request.attempt() != r.job.recoveries_size()) {
+    response.set_cancel(true);  // ended, recovering, or a report of an earlier attempt
     return response;
   }
   const int p = static_cast<int>(r.targets.size());
@@ -319,6 +363,12 @@ absl::StatusOr<v1::ReportStepResponse> JobManager::ReportStep(
     if (report.peak_activation_bytes() < 0) {
       return BadField("report.peak_activation_bytes", "must be >= 0");
     }
+    if (report.checkpoint_step() < 0 ||
+        report.checkpoint_step() > r.job.spec().training().steps()) {
+      return BadField("report.checkpoint_step",
+                      absl::StrCat(report.checkpoint_step(), " is not allowed; allowed: 0..",
+                                   r.job.spec().training().steps()));
+    }
     const std::vector<v1::StepReport> completed = r.aggregator->Add(report, &r.job);
     for (const v1::StepReport& step : completed) {
       if (metrics_ != nullptr) metrics_->JobStep(r.job);
@@ -327,14 +377,19 @@ absl::StatusOr<v1::ReportStepResponse> JobManager::ReportStep(
       *event.mutable_step() = step;
       PublishLocked(r, event);
     }
-    if (!completed.empty() && absl::Now() - r.last_persist >= options_.step_persist_interval) {
+    if (report.checkpoint_step() > 0 && r.ledger != nullptr &&
+        r.ledger->Add(rank, report.checkpoint_step())) {
+      CommitCheckpointLocked(r, report.checkpoint_step());  // persists the job
+    } else if (!completed.empty() &&
+               absl::Now() - r.last_persist >= options_.step_persist_interval) {
       PersistLocked(r);
     }
   }
   if (!request.failure().empty()) {
-    TransitionLocked(r, v1::JOB_STATE_FAILED,
-                     absl::StrCat("rank ", rank, " (worker ", r.targets[rank].worker_id,
-                                  ") failed: ", request.failure()));
+    BeginRecoveryLocked(r,
+                        absl::StrCat("rank ", rank, " (worker ", r.targets[rank].worker_id,
+                                     ") failed: ", request.failure()),
+                        /*counted=*/true);
     response.set_cancel(true);
     return response;
   }
@@ -415,7 +470,8 @@ void JobManager::DispatchWaiting() {
     if (stopping_) return;
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       Record& r = jobs_[*it];
-      if (r.job.state() != v1::JOB_STATE_WAITING_FOR_WORKERS) {
+      const v1::JobState state = r.job.state();
+      if (state != v1::JOB_STATE_WAITING_FOR_WORKERS && state != v1::JOB_STATE_RECOVERING) {
         it = waiting_.erase(it);
         continue;
       }
@@ -438,7 +494,12 @@ void JobManager::DispatchWaiting() {
       }
       r.finished.assign(p, false);
       r.aggregator.reset();
-      TransitionLocked(r, v1::JOB_STATE_RUNNING, "");
+      r.ledger.reset();
+      TransitionLocked(r, v1::JOB_STATE_RUNNING,
+                       state == v1::JOB_STATE_RECOVERING
+                           ? absl::StrCat("resuming from ", ResumePoint(r.job.checkpoint_step()),
+                                          " (attempt ", r.job.recoveries_size() + 1, ")")
+                           : "");
       launch.push_back(*it);
       it = waiting_.erase(it);
     }
@@ -461,7 +522,9 @@ void JobManager::Launch(int64_t seq) {
     absl::MutexLock lock(&mu_);
     Record& r = jobs_[seq];
     if (r.job.state() != v1::JOB_STATE_RUNNING) return;
-    r.aggregator = std::make_unique<StepAggregator>(static_cast<int>(targets.size()), tokens);
+    r.aggregator = std::make_unique<StepAggregator>(static_cast<int>(targets.size()), tokens,
+                                                    r.job.checkpoint_step());
+    r.ledger = std::make_unique<CheckpointLedger>(static_cast<int>(targets.size()));
   }
   auto still_running = [this, seq] {
     absl::MutexLock lock(&mu_);
@@ -471,8 +534,13 @@ void JobManager::Launch(int64_t seq) {
   if (launched.ok()) return;
   absl::MutexLock lock(&mu_);
   Record& r = jobs_[seq];
-  if (r.job.state() == v1::JOB_STATE_RUNNING) {
+  if (r.job.state() != v1::JOB_STATE_RUNNING || r.job.recoveries_size() != job.recoveries_size()) {
+    return;  // ended or already recovering meanwhile
+  }
+  if (absl::IsInvalidArgument(launched)) {  // the request itself is bad: retrying cannot help
     TransitionLocked(r, v1::JOB_STATE_FAILED, std::string(launched.message()));
+  } else {
+    BeginRecoveryLocked(r, std::string(launched.message()), /*counted=*/true);
   }
 }
 
@@ -482,7 +550,81 @@ void JobManager::OnWorkerLost(const std::string& worker_id, const std::string& j
   Record* r = FindLocked(job_id);
   if (r == nullptr || r->job.state() != v1::JOB_STATE_RUNNING) return;
   LOG(WARNING) << "job " << job_id << ": lost worker " << worker_id << ": " << reason;
-  TransitionLocked(*r, v1::JOB_STATE_FAILED, absl::StrCat("lost a worker: ", reason));
+  BeginRecoveryLocked(*r, absl::StrCat("lost a worker: ", reason), /*counted=*/true);
+}
+
+void JobManager::RewindLocked(Record& r, const std::string& reason, bool counted) {
+  const int resume = r.job.checkpoint_step();
+  v1::JobRecovery* recovery = r.job.add_recoveries();
+  SetNow(recovery->mutable_time());
+  recovery->set_reason(reason);
+  recovery->set_resume_step(resume);
+  recovery->set_counted(counted);
+  // The resumed run redoes (bitwise identically) the steps after the checkpoint.
+  r.job.set_steps_done(std::min(r.job.steps_done(), resume));
+  if (r.job.losses_size() > resume) r.job.mutable_losses()->Truncate(resume);
+  r.finished.clear();
+}
+
+void JobManager::BeginRecoveryLocked(Record& r, const std::string& reason, bool counted) {
+  const std::string job_id = r.job.id();
+  if (r.job.steps_done() >= r.job.spec().training().steps()) {
+    // Every rank reported every step: nothing is left to redo.
+    TransitionLocked(r, v1::JOB_STATE_SUCCEEDED, "");
+    return;
+  }
+  if (counted) {
+    const int budget = MaxRestarts(r.job.spec());
+    if (r.job.restarts() >= budget) {
+      TransitionLocked(r, v1::JOB_STATE_FAILED,
+                       budget == 0
+                           ? reason
+                           : absl::StrCat(reason, " (restart budget used up: ", r.job.restarts(),
+                                          " of max_restarts ", budget, ")"));
+      return;
+    }
+    r.job.set_restarts(r.job.restarts() + 1);
+  }
+  LOG(WARNING) << "job " << job_id << ": recovering from " << ResumePoint(r.job.checkpoint_step())
+               << ": " << reason;
+  RewindLocked(r, reason, counted);
+  std::vector<DispatchTarget> targets = std::move(r.targets);
+  r.targets.clear();
+  r.aggregator.reset();
+  r.ledger.reset();
+  if (metrics_ != nullptr) metrics_->JobRecovering(job_id);
+  TransitionLocked(r, v1::JOB_STATE_RECOVERING,
+                   absl::StrCat(reason, "; resuming from ", ResumePoint(r.job.checkpoint_step())));
+  const int64_t seq = SequenceFromJobId(job_id).value_or(0);
+  tasks_.Spawn([this, seq, job_id, targets = std::move(targets), reason] {
+    // Stop the attempt everywhere before it is dispatched again.
+    const std::vector<absl::Status> aborted =
+        dispatcher_.AbortAll(job_id, targets, absl::StrCat("recovering: ", reason));
+    for (size_t i = 0; i < aborted.size(); ++i) {
+      if (!aborted[i].ok()) registry_->MarkLost(targets[i].worker_id);
+    }
+    registry_->Release(job_id);
+    {
+      absl::MutexLock lock(&mu_);
+      Record* r = FindLocked(job_id);
+      if (r != nullptr && r->job.state() == v1::JOB_STATE_RECOVERING && !stopping_) {
+        waiting_.insert(seq);
+      }
+    }
+    Kick();
+  });
+}
+
+void JobManager::CommitCheckpointLocked(Record& r, int64_t step) {
+  const int num_stages = r.job.plan().stage_to_worker_size();
+  if (absl::Status s = CommitCheckpoint(*store_, r.job, step, num_stages); !s.ok()) {
+    // Not recorded, so not a resume point; the previous one stays.
+    LOG(ERROR) << "job " << r.job.id() << ": checkpoint step-" << step << " not recorded: " << s;
+    return;
+  }
+  r.job.set_checkpoint_step(static_cast<int32_t>(step));
+  if (metrics_ != nullptr) metrics_->JobCheckpointed(r.job.id(), step);
+  PersistLocked(r);
 }
 
 JobManager::Record* JobManager::FindLocked(const std::string& job_id) {
@@ -513,7 +655,10 @@ void JobManager::PersistLocked(Record& r) {
 void JobManager::TransitionLocked(Record& r, v1::JobState state, const std::string& reason) {
   const v1::JobState from = r.job.state();
   r.job.set_state(state);
-  if (!reason.empty()) r.job.set_failure_reason(reason);
+  // Recovery reasons go to job.recoveries and the event; failure_reason is for the end.
+  if (!reason.empty() && (state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_CANCELLED)) {
+    r.job.set_failure_reason(reason);
+  }
   SetNow(r.job.mutable_updated());
   PersistLocked(r);
   if (metrics_ != nullptr) metrics_->JobStateChanged(from, state);
@@ -530,6 +675,7 @@ void JobManager::TransitionLocked(Record& r, v1::JobState state, const std::stri
   for (const std::shared_ptr<JobWatch>& w : r.watchers) w->End();
   r.watchers.clear();
   r.aggregator.reset();
+  r.ledger.reset();
   if (r.targets.empty()) return;
   std::vector<DispatchTarget> targets = std::move(r.targets);
   r.targets.clear();

@@ -2,20 +2,35 @@
 // thread plans queued jobs in FIFO order (QUEUED -> PLANNING -> WAITING_FOR_WORKERS, or FAILED
 // with the planner's message), and dispatches the oldest waiting job that enough idle workers can
 // run (-> RUNNING; ranks 0..p-1 on p idle workers; see dispatcher.h). Workers report steps
-// (ReportStep); when every rank finished the job is SUCCEEDED. A failure report, a failed
-// Prepare/Start or a lost worker aborts the other ranks and FAILS the job with the reason;
-// CancelJob aborts it promptly (CANCELLED). Every change is written to the JobStore, and every
-// state change and completed step is delivered to every watcher of the job (Watch).
+// (ReportStep); when every rank finished the job is SUCCEEDED. CancelJob aborts it promptly on
+// every worker (CANCELLED). Every change is written to the JobStore, and every state change and
+// completed step is delivered to every watcher of the job (Watch).
 //
-// Restart: Start() loads every stored job. RUNNING / RECOVERING jobs become FAILED with reason
-// "coordinator restarted" (the fault-tolerance work will resume them instead); PLANNING jobs are
-// queued again; QUEUED and WAITING_FOR_WORKERS jobs keep their state and order.
+// Checkpoints: ranks report the checkpoints they wrote (StepReport.checkpoint_step); once every
+// rank reported step N the job's checkpoint_step becomes N (see checkpoint_ledger.h: manifest,
+// store record, pruning).
+//
+// Recovery: a lost worker (missed heartbeats, re-registered, or leaving), a rank's failure
+// report or a failed dispatch puts a RUNNING job in RECOVERING: the step is aborted on every
+// worker of the job (workers that cannot be reached are marked lost), the event is added to
+// job.recoveries and counted in metrics, steps after the checkpoint are dropped from the job's
+// record, and the job waits, ahead of newer waiting jobs, for enough idle workers (restarted or
+// new ones); it is then dispatched again from its checkpoint (a new attempt: reports of older
+// attempts are ignored). Each recovery caused by a worker uses one of spec.max_restarts (default
+// 3); past the budget the job FAILS with the reason. A bad request (InvalidArgument from a
+// worker's Prepare) fails the job at once.
+//
+// Restart: Start() loads every stored job. RUNNING / RECOVERING jobs become RECOVERING and resume
+// from their newest complete checkpoint once enough workers register (this does not use the
+// restart budget); PLANNING jobs are queued again; QUEUED and WAITING_FOR_WORKERS jobs keep their
+// state and order. Shutdown() leaves running jobs RECOVERING in the store (their workers are
+// aborted), so they resume when the coordinator comes back.
 //
 // Events carry the Job without its plan's action lists (GetJob has them); step events carry no
 // `losses` either (the terminal event and the first event of a watch do).
 //
-// Lock order: mu_, then the registry's lock. Store and registry calls are made under mu_; calls
-// to workers never are.
+// Lock order: mu_, then the registry's lock. Store and registry calls (and the checkpoint
+// manifest's small write) are made under mu_; calls to workers never are.
 // Thread-safety: thread-safe.
 #ifndef PIPETRAIN_COORDINATOR_JOB_MANAGER_H_
 #define PIPETRAIN_COORDINATOR_JOB_MANAGER_H_
@@ -34,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "coordinator/checkpoint_ledger.h"
 #include "coordinator/dispatcher.h"
 #include "coordinator/job_store.h"
 #include "coordinator/job_watch.h"
@@ -77,8 +93,8 @@ class JobManager {
 
   // Loads the store (see Restart above) and starts the scheduler. Call once.
   absl::Status Start();
-  // Stops the scheduler, fails running jobs ("coordinator shutting down"; their workers are
-  // aborted), ends every watch and joins background work. Idempotent.
+  // Stops the scheduler, aborts running jobs' workers and leaves those jobs RECOVERING (they
+  // resume on the next Start), ends every watch and joins background work. Idempotent.
   void Shutdown();
 
   // InvalidArgument naming the field for a bad spec; Unavailable if the store failed.
@@ -102,6 +118,7 @@ class JobManager {
     v1::Job job;
     std::vector<DispatchTarget> targets;  // by rank, while assigned
     std::unique_ptr<StepAggregator> aggregator;
+    std::unique_ptr<CheckpointLedger> ledger;  // of the current attempt
     std::vector<bool> finished;  // by rank
     std::vector<std::shared_ptr<JobWatch>> watchers;
     absl::Time last_persist;
@@ -115,6 +132,14 @@ class JobManager {
   void Launch(int64_t seq);
   void OnWorkerLost(const std::string& worker_id, const std::string& job_id,
                     const std::string& reason);
+  // RUNNING -> RECOVERING (see Recovery above), or FAILED past the budget. `counted`: caused by
+  // a worker (uses the restart budget).
+  void BeginRecoveryLocked(Record& r, const std::string& reason, bool counted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a recovery in the job and drops the steps after its checkpoint.
+  void RewindLocked(Record& r, const std::string& reason, bool counted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CommitCheckpointLocked(Record& r, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Record* FindLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Record*> LookupLocked(const std::string& job_id)

@@ -131,6 +131,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return absl::InvalidArgumentError(
         "checkpoint.dir: required when checkpoint.interval_steps > 0");
   }
+  // -1: no recovery; 0: the default (3).
+  if (absl::Status s = Range("max_restarts", spec.max_restarts(), -1, 1000); !s.ok()) return s;
   return absl::OkStatus();
 }
 

@@ -76,6 +76,16 @@ struct CoordinatorMetrics::Impl {
           .Name("pipetrain_coordinator_rpc_errors_total")
           .Help("Coordinator RPCs answered with a non-OK status.")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& recoveries =
+      prometheus::BuildCounter()
+          .Name("pipetrain_job_recoveries_total")
+          .Help("Times a job went RECOVERING (lost worker, failed step, coordinator restart).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& checkpoint_step =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_checkpoint_step")
+          .Help("Newest complete checkpoint of the job (completed steps it holds).")
+          .Register(*registry);
   prometheus::Counter& submitted_counter = submitted.Add({});
   prometheus::Counter& heartbeat_counter = heartbeats.Add({});
 };
@@ -132,6 +142,14 @@ void CoordinatorMetrics::SetWorkerCounts(int idle, int busy, int lost) {
 }
 
 void CoordinatorMetrics::Heartbeat() { impl_->heartbeat_counter.Increment(); }
+
+void CoordinatorMetrics::JobRecovering(const std::string& job_id) {
+  impl_->recoveries.Add({{"job_id", job_id}}).Increment();
+}
+
+void CoordinatorMetrics::JobCheckpointed(const std::string& job_id, int64_t step) {
+  impl_->checkpoint_step.Add({{"job_id", job_id}}).Set(static_cast<double>(step));
+}
 
 void CoordinatorMetrics::RpcError(const std::string& method) {
   impl_->rpc_errors.Add({{"method", method}}).Increment();

@@ -14,6 +14,8 @@
 //   pipetrain_workers{state}                               gauge: idle | busy | lost
 //   pipetrain_worker_heartbeats_total                      counter
 //   pipetrain_coordinator_rpc_errors_total{method}         counter: RPCs answered with a non-OK status
+//   pipetrain_job_recoveries_total{job_id}                 counter: times the job went RECOVERING
+//   pipetrain_job_checkpoint_step{job_id}                  gauge: newest complete checkpoint step
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are atomic; family lookups are locked).
 #ifndef PIPETRAIN_COORDINATOR_METRICS_H_
@@ -55,6 +57,8 @@ class CoordinatorMetrics {
   void SetWorkerCounts(int idle, int busy, int lost);
   void Heartbeat();
   void RpcError(const std::string& method);
+  void JobRecovering(const std::string& job_id);
+  void JobCheckpointed(const std::string& job_id, int64_t step);
 
  private:
   struct Impl;

@@ -12,8 +12,8 @@ bool IsCompute(v1::ActionKind kind) {
 
 }  // namespace
 
-StepAggregator::StepAggregator(int num_ranks, int64_t tokens_per_step)
-    : num_ranks_(num_ranks), tokens_per_step_(tokens_per_step) {}
+StepAggregator::StepAggregator(int num_ranks, int64_t tokens_per_step, int first_step)
+    : num_ranks_(num_ranks), tokens_per_step_(tokens_per_step), next_step_(first_step) {}
 
 std::vector<v1::StepReport> StepAggregator::Add(const v1::StepReport& report, v1::Job* job) {
   std::vector<v1::StepReport> completed;

@@ -22,8 +22,9 @@ namespace pipetrain::coordinator {
 
 class StepAggregator {
  public:
-  // `tokens_per_step`: global batch x sequence length.
-  StepAggregator(int num_ranks, int64_t tokens_per_step);
+  // `tokens_per_step`: global batch x sequence length. `first_step`: where the run starts (a
+  // resumed run starts at its checkpoint's step; earlier reports are ignored).
+  StepAggregator(int num_ranks, int64_t tokens_per_step, int first_step = 0);
 
   // Adds rank report.rank()'s report of report.step() (duplicates and steps already complete are
   // ignored). Applies every step that became complete to `job` and returns, per such step, the

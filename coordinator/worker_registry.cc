@@ -121,30 +121,51 @@ absl::StatusOr<std::string> WorkerRegistry::Register(const WorkerRegistration& r
   return id;
 }
 
-HeartbeatResult WorkerRegistry::Heartbeat(const std::string& worker_id, const std::string& job_id) {
+HeartbeatResult WorkerRegistry::Heartbeat(const std::string& worker_id, const std::string& job_id,
+                                          bool leaving) {
   HeartbeatResult result;
   bool available = false;
+  std::string lost_job, lost_reason;
   {
     absl::MutexLock lock(&mu_);
     auto it = workers_.find(worker_id);
     if (it == workers_.end()) {
-      result.reregister = true;
+      result.reregister = !leaving;
       return result;
     }
     WorkerInfo& w = it->second;
     w.last_heartbeat = absl::Now();
-    if (w.state == WorkerState::kLost && w.job_id.empty()) {
-      w.state = WorkerState::kIdle;
-      available = true;
+    if (leaving) {
+      if (w.state == WorkerState::kBusy) {
+        lost_job = w.job_id;
+        lost_reason =
+            absl::StrCat("worker ", worker_id, " (", w.registration.name, ") is shutting down");
+      }
+      w.state = WorkerState::kLost;
       PublishCountsLocked();
-    }
-    if (!job_id.empty() && (job_id != w.job_id || w.state != WorkerState::kBusy)) {
-      result.abort_job_ids.push_back(job_id);
+    } else {
+      if (w.state == WorkerState::kLost && w.job_id.empty()) {
+        w.state = WorkerState::kIdle;
+        available = true;
+        PublishCountsLocked();
+      }
+      if (!job_id.empty() && (job_id != w.job_id || w.state != WorkerState::kBusy)) {
+        result.abort_job_ids.push_back(job_id);
+      }
     }
   }
   if (metrics_ != nullptr) metrics_->Heartbeat();
+  if (!lost_job.empty() && on_lost_) on_lost_(worker_id, lost_job, lost_reason);
   if (available && on_available_) on_available_();
   return result;
+}
+
+void WorkerRegistry::MarkLost(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.state == WorkerState::kLost) return;
+  it->second.state = WorkerState::kLost;
+  PublishCountsLocked();
 }
 
 void WorkerRegistry::ExpireLost() {

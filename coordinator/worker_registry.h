@@ -82,8 +82,13 @@ class WorkerRegistry {
   // How often workers should heartbeat: a fifth of the timeout.
   absl::Duration heartbeat_interval() const;
   absl::Duration heartbeat_timeout() const { return options_.heartbeat_timeout; }
-  // `job_id`: the job the worker says it runs (empty when idle).
-  HeartbeatResult Heartbeat(const std::string& worker_id, const std::string& job_id);
+  // `job_id`: the job the worker says it runs (empty when idle). `leaving`: the worker is
+  // shutting down; it becomes LOST at once (the lost listener hears of its job).
+  HeartbeatResult Heartbeat(const std::string& worker_id, const std::string& job_id,
+                            bool leaving = false);
+  // A worker found unreachable (an Abort to it failed): LOST, so no job is given it until it
+  // heartbeats again. The lost listener is not called (the caller already handles its job).
+  void MarkLost(const std::string& worker_id);
   // Marks workers without a heartbeat for longer than the timeout LOST (calls the lost listener
   // for busy ones).
   void ExpireLost();

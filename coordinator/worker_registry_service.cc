@@ -41,7 +41,8 @@ grpc::Status WorkerRegistryServiceImpl::Heartbeat(grpc::ServerContext*,
     return Finish("Heartbeat", absl::InvalidArgumentError(
                                    absl::StrCat("step: ", request->step(), " is negative")));
   }
-  HeartbeatResult result = registry_->Heartbeat(request->worker_id(), request->job_id());
+  HeartbeatResult result =
+      registry_->Heartbeat(request->worker_id(), request->job_id(), request->leaving());
   response->set_reregister(result.reregister);
   for (std::string& id : result.abort_job_ids) response->add_abort_job_ids(std::move(id));
   return grpc::Status::OK;

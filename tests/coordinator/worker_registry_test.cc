@@ -99,5 +99,37 @@ TEST(WorkerRegistryTest, HeartbeatsAndLostWorkers) {
   EXPECT_EQ(registry.heartbeat_interval(), absl::Milliseconds(20));
 }
 
+TEST(WorkerRegistryTest, LeavingAndUnreachableWorkersAreLost) {
+  WorkerRegistry registry({absl::Seconds(30)});
+  std::vector<std::string> lost;
+  registry.SetListeners(
+      [&](const std::string& w, const std::string& job, const std::string& reason) {
+        lost.push_back(w + "/" + job + "/" + reason);
+      },
+      nullptr);
+  WorkerRegistration second = Valid();
+  second.name = "second";
+  second.address = "127.0.0.1:6001";
+  const std::string a = registry.Register(Valid()).value();
+  const std::string b = registry.Register(second).value();
+  registry.Acquire(2, "job-000001").value();
+  // Leaving (SIGTERM) while busy: lost at once, and its job hears of it.
+  EXPECT_FALSE(registry.Heartbeat(a, "job-000001", /*leaving=*/true).reregister);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_THAT(lost[0], HasSubstr(a + "/job-000001/"));
+  EXPECT_THAT(lost[0], HasSubstr("shutting down"));
+  // Unreachable: lost without a listener call; not acquired after the release.
+  registry.MarkLost(b);
+  EXPECT_EQ(lost.size(), 1u);
+  EXPECT_EQ(registry.CountByState().lost, 2);
+  registry.Release("job-000001");
+  EXPECT_FALSE(registry.Acquire(1, "job-000002").ok());
+  // A heartbeat brings the unreachable one back.
+  registry.Heartbeat(b, "");
+  EXPECT_EQ(registry.Acquire(1, "job-000002").value()[0].id, b);
+  // An unknown worker that is leaving is not asked to register again.
+  EXPECT_FALSE(registry.Heartbeat("worker-999999", "", /*leaving=*/true).reregister);
+}
+
 }  // namespace
 }  // namespace pipetrain::coordinator

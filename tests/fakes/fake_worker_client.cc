@@ -1,7 +1,11 @@
 #include "tests/fakes/fake_worker_client.h"
 
+#include <filesystem>
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "worker/model/checkpoint.h"
 
 namespace pipetrain::testing {
 
@@ -81,6 +85,11 @@ absl::Status FakeWorkerClient::Start(const std::string& address, const v1::Start
     return absl::FailedPreconditionError("fake: Start for a job that was not prepared here");
   }
   if (report_ && !shutdown_) {
+    if (b.fail_once && runs_[address] > 0) {
+      b.fail_at_step = -1;
+      b.crash_in_checkpoint = -1;
+    }
+    ++runs_[address];
     runners_.emplace_back(
         [this, address, prepared, n = request.num_steps(), b] { Run(address, prepared, n, b); });
   }
@@ -91,6 +100,7 @@ absl::Status FakeWorkerClient::Abort(const std::string& address, const v1::Abort
                                      absl::Duration) {
   absl::MutexLock lock(&mu_);
   ++aborts_[request.job_id()];
+  ++aborts_by_address_[address];
   return behaviors_[address].abort_status;
 }
 
@@ -101,24 +111,41 @@ void FakeWorkerClient::Run(const std::string& address, v1::PrepareRequest prepar
   const int last_stage_rank = plan.stage_to_worker_size() > 0
                                   ? plan.stage_to_worker(plan.stage_to_worker_size() - 1)
                                   : prepared.peers_size() - 1;
+  const v1::CheckpointSpec& ckpt = prepared.spec().checkpoint();
   ReportFn report;
   absl::Duration delay;
+  int aborts_at_start;
   {
     absl::MutexLock lock(&mu_);
     report = report_;
     delay = step_delay_;
+    aborts_at_start = aborts_by_address_[address];
   }
   auto stop = [&] {
     absl::MutexLock lock(&mu_);
-    return shutdown_ || aborts_[prepared.job_id()] > 0;
+    return shutdown_ || aborts_by_address_[address] != aborts_at_start;
   };
-  for (int step = 0; step < num_steps; ++step) {
+  // This rank's stage files of checkpoint `n` (temp names when `torn`).
+  auto write_checkpoint = [&](int n, bool torn) {
+    std::filesystem::create_directories(model::CheckpointStepDir(ckpt.dir(), n));
+    for (int s = 0; s < plan.stage_to_worker_size(); ++s) {
+      if (plan.stage_to_worker(s) != rank) continue;
+      const std::string path = model::StageCheckpointPath(ckpt.dir(), n, s);
+      std::ofstream(torn ? path + ".tmp-fake" : path) << "fake";
+    }
+  };
+  const int first = prepared.start_step();
+  for (int step = first; step < first + num_steps; ++step) {
     if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
     if (stop() || step == b.stall_at_step) return;
     v1::ReportStepRequest request;
     request.set_job_id(prepared.job_id());
     request.set_rank(rank);
-    if (step == b.fail_at_step) {
+    request.set_attempt(prepared.attempt());
+    const bool checkpoint =
+        !ckpt.dir().empty() && ckpt.interval_steps() > 0 && (step + 1) % ckpt.interval_steps() == 0;
+    if (step == b.fail_at_step || (checkpoint && step + 1 == b.crash_in_checkpoint)) {
+      if (step + 1 == b.crash_in_checkpoint) write_checkpoint(step + 1, /*torn=*/true);
       request.set_failure(absl::StrCat("injected failure at step ", step, " on ", address));
       report(request).IgnoreError();
       return;
@@ -137,7 +164,11 @@ void FakeWorkerClient::Run(const std::string& address, v1::PrepareRequest prepar
     t->mutable_action()->set_kind(v1::ACTION_KIND_F);
     t->set_start_ns(0);
     t->set_end_ns(500000);
-    if (step == num_steps - 1) request.set_finished(true);
+    if (checkpoint) {
+      write_checkpoint(step + 1, /*torn=*/false);
+      r->set_checkpoint_step(step + 1);
+    }
+    if (step == first + num_steps - 1) request.set_finished(true);
     absl::StatusOr<v1::ReportStepResponse> response = report(request);
     if (response.ok() && response->cancel()) return;
   }

@@ -1,9 +1,11 @@
 // FakeWorkerClient: a WorkerClient for tests. Per worker address it can fail or delay Prepare,
 // Start and Abort; Prepare can wait for every rank of the job (like real workers, which block in
 // Prepare until their pipeline neighbours connect; a sequential dispatcher would then time out).
-// With auto-run, Start launches one thread per rank that reports every step through the given
-// report function (the job manager's ReportStep) and then `finished`, or a failure at a chosen
-// step; a runner stops when its job is aborted or the response says cancel.
+// With auto-run, Start launches one thread per rank that reports steps start_step.. through the
+// given report function (the job manager's ReportStep, with the Prepare's attempt) and then
+// `finished`, or a failure at a chosen step; a runner stops when its worker gets an Abort or the
+// response says cancel. With spec.checkpoint set, a runner writes (empty) stage files of
+// <dir>/step-N for its stages every interval_steps and reports checkpoint_step N, like a worker.
 //
 // Thread-safety: thread-safe. Call Shutdown() before whatever the report function calls dies.
 #ifndef PIPETRAIN_TESTS_FAKES_FAKE_WORKER_CLIENT_H_
@@ -36,7 +38,11 @@ class FakeWorkerClient : public coordinator::WorkerClient {
     absl::Duration prepare_delay = absl::ZeroDuration();
     absl::Duration start_delay = absl::ZeroDuration();
     int fail_at_step = -1;   // auto-run: report this failure instead of this step
+    bool fail_once = false;  // fail_at_step / crash_in_checkpoint only in the first run here
     int stall_at_step = -1;  // auto-run: stop reporting (silently) at this step
+    // auto-run: "killed while writing checkpoint step-N": leave only a temp file for it and
+    // report a failure instead of step N-1 (whose report would carry checkpoint_step N).
+    int crash_in_checkpoint = -1;
   };
 
   ~FakeWorkerClient() override;
@@ -71,7 +77,9 @@ class FakeWorkerClient : public coordinator::WorkerClient {
   std::vector<v1::PrepareRequest> prepared_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::PrepareRequest> by_address_ ABSL_GUARDED_BY(mu_);
   int start_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::string, int> aborts_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> aborts_ ABSL_GUARDED_BY(mu_);             // by job
+  std::map<std::string, int> aborts_by_address_ ABSL_GUARDED_BY(mu_);  // by worker
+  std::map<std::string, int> runs_ ABSL_GUARDED_BY(mu_);               // by worker
   ReportFn report_ ABSL_GUARDED_BY(mu_);
   absl::Duration step_delay_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -61,6 +61,22 @@ void WorkerAgent::Start(std::string grpc_address) {
 }
 
 void WorkerAgent::Shutdown() {
+  v1::HeartbeatRequest leaving;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    leaving.set_worker_id(worker_id_);
+    leaving.set_job_id(job_id_);
+    leaving.set_step(step_);
+  }
+  leaving.set_leaving(true);
+  // Tell the coordinator first, so it recovers the job now rather than after the heartbeat
+  // deadline. Best effort: it may be away.
+  if (!leaving.worker_id().empty()) {
+    if (auto r = coordinator_->Heartbeat(leaving); !r.ok()) {
+      LOG(WARNING) << "could not tell the coordinator this worker is leaving: " << r.status();
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
@@ -106,6 +122,8 @@ absl::StatusOr<v1::PrepareResponse> WorkerAgent::Prepare(const v1::PrepareReques
     }
     job_id_ = request.job_id();
     rank_ = request.rank();
+    attempt_ = request.attempt();
+    ++generation_;
     listener = std::move(listener_);
   }
   if (listener == nullptr) {  // the previous job's transport consumed it: bind the port again
@@ -167,12 +185,13 @@ absl::Status WorkerAgent::StartRun(const v1::StartRequest& request) {
 void WorkerAgent::RunLoop(std::string job_id, int num_steps) {
   std::shared_ptr<WorkerSession> session;
   std::string worker_id;
-  int rank;
+  int rank, attempt;
   {
     absl::MutexLock lock(&mu_);
     session = session_;
     worker_id = worker_id_;
     rank = rank_;
+    attempt = attempt_;
   }
   absl::Status status = session->Run(num_steps, [&](const StepResult& r) -> absl::Status {
     if (metrics_ != nullptr) metrics_->StepDone(r);
@@ -183,6 +202,7 @@ void WorkerAgent::RunLoop(std::string job_id, int num_steps) {
     v1::ReportStepRequest req;
     req.set_job_id(job_id);
     req.set_rank(rank);
+    req.set_attempt(attempt);
     *req.mutable_report() = ToReport(r, job_id, worker_id, rank);
     // A checkpoint written after this step (0 = none; see metrics.proto).
     if (session->last_checkpoint_step() == r.step + 1) {
@@ -200,6 +220,7 @@ void WorkerAgent::RunLoop(std::string job_id, int num_steps) {
   v1::ReportStepRequest end;
   end.set_job_id(job_id);
   end.set_rank(rank);
+  end.set_attempt(attempt);
   if (status.ok()) {
     end.set_finished(true);
   } else {
@@ -223,11 +244,17 @@ void WorkerAgent::RunLoop(std::string job_id, int num_steps) {
 }
 
 absl::Status WorkerAgent::Abort(const v1::AbortRequest& request) {
+  return AbortRun(request.job_id(), request.reason(), std::nullopt);
+}
+
+absl::Status WorkerAgent::AbortRun(const std::string& job_id, const std::string& reason,
+                                   std::optional<int64_t> generation) {
   {
     absl::MutexLock lock(&mu_);
-    if (job_id_.empty() || request.job_id() != job_id_) return absl::OkStatus();  // idempotent
+    if (job_id_.empty() || job_id != job_id_) return absl::OkStatus();  // idempotent
+    if (generation.has_value() && *generation != generation_) return absl::OkStatus();
     if (session_ != nullptr) {
-      session_->Cancel(absl::CancelledError(absl::StrCat("aborted: ", request.reason())));
+      session_->Cancel(absl::CancelledError(absl::StrCat("aborted: ", reason)));
     }
     if (!running_) {  // prepared but never started
       job_id_.clear();
@@ -272,11 +299,13 @@ void WorkerAgent::HeartbeatLoop() {
       }
     } else {
       v1::HeartbeatRequest req;
+      int64_t generation;
       {
         absl::MutexLock lock(&mu_);
         req.set_worker_id(worker_id_);
         req.set_job_id(job_id_);
         req.set_step(step_);
+        generation = generation_;
       }
       auto r = coordinator_->Heartbeat(req);
       if (r.ok() && r->reregister()) {
@@ -284,10 +313,7 @@ void WorkerAgent::HeartbeatLoop() {
         worker_id_.clear();
       } else if (r.ok()) {
         for (const std::string& job : r->abort_job_ids()) {
-          v1::AbortRequest abort;
-          abort.set_job_id(job);
-          abort.set_reason("the coordinator asked in a heartbeat");
-          (void)Abort(abort);
+          (void)AbortRun(job, "the coordinator asked in a heartbeat", generation);
         }
       }
     }

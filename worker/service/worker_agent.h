@@ -2,14 +2,21 @@
 // registered with the coordinator (retrying with backoff while the coordinator is away, and
 // re-registering when the coordinator forgets it), heartbeats, and serves the Worker service:
 // Prepare builds a WorkerSession for one job and rank, Start runs its steps on a thread and
-// reports every step (and the end, or the failure) through ReportStep, Abort stops it promptly.
-// One job at a time.
+// reports every step (and the end, or the failure) through ReportStep, tagged with the attempt
+// number of the Prepare, Abort stops it promptly. One job at a time.
+//
+// Shutdown (SIGTERM) first tells the coordinator the worker is leaving (a heartbeat with
+// `leaving`: the job recovers at once, without waiting for the heartbeat deadline), then aborts
+// the run: the step in flight stops; checkpoints are only ever renamed into place complete.
+// An abort asked for in a heartbeat response applies only if no Prepare came in since that
+// heartbeat was sent (so a stale answer cannot abort the job's next attempt).
 //
 // Thread-safety: thread-safe.
 #ifndef PIPETRAIN_WORKER_SERVICE_WORKER_AGENT_H_
 #define PIPETRAIN_WORKER_SERVICE_WORKER_AGENT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -56,6 +63,9 @@ class WorkerAgent {
 
  private:
   void HeartbeatLoop();
+  // Abort of `job_id`; when `generation` is set, only if no Prepare happened since it was read.
+  absl::Status AbortRun(const std::string& job_id, const std::string& reason,
+                        std::optional<int64_t> generation);
   void RunLoop(std::string job_id, int num_steps);
   // Joins a finished run thread and drops its session (not under mu_).
   void ReapRun();
@@ -71,6 +81,8 @@ class WorkerAgent {
   std::string job_id_ ABSL_GUARDED_BY(mu_);  // prepared or running job
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   int step_ ABSL_GUARDED_BY(mu_) = 0;
+  int attempt_ ABSL_GUARDED_BY(mu_) = 0;        // of the prepared job
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // Prepare calls so far
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
