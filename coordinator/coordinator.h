@@ -35,7 +35,8 @@ struct CoordinatorConfig {
   std::string listen = "127.0.0.1:7070";          // port 0: pick one (see address())
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no metrics endpoint; port 0 allowed
   std::string db_path = "./pipetrain.db";
-  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // A worker silent this long is lost (its job recovers); workers heartbeat 5 times per timeout.
+  absl::Duration heartbeat_timeout = absl::Seconds(3);
   std::string auth_token;  // non-empty: JobService calls need "authorization: Bearer <token>"
   // PEM files. cert + key: serve TLS, and call workers over TLS presenting this certificate as
   // the client certificate. client_ca: require and verify client certificates (mutual TLS:

@@ -13,7 +13,7 @@
 
 int main(int argc, char** argv) {
   pipetrain::coordinator::CoordinatorConfig config;
-  double heartbeat_timeout_s = 5;
+  double heartbeat_timeout_s = 3;
   double prepare_timeout_s = 120;
   CLI::App app{"pipetrain coordinator: plans, dispatches and watches pipeline-parallel jobs"};
   app.add_option("--listen", config.listen, "gRPC address (host:port; port 0 picks one)")

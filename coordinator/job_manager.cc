@@ -495,6 +495,8 @@ void JobManager::DispatchWaiting() {
       r.finished.assign(p, false);
       r.aggregator.reset();
       r.ledger.reset();
+      LOG(INFO) << "job " << r.job.id() << ": dispatching attempt " << r.job.recoveries_size()
+                << " from step " << r.job.checkpoint_step() << " on " << p << " workers";
       TransitionLocked(r, v1::JOB_STATE_RUNNING,
                        state == v1::JOB_STATE_RECOVERING
                            ? absl::StrCat("resuming from ", ResumePoint(r.job.checkpoint_step()),
@@ -609,6 +611,8 @@ void JobManager::BeginRecoveryLocked(Record& r, const std::string& reason, bool 
       Record* r = FindLocked(job_id);
       if (r != nullptr && r->job.state() == v1::JOB_STATE_RECOVERING && !stopping_) {
         waiting_.insert(seq);
+        LOG(INFO) << "job " << job_id << ": stopped on its workers; waiting for "
+                  << r->job.plan().workers_size() << " idle workers";
       }
     }
     Kick();

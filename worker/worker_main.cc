@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--recv-timeout", recv_timeout_s, "seconds to wait for any one tensor")
       ->capture_default_str();
+  // Testing only (fault-tolerance tests), hence hidden from --help.
+  app.add_option("--crash-in-checkpoint", session.crash_in_checkpoint,
+                 "testing: SIGKILL this process halfway through writing checkpoint step-N")
+      ->group("");
   CLI11_PARSE(app, argc, argv);
   session.connect_timeout = absl::Seconds(connect_timeout_s);
   session.recv_timeout = absl::Seconds(recv_timeout_s);

@@ -8,12 +8,12 @@
 
 #include "coordinator/metrics.h"
 #include "coordinator/planner.h"
-#include "worker/model/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/test_util.h"
 #include "tests/fakes/fake_job_store.h"
 #include "tests/fakes/fake_worker_client.h"
+#include "worker/model/checkpoint.h"
 
 namespace pipetrain::coordinator {
 namespace {

@@ -1,5 +1,9 @@
 #include "worker/runtime/worker_session.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <set>
 #include <utility>
 
@@ -8,6 +12,7 @@
 #include "common/status_macros.h"
 #include "coordinator/schedule/codec/plan_proto.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "worker/model/checkpoint.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/job_config.h"
 #include "worker/runtime/model_stage_runner.h"
@@ -110,6 +115,8 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     if (!ckpt.dir().empty() && ckpt.interval_steps() > 0) {
       session->checkpoint_dir_ = ckpt.dir();
       session->checkpoint_interval_ = ckpt.interval_steps();
+      session->crash_in_checkpoint_ = options.crash_in_checkpoint;
+      session->first_stage_ = my_stages.empty() ? 0 : my_stages.front();
     }
     session->model_runner_ = runner.get();
     session->runner_ = std::move(runner);
@@ -140,6 +147,19 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
   return session;
 }
 
+void WorkerSession::CrashWhileWritingCheckpoint() {
+  model::CheckpointWriteOptions torn;
+  torn.abandon_after_bytes = 64;
+  const absl::Status s = model::SaveChunkCheckpoint(
+      *model_runner_->chunk(first_stage_), next_step_,
+      model::StageCheckpointPath(checkpoint_dir_, next_step_, first_stage_), torn);
+  std::fprintf(stderr, "testing: killing this worker halfway through checkpoint step-%d (%s)\n",
+               next_step_, s.ToString().c_str());
+  std::fflush(stderr);
+  raise(SIGKILL);
+  _exit(137);  // not reached
+}
+
 void WorkerSession::Cancel(absl::Status status) {
   cancelled_ = true;
   transport_->Abort(std::move(status));
@@ -153,6 +173,7 @@ absl::Status WorkerSession::Run(int num_steps,
     ++next_step_;
     if (model_runner_ != nullptr && checkpoint_interval_ > 0 &&
         next_step_ % checkpoint_interval_ == 0) {
+      if (next_step_ == crash_in_checkpoint_) CrashWhileWritingCheckpoint();
       PT_RETURN_IF_ERROR(model_runner_->SaveCheckpoint(checkpoint_dir_, next_step_));
       last_checkpoint_step_ = next_step_;
     }

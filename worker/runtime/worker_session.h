@@ -38,6 +38,10 @@ struct SessionOptions {
   int blas_threads = 1;
   absl::Duration connect_timeout = absl::Seconds(30);
   absl::Duration recv_timeout = absl::Seconds(60);
+  // Testing only (fault-tolerance tests): when checkpoint step-N with this N is due, write part
+  // of one stage file (left as a temp file, as a killed writer leaves it) and SIGKILL this
+  // process. Negative: never.
+  int crash_in_checkpoint = -1;
 };
 
 class WorkerSession {
@@ -68,6 +72,7 @@ class WorkerSession {
 
  private:
   WorkerSession() = default;
+  [[noreturn]] void CrashWhileWritingCheckpoint();
 
   schedule::Schedule schedule_;
   int rank_ = 0;
@@ -76,6 +81,8 @@ class WorkerSession {
   int64_t parameter_bytes_ = 0;
   std::string checkpoint_dir_;  // empty: no checkpoints
   int checkpoint_interval_ = 0;
+  int crash_in_checkpoint_ = -1;
+  int first_stage_ = 0;  // the lowest stage this rank holds
   int64_t last_checkpoint_step_ = -1;
   ModelStageRunner* model_runner_ = nullptr;  // runner_ when it runs real chunks
   std::unique_ptr<data::Dataset> dataset_;

@@ -61,10 +61,16 @@ void WorkerAgent::Start(std::string grpc_address) {
 }
 
 void WorkerAgent::Shutdown() {
-  v1::HeartbeatRequest leaving;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
+    stopping_ = true;  // Prepare refuses from now on; the heartbeat loop ends
+  }
+  // No ordinary heartbeat may follow the leaving one (it would make this worker idle again).
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  v1::HeartbeatRequest leaving;
+  {
+    absl::MutexLock lock(&mu_);
     leaving.set_worker_id(worker_id_);
     leaving.set_job_id(job_id_);
     leaving.set_step(step_);
@@ -79,12 +85,9 @@ void WorkerAgent::Shutdown() {
   }
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return;
-    stopping_ = true;
     if (session_ != nullptr) session_->Cancel(absl::CancelledError("the worker is shutting down"));
   }
   ReapRun();
-  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
 }
 
 std::string WorkerAgent::worker_id() const {
