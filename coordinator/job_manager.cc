@@ -479,8 +479,9 @@ void JobManager::DispatchWaiting() {
       const WorkerRegistry::Counts counts = registry_->CountByState();
       if (counts.idle < p) {
         // FIFO: the oldest job that the live workers can run waits for them; a job needing more
-        // workers than are registered does not hold back the ones behind it.
-        if (p <= counts.idle + counts.busy) break;
+        // workers than are registered does not hold back the ones behind it, unless it is
+        // recovering (its survivors are kept for it until a replacement comes).
+        if (p <= counts.idle + counts.busy || state == v1::JOB_STATE_RECOVERING) break;
         ++it;
         continue;
       }

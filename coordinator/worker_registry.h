@@ -57,7 +57,7 @@ struct HeartbeatResult {
 };
 
 struct WorkerRegistryOptions {
-  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  absl::Duration heartbeat_timeout = absl::Seconds(3);
 };
 
 // "host:port" with a non-empty host and a port in 1..65535.

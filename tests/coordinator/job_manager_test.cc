@@ -244,6 +244,9 @@ TEST_F(JobManagerTest, StepFailureResumesFromTheLastCompleteCheckpoint) {
   FakeWorkerClient::Behavior fail;
   fail.fail_at_step = 5;
   fail.fail_once = true;
+  // The fake's ranks do not wait for each other like a pipeline: rank 1 starts late so that
+  // rank 0 has reported checkpoint 4 before rank 1 fails.
+  fail.start_delay = absl::Milliseconds(60);
   workers_.SetBehavior("127.0.0.1:20001", fail);
   const std::string dir = ::testing::TempDir() + "/resume-ckpt";
   std::filesystem::remove_all(dir);
@@ -319,6 +322,7 @@ TEST_F(JobManagerTest, CheckpointInterruptedWhileWritingIsNeverUsed) {
   FakeWorkerClient::Behavior crash;
   crash.crash_in_checkpoint = 6;
   crash.fail_once = true;
+  crash.start_delay = absl::Milliseconds(60);  // rank 0 reports checkpoints 4 and 6 first
   workers_.SetBehavior("127.0.0.1:20001", crash);
   const std::string dir = ::testing::TempDir() + "/torn-ckpt";
   std::filesystem::remove_all(dir);
@@ -468,6 +472,32 @@ TEST_F(JobManagerTest, ReregisteredBusyWorkerRecoversItsJob) {
     registry_->Heartbeat(w0, "");
     return State(id) == v1::JOB_STATE_SUCCEEDED;
   }));
+}
+
+// While a job recovers, a newer job that would fit on its surviving workers does not take them.
+TEST_F(JobManagerTest, RecoveringJobKeepsItsSurvivorsAheadOfNewerJobs) {
+  Make();
+  ASSERT_TRUE(manager_->Start().ok());
+  AddWorker(*registry_, 0);
+  const std::string w1 = AddWorker(*registry_, 1);
+  FakeWorkerClient::Behavior stall;
+  stall.stall_at_step = 0;
+  workers_.SetBehavior("127.0.0.1:20000", stall);
+  workers_.SetBehavior("127.0.0.1:20001", stall);
+  const std::string id = manager_->Submit(SmallSpec(2, 3)).value().id();
+  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_RUNNING));
+  registry_->Heartbeat(w1, id, /*leaving=*/true);
+  ASSERT_TRUE(WaitUntil([&] { return registry_->CountByState().idle == 1; }));
+  const std::string small = manager_->Submit(SmallSpec(1, 1)).value().id();
+  ASSERT_TRUE(WaitState(small, v1::JOB_STATE_WAITING_FOR_WORKERS));
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(State(small), v1::JOB_STATE_WAITING_FOR_WORKERS);
+  EXPECT_EQ(State(id), v1::JOB_STATE_RECOVERING);
+  // A replacement: the recovering job runs first, then the small one.
+  workers_.SetBehavior("127.0.0.1:20000", {});
+  AddWorker(*registry_, 2);
+  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_SUCCEEDED));
+  ASSERT_TRUE(WaitState(small, v1::JOB_STATE_SUCCEEDED));
 }
 
 // A worker shutting down (SIGTERM) says so in a heartbeat: its job recovers at once.
