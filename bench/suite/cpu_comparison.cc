@@ -238,6 +238,25 @@ Section CpuComparison(const SuiteOptions& options) {
                     tput, " | ", SameBits(r.losses, reference->losses) ? "yes" : "**no**",
                     " |\n");
   }
+  // Noise: how far a schedule's throughput ratio moved between the runs.
+  if (repeats > 1 && base != nullptr) {
+    double spread = 0;
+    for (const CpuRun& r : runs) {
+      if (!r.error.empty()) continue;
+      double lo = 1e30, hi = 0;
+      for (size_t i = 0; i < r.measured.size(); ++i) {
+        const double ratio = base->measured[i] / r.measured[i];
+        lo = std::min(lo, ratio);
+        hi = std::max(hi, ratio);
+      }
+      spread = std::max(spread, hi - lo);
+    }
+    absl::StrAppend(&md, "\nNoise: over the ", repeats,
+                    " runs a schedule's measured throughput ratio moved by up to ",
+                    Fixed(spread, 3),
+                    " (max - min): two threads on a shared 2-core box; ratios closer than that "
+                    "are not resolved here.\n");
+  }
   md += "\n";
   Section section;
   section.markdown = md;
