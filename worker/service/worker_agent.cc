@@ -294,6 +294,7 @@ void WorkerAgent::HeartbeatLoop() {
         if (r->heartbeat_interval_ms() > 0) {
           heartbeat_interval_ = absl::Milliseconds(r->heartbeat_interval_ms());
         }
+        wait = heartbeat_interval_;  // the first heartbeat at the coordinator's pace
         backoff = absl::Milliseconds(100);
         LOG(INFO) << "registered as " << worker_id_;
       } else {
