@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <thread>
 
 #include "coordinator/coordinator.h"
 #include "gmock/gmock.h"
@@ -462,6 +463,41 @@ TEST(GrpcAuthTest, BearerTokenGuardsJobService) {
   EXPECT_TRUE(registry->Heartbeat(&context, hb, &hb_response).ok());
   coordinator->Shutdown();
   EXPECT_EQ(HealthStatus(channel), -1);  // stopped
+}
+
+// SIGTERM's path: health turns NOT_SERVING before the running job's workers are aborted, and
+// the job is left RECOVERING in the store for the next coordinator.
+TEST(GrpcShutdownTest, NotServingWhileAbortingAndTheJobIsLeftToResume) {
+  FakeJobStore store;
+  FakeWorkerClient workers;
+  CoordinatorConfig config;
+  config.listen = "127.0.0.1:0";
+  config.metrics_listen = "";
+  config.store = &store;
+  config.worker_client = &workers;
+  config.jobs.scheduler_tick = absl::Milliseconds(20);
+  std::unique_ptr<Coordinator> coordinator = Coordinator::Start(config).value();
+  workers.SetAutoRun(
+      [&](const v1::ReportStepRequest& r) { return coordinator->jobs().ReportStep(r); },
+      absl::Milliseconds(2));
+  FakeWorkerClient::Behavior slow;
+  slow.stall_at_step = 1;
+  slow.abort_delay = absl::Milliseconds(500);
+  workers.SetBehavior("127.0.0.1:20000", slow);
+  workers.SetBehavior("127.0.0.1:20001", slow);
+  ::pipetrain::testing::AddWorker(coordinator->registry(), 0);
+  ::pipetrain::testing::AddWorker(coordinator->registry(), 1);
+  const std::string id = coordinator->jobs().Submit(SmallSpec(2, 5)).value().id();
+  ASSERT_TRUE(WaitUntil([&] { return workers.start_calls() == 2; }));
+  auto channel = Loopback(coordinator->address());
+  ASSERT_EQ(HealthStatus(channel), 1);
+  std::thread shutdown([&] { coordinator->Shutdown(); });
+  EXPECT_TRUE(WaitUntil([&] { return HealthStatus(channel) == 2; }, absl::Seconds(2)))
+      << "never NOT_SERVING during the shutdown";
+  shutdown.join();
+  EXPECT_EQ(workers.abort_calls(id), 2);
+  EXPECT_EQ(store.GetJob(id).value().state(), v1::JOB_STATE_RECOVERING);
+  workers.Shutdown();
 }
 
 }  // namespace

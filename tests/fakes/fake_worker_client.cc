@@ -98,9 +98,15 @@ absl::Status FakeWorkerClient::Start(const std::string& address, const v1::Start
 
 absl::Status FakeWorkerClient::Abort(const std::string& address, const v1::AbortRequest& request,
                                      absl::Duration) {
+  absl::Duration delay;
+  {
+    absl::MutexLock lock(&mu_);
+    ++aborts_[request.job_id()];
+    ++aborts_by_address_[address];
+    delay = behaviors_[address].abort_delay;
+  }
+  if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
   absl::MutexLock lock(&mu_);
-  ++aborts_[request.job_id()];
-  ++aborts_by_address_[address];
   return behaviors_[address].abort_status;
 }
 

@@ -37,6 +37,7 @@ class FakeWorkerClient : public coordinator::WorkerClient {
     absl::Status abort_status;
     absl::Duration prepare_delay = absl::ZeroDuration();
     absl::Duration start_delay = absl::ZeroDuration();
+    absl::Duration abort_delay = absl::ZeroDuration();
     int fail_at_step = -1;   // auto-run: report this failure instead of this step
     bool fail_once = false;  // fail_at_step / crash_in_checkpoint only in the first run here
     int stall_at_step = -1;  // auto-run: stop reporting (silently) at this step
