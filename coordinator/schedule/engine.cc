@@ -89,7 +89,11 @@ struct Cold {
 struct WorkerRun {
   int pos = 0;        // next list index
   size_t offset = 0;  // its first entry in the timeline
-  double free = 0.0, copy_free = 0.0;
+  double free = 0.0;
+  double d2h_free = 0.0, h2d_free = 0.0;  // copy engines (one shared when not duplex)
+  // Offloaded stashes whose device copy is not released yet: (copy end, units).
+  std::vector<std::pair<double, double>> pending;
+  std::vector<MemoryEvent> events;  // every memory event, kept for schedules with offload
   double busy = 0.0, first = std::numeric_limits<double>::infinity(), last = 0.0;
   double held = 0.0, peak = 0.0;
   double prev_time = -std::numeric_limits<double>::infinity(), prev_delta = 0.0;
@@ -150,6 +154,7 @@ class Engine {
         }
         me.prev_time = time;
         me.prev_delta = delta;
+        if (has_offload_) me.events.push_back({time, delta});
         me.held += delta;
         if (std::abs(me.held) < 1e-12) me.held = 0.0;
         me.peak = std::max(me.peak, me.held);
@@ -257,24 +262,29 @@ class Engine {
             cold[key].recv_grad = end;
             waiters.Signal(w, WaitId(key, kRecvGradDone));
             break;
-          case ActionKind::kOffload:
+          case ActionKind::kOffload: {
             if (!need(hot[key].f_end, 0, WaitId(key, kFEnd))) break;
-            start = std::max(std::max(free, ready), me.copy_free);
-            end = start + costs_.offload;
-            me.copy_free = end;
+            double& engine = me.d2h_free;
+            start = std::max(std::max(free, ready), engine);
+            end = start + costs_.OffloadTime(a.stage);
+            engine = end;
             cold[key].offload_end = end;
             waiters.Signal(w, WaitId(key, kOffloadEnd));
-            if constexpr (kRecord) event(end, -sc.activation);
+            me.pending.push_back({end, sc.activation});
             break;
-          case ActionKind::kReload:
+          }
+          case ActionKind::kReload: {
             if (!need(cold[key].offload_end, 0, WaitId(key, kOffloadEnd))) break;
-            start = std::max(std::max(free, ready), me.copy_free);
-            end = start + costs_.reload;
-            me.copy_free = end;
+            double& engine = costs_.duplex ? me.h2d_free : me.d2h_free;
+            const double issue = free;
+            start = std::max(std::max(issue, ready), engine);
+            end = start + costs_.ReloadTime(a.stage);
+            engine = end;
             cold[key].reload_end = end;
             waiters.Signal(w, WaitId(key, kReloadEnd));
-            if constexpr (kRecord) event(start, sc.activation);
+            if constexpr (kRecord) event(issue, sc.activation);
             break;
+          }
         }
         if (missing != kRunnable) break;
         if constexpr (kRecord) {
@@ -286,12 +296,26 @@ class Engine {
             me.last = std::max(me.last, end);
           }
         }
+        // A compute end waits for every offload copy issued before it, then releases the device
+        // copies; the worker stalls until then if a copy is late.
+        double free_at = end;
+        if (!me.pending.empty() && static_cast<int>(a.kind) <= static_cast<int>(ActionKind::kBW)) {
+          for (const auto& [copy_end, units] : me.pending) free_at = std::max(free_at, copy_end);
+          if constexpr (kRecord) {
+            for (const auto& [copy_end, units] : me.pending) event(free_at, -units);
+          }
+          me.pending.clear();
+        }
         // Offload copies run beside compute; everything else holds the worker until `end`.
-        if (a.kind != ActionKind::kOffload && a.kind != ActionKind::kReload) free = end;
+        if (a.kind != ActionKind::kOffload && a.kind != ActionKind::kReload) free = free_at;
       }
       me.pos = k;
       me.free = free;
       if (k == n) {
+        if constexpr (kRecord) {
+          for (const auto& [copy_end, units] : me.pending) event(copy_end, -units);
+        }
+        me.pending.clear();
         waiters.Finish(w);
       } else {
         waiters.Block(w, missing);
@@ -335,9 +359,13 @@ class Engine {
       if (me.sorted) continue;
       const size_t n = sched_.worker_actions[w].size();
       ev.clear();
-      for (size_t k = 0; k < n; ++k) {
-        const TimedAction& t = r->timeline[me.offset + k];
-        AppendMemoryEvents(t, costs_.stages[t.action.stage], &ev);
+      if (has_offload_) {
+        ev = me.events;  // offload releases depend on context, so they were recorded
+      } else {
+        for (size_t k = 0; k < n; ++k) {
+          const TimedAction& t = r->timeline[me.offset + k];
+          AppendMemoryEvents(t, costs_.stages[t.action.stage], &ev);
+        }
       }
       auto before = [](const MemoryEvent& a, const MemoryEvent& b) {
         return a.time < b.time || (a.time == b.time && a.delta < b.delta);
@@ -547,13 +575,7 @@ void AppendMemoryEvents(const TimedAction& t, const StageCost& sc, std::vector<M
     case ActionKind::kW:
       out->push_back({t.end, -(sc.activation - sc.freed_by_b)});
       break;
-    case ActionKind::kOffload:
-      out->push_back({t.end, -sc.activation});
-      break;
-    case ActionKind::kReload:
-      out->push_back({t.start, sc.activation});
-      break;
-    default:
+    default:  // OFFLOAD/RELOAD: their events depend on the worker's other actions (engine.h)
       break;
   }
 }

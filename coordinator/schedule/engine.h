@@ -10,10 +10,14 @@
 // With explicit transfers (any SEND/RECV present) a cross-worker input is the matching RECV on
 // the consumer's worker instead: SEND takes no worker time and its message arrives `comm` after
 // it is issued (sends are buffered, never block); RECV blocks its worker until arrival.
-// OFFLOAD/RELOAD are issued in list order without worker time and run one at a time on the
-// worker's copy engine (duration costs.offload / costs.reload).
+// OFFLOAD/RELOAD are issued in list order without worker time; each copy runs on the worker's
+// copy engine for its direction (D2H / H2D; one shared engine unless costs.duplex), one at a
+// time in issue order, for CostModel::OffloadTime / ReloadTime. A RELOAD's copy also starts no
+// earlier than its OFFLOAD's copy ends. The timeline shows a copy's start and end.
 // Memory (cost_model.h): F allocates `activation` at its start; B frees `freed_by_b` at its end,
-// W the rest at its end, BW all at its end; OFFLOAD frees at its end, RELOAD allocates at start.
+// W the rest at its end, BW all at its end; RELOAD allocates at its issue; at the end of a
+// compute action the worker waits for every OFFLOAD copy issued before it (the worker is free
+// only at max(compute end, those copies' ends)) and their device copies are released then.
 //
 // Cost: O(actions + stages + workers) time, 16 bytes per (stage, microbatch) of state (plus 48
 // with transfers or offload); Simulate's outputs are written in the same pass. A worker runs until
@@ -82,7 +86,8 @@ ActionScan ScanActions(const Schedule& schedule);
 EngineRun RunEngine(const Schedule& schedule, const CostModel& costs, const ActionScan& scan,
                     SimResult* result);
 
-// Appends the memory events of one timed action (the memory rules above) to `out`.
+// Appends the memory events of one timed compute action (the memory rules above) to `out`.
+// OFFLOAD/RELOAD events depend on the worker's other actions and are not produced here.
 void AppendMemoryEvents(const TimedAction& action, const StageCost& cost,
                         std::vector<MemoryEvent>* out);
 

@@ -25,6 +25,10 @@ const std::vector<GeneratorInfo>& Generators() {
       {"interleaved-1f1b",
        "interleaved 1F1B (Megatron order), v chunks per worker (default 2); m a multiple of p",
        MakeInterleaved1F1B},
+      {"interleaved-group",
+       "generalised interleaved 1F1B: chunks cycle over groups of group_size microbatches "
+       "(default p); m a multiple of the group size",
+       MakeGroupedInterleaved},
       {"zb-h1", "zero bubble H1: split B/W greedy at 1F1B memory (p units); any m", MakeZbH1},
       {"zb-h2", "zero bubble H2: split B/W greedy at 2p units; any m", MakeZbH2},
       {"zb-v", "ZB-V: V-shape, backward-first greedy, peak <= p units; p >= 2, any m", MakeZbV},

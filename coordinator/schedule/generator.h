@@ -32,6 +32,9 @@ struct PipelineSpec {
   // Peak activation memory allowed per worker (units); 0 = unlimited. Generators that take a
   // memory limit (ZB-H1/H2, V-*, auto) respect it or fail with ResourceExhausted.
   double memory_limit = 0.0;
+  // Microbatches per interleaving group for "interleaved-group" (generalised interleaved 1F1B);
+  // 0 = p (Megatron's order).
+  int group_size = 0;
 };
 
 // The cost model a generator plans with for a schedule of `num_stages` stages.

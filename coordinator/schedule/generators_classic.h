@@ -7,6 +7,8 @@
 //   1f1b              v = 1; any m >= 1. Worker w: min(p-1-w, m) warm-up F, then F/BW pairs.
 //   interleaved-1f1b  v >= 1 (default 2); m must be a multiple of p (Megatron's order; m < p and
 //                     ragged last groups are rejected rather than planned with extra bubbles).
+//   interleaved-group v >= 1 (default 2), group size g (spec.group_size, 0 = p) with
+//                     ceil(p/2) <= g <= m; m a multiple of g. Warm-up 2(p-1-w) + (v-1)g.
 //   zb-h1, zb-h2      v = 1; any m >= 1. Greedy over simulated time with split B/W (gen_zb.cc):
 //                     F while the worker's activation memory stays within the limit, W to free
 //                     memory or to fill idle time; zb-h1 keeps 1F1B's F/B order, zb-h2 lets B go
@@ -33,6 +35,9 @@ namespace pipetrain::schedule {
 absl::StatusOr<Schedule> MakeGpipe(const PipelineSpec& spec);
 absl::StatusOr<Schedule> Make1F1B(const PipelineSpec& spec);
 absl::StatusOr<Schedule> MakeInterleaved1F1B(const PipelineSpec& spec);
+// Generalised interleaved 1F1B (PipeOffload's base schedule): like interleaved-1f1b but the
+// chunks cycle over groups of g = spec.group_size microbatches instead of p (gen_grouped.cc).
+absl::StatusOr<Schedule> MakeGroupedInterleaved(const PipelineSpec& spec);
 absl::StatusOr<Schedule> MakeZbH1(const PipelineSpec& spec);
 absl::StatusOr<Schedule> MakeZbH2(const PipelineSpec& spec);
 

@@ -24,7 +24,8 @@ absl::Status Memcpy(float* dst, const float* src, int64_t bytes) {
 
 ActivationCopier::ActivationCopier(kernels::Backend* backend, ActivationCopierOptions options)
     : backend_(backend), options_(std::move(options)) {
-  thread_ = std::thread([this] { Loop(); });
+  threads_.emplace_back([this] { Loop(0); });
+  if (options_.duplex) threads_.emplace_back([this] { Loop(1); });
 }
 
 ActivationCopier::~ActivationCopier() {
@@ -32,21 +33,34 @@ ActivationCopier::~ActivationCopier() {
     absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  thread_.join();
+  for (std::thread& t : threads_) t.join();
 }
 
 absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::StartOffload(
     absl::Span<kernels::Tensor* const> slots, absl::string_view what) {
-  return Start(slots, /*offload=*/true, what);
+  return Start(slots, /*offload=*/true, what, nullptr);
 }
 
 absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::StartReload(
-    absl::Span<kernels::Tensor* const> slots, absl::string_view what) {
-  return Start(slots, /*offload=*/false, what);
+    absl::Span<kernels::Tensor* const> slots, absl::string_view what,
+    std::shared_ptr<CopyTicket> after) {
+  return Start(slots, /*offload=*/false, what, std::move(after));
+}
+
+int64_t ActivationCopier::ReleaseSource(CopyTicket& ticket) {
+  const int64_t bytes = ticket.held_bytes_;
+  if (bytes == 0 && ticket.held_.empty()) return 0;
+  ticket.Wait().IgnoreError();  // the copy must have read the bytes; its status is reported
+  ticket.held_.clear();         // elsewhere (Drain, the reload's ticket)
+  ticket.held_bytes_ = 0;
+  absl::MutexLock lock(&mu_);
+  stats_.in_flight_device_bytes -= bytes;
+  return bytes;
 }
 
 absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
-    absl::Span<kernels::Tensor* const> slots, bool offload, absl::string_view what) {
+    absl::Span<kernels::Tensor* const> slots, bool offload, absl::string_view what,
+    std::shared_ptr<CopyTicket> after) {
   const kernels::Location from = offload ? kernels::Location::kDevice : kernels::Location::kHost;
   kernels::CountingAllocator& target =
       offload ? backend_->host_allocator() : backend_->device_allocator();
@@ -63,13 +77,19 @@ absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
   Job job;
   job.offload = offload;
   job.ticket = std::make_shared<CopyTicket>();
+  job.after = std::move(after);
   for (size_t i = 0; i < moving.size(); ++i) {
     kernels::Tensor* slot = moving[i];
     job.segments.push_back({slot->data(), destinations[i].data(), slot->bytes()});
     job.ticket->bytes_ += slot->bytes();
-    job.release_after.push_back(std::move(*slot));
+    if (offload) {
+      job.ticket->held_.push_back(std::move(*slot));  // device copy: released by ReleaseSource
+    } else {
+      job.release_after.push_back(std::move(*slot));  // host copy: freed by the copy thread
+    }
     *slot = std::move(destinations[i]);
   }
+  if (offload) job.ticket->held_bytes_ = job.ticket->bytes_;
   std::shared_ptr<CopyTicket> ticket = job.ticket;
   absl::MutexLock lock(&mu_);
   ++stats_.jobs;
@@ -79,7 +99,7 @@ absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
   } else {
     stats_.reloaded_bytes += ticket->bytes_;
   }
-  queue_.push_back(std::move(job));
+  lanes_[offload || !options_.duplex ? 0 : 1].queue.push_back(std::move(job));
   return ticket;
 }
 
@@ -100,36 +120,43 @@ absl::Status ActivationCopier::RunJob(Job& job) {
   return absl::OkStatus();
 }
 
-void ActivationCopier::Loop() {
+void ActivationCopier::Loop(int lane_index) {
+  Lane& lane = lanes_[lane_index];
   while (true) {
     Job job;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](ActivationCopier* self) { return self->stop_ || !self->queue_.empty(); }, this));
-      if (queue_.empty()) return;  // stop_ and drained
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      ++running_;
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || !lane.queue.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (lane.queue.empty()) return;  // stop_ and drained
+      job = std::move(lane.queue.front());
+      lane.queue.pop_front();
+      ++lane.running;
     }
     CopyTicket& ticket = *job.ticket;
+    absl::Status after = job.after ? job.after->Wait() : absl::OkStatus();
     ticket.start_ns_ = NowNs();
-    ticket.status_ = RunJob(job);
-    // The source side is freed only now: for OFFLOAD these are the device bytes.
-    job.release_after.clear();
+    ticket.status_ = after.ok() ? RunJob(job) : after;
+    job.release_after.clear();  // RELOAD: the host copy
     ticket.end_ns_ = NowNs();
     absl::MutexLock lock(&mu_);
-    if (job.offload) stats_.in_flight_device_bytes -= ticket.bytes_;
     if (!ticket.status_.ok() && first_error_.ok()) first_error_ = ticket.status_;
-    ticket.done_.Notify();  // before running_ drops, so a drained copier has only done tickets
-    --running_;
+    ticket.done_.Notify();  // before running drops, so a drained copier has only done tickets
+    --lane.running;
   }
 }
 
 absl::Status ActivationCopier::Drain() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](ActivationCopier* self) { return self->queue_.empty() && self->running_ == 0; }, this));
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const Lane& l : lanes_) {
+      if (!l.queue.empty() || l.running != 0) return false;
+    }
+    return true;
+  };
+  mu_.Await(absl::Condition(&idle));
   absl::Status status = first_error_;
   first_error_ = absl::OkStatus();
   return status;

@@ -1,38 +1,43 @@
-// ActivationCopier: the worker's copy engine for OFFLOAD/RELOAD. One copy thread drains a FIFO
-// of copy jobs, so copies run beside compute (the executor thread) and in issue order, exactly
-// like the simulator's one-copy-engine-per-worker model (coordinator/schedule/engine.h).
+// ActivationCopier: the worker's copy engines for OFFLOAD/RELOAD. A D2H copy thread and an H2D
+// copy thread (one shared thread when not duplex) each drain a FIFO of copy jobs, so copies run
+// beside compute (the executor thread), one at a time per direction and in issue order, exactly
+// like the simulator's copy engines (coordinator/schedule/engine.h). A RELOAD job given the
+// ticket of its stash's OFFLOAD starts its copy only after that one has finished.
 //
 // Ownership protocol (why the GptChunk, which is not thread-safe, is never touched off the
 // executor thread). StartOffload/StartReload run on the executor thread and get the stash's
 // tensor *slots* (Tensor* from GptChunk::ForEachStashedTensor, or a runner's own tensors):
 //   OFFLOAD  for every device tensor in `slots`: allocate a host tensor (host allocator), move
-//            the device Tensor object out of the slot into the job and put the host tensor in
-//            the slot. The copy thread copies raw memory device -> host and then destroys the
-//            device tensor, so the device bytes are physically freed when the copy completes.
+//            the device Tensor object out of the slot into the ticket and put the host tensor in
+//            the slot. The copy thread copies raw memory device -> host. The device tensors stay
+//            with the ticket until ReleaseSource (executor thread, after the copy is done).
 //   RELOAD   for every host tensor in `slots`: allocate a device tensor (device allocator: a
 //            clean ResourceExhausted naming the stash when over budget), swap it in, and the
 //            copy thread copies host -> device, then frees the host tensor.
-// The copy thread touches only (a) Tensor objects the job owns and (b) the raw bytes behind the
-// slot's new tensor, never a Tensor object that lives in a stash. Nobody reads those bytes
-// before the job's ticket is complete: the runner makes B/W/BW wait on the RELOAD ticket, and
-// a RELOAD queued behind its OFFLOAD (FIFO) reads the host bytes only after they were written.
+// The copy threads touch only (a) Tensor objects a job owns and (b) raw bytes behind tensors,
+// never a Tensor object that lives in a stash or a ticket. Nobody reads a destination before the
+// job's ticket is complete: the runner makes B/W/BW wait on the RELOAD ticket.
 // Slot tensors must stay alive (not be Reset/destroyed) until their ticket completes; Drain()
 // or the destructor finish every queued job first.
 //
-// Accounting that follows from the protocol (the runners report it, see stage runners):
-//   - resident ("scheduled") activation bytes = device tensors in the stash slots. They drop
-//     at the OFFLOAD action and rise at the RELOAD action, in the executor's action order. That
-//     is the simulator's memory model with zero-cost copies (CostModel::offload = reload = 0).
-//   - in-flight device bytes = device tensors owned by not-yet-finished OFFLOAD jobs; resident
-//     + in flight is what the device allocator really holds (the simulator with offload > 0
-//     models this: it releases at OFFLOAD's end = start + costs.offload).
+// When device bytes come back (the memory model the simulator predicts, cost_model.h): at the
+// end of the next compute action after an OFFLOAD the runner waits for that copy (if it is
+// still running) and frees the device copy (OffloadTable::ReleaseAtComputeEnd). A device buffer
+// being read by a D2H copy cannot be reused before the host has seen the copy finish, so some
+// release point is needed; pinning it to the next compute end makes device memory a function of
+// action order alone: a worker's activation bytes = resident stashes + offloaded-but-unreleased
+// copies, rising at F and at RELOAD (its issue), falling at B/W/BW and at compute ends. Measured
+// peaks then equal the simulator's whatever the link speed or machine load (releasing as soon
+// as a copy is seen done would make the peak depend on thread timing). The cost: a copy longer
+// than the next compute stalls the worker; the simulator charges that stall and the offload
+// pass books copies so it does not happen.
 //
 // The raw copy is a function (CPU: memcpy; a CUDA backend plugs in cudaMemcpyAsync on a copy
-// stream + a pinned host pool). An optional bandwidth cap (bytes/s) makes each job last at
-// least bytes / bandwidth, to reproduce a PCIe-like regime on a CPU machine.
+// stream + a pinned host pool). An optional bandwidth cap (bytes/s, per direction) makes each job
+// last at least bytes / bandwidth, to reproduce a PCIe-like regime on a CPU machine.
 //
-// Thread-safety: StartOffload/StartReload/Drain are called from one thread (the executor's);
-// stats() and tickets are thread-safe.
+// Thread-safety: StartOffload/StartReload/ReleaseSource/Drain are called from one thread (the
+// executor's); stats() and tickets' accessors are thread-safe.
 #ifndef PIPETRAIN_WORKER_RUNTIME_ACTIVATION_COPIER_H_
 #define PIPETRAIN_WORKER_RUNTIME_ACTIVATION_COPIER_H_
 
@@ -69,9 +74,13 @@ class CopyTicket {
   // steady_clock nanoseconds; valid once done().
   int64_t start_ns() const { return start_ns_; }
   int64_t end_ns() const { return end_ns_; }
+  // Device bytes an OFFLOAD still holds (until ActivationCopier::ReleaseSource).
+  int64_t held_device_bytes() const { return held_bytes_; }
 
  private:
   friend class ActivationCopier;
+  std::vector<kernels::Tensor> held_;  // OFFLOAD: the device copies (executor thread only)
+  int64_t held_bytes_ = 0;
   absl::Notification done_;
   absl::Status status_;
   int64_t bytes_ = 0;
@@ -85,13 +94,15 @@ struct ActivationCopierOptions {
   // Raw copy of `bytes` from src to dst (different memory kinds). Defaults to memcpy (CPU
   // backend: host RAM on both sides). Runs on the copy thread.
   std::function<absl::Status(float* dst, const float* src, int64_t bytes)> raw_copy;
+  // Separate D2H and H2D copy threads (both directions at once); false = one shared FIFO.
+  bool duplex = true;
 };
 
 struct CopierStats {
   int64_t jobs = 0;
   int64_t offloaded_bytes = 0;
   int64_t reloaded_bytes = 0;
-  int64_t in_flight_device_bytes = 0;  // device bytes of unfinished OFFLOAD jobs, right now
+  int64_t in_flight_device_bytes = 0;  // device bytes held by OFFLOADs not yet released
 };
 
 class ActivationCopier {
@@ -107,8 +118,12 @@ class ActivationCopier {
   // allocation error nothing is changed and nothing is queued.
   absl::StatusOr<std::shared_ptr<CopyTicket>> StartOffload(absl::Span<kernels::Tensor* const> slots,
                                                            absl::string_view what);
-  absl::StatusOr<std::shared_ptr<CopyTicket>> StartReload(absl::Span<kernels::Tensor* const> slots,
-                                                          absl::string_view what);
+  // `after` (optional): the stash's OFFLOAD ticket; the copy waits for it.
+  absl::StatusOr<std::shared_ptr<CopyTicket>> StartReload(
+      absl::Span<kernels::Tensor* const> slots, absl::string_view what,
+      std::shared_ptr<CopyTicket> after = nullptr);
+  // Frees the device copies an OFFLOAD ticket holds; the ticket must be done. Returns the bytes.
+  int64_t ReleaseSource(CopyTicket& ticket);
   // Waits until every queued job has finished; returns the first copy error since the last
   // Drain (or OK).
   absl::Status Drain();
@@ -124,26 +139,32 @@ class ActivationCopier {
   struct Job {
     bool offload = false;
     std::vector<Segment> segments;
-    std::vector<kernels::Tensor> release_after;  // freed on the copy thread once copied
+    std::vector<kernels::Tensor> release_after;  // RELOAD: host tensors, freed once copied
     std::shared_ptr<CopyTicket> ticket;
+    std::shared_ptr<CopyTicket> after;  // copy starts once this one is done
+  };
+  // One copy thread and its FIFO. Lane 0: D2H (and H2D when not duplex); lane 1: H2D.
+  struct Lane {
+    std::deque<Job> queue;
+    int64_t running = 0;  // jobs popped and not yet finished
   };
 
   absl::StatusOr<std::shared_ptr<CopyTicket>> Start(absl::Span<kernels::Tensor* const> slots,
-                                                    bool offload, absl::string_view what);
-  void Loop();
+                                                    bool offload, absl::string_view what,
+                                                    std::shared_ptr<CopyTicket> after);
+  void Loop(int lane);
   absl::Status RunJob(Job& job);
 
   kernels::Backend* const backend_;
   const ActivationCopierOptions options_;
 
   mutable absl::Mutex mu_;
-  std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
-  int64_t running_ ABSL_GUARDED_BY(mu_) = 0;  // jobs popped and not yet finished
+  Lane lanes_[2] ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
   CopierStats stats_ ABSL_GUARDED_BY(mu_);
 
-  std::thread thread_;  // last: starts after every member above is initialised
+  std::vector<std::thread> threads_;  // last: start after every member above is initialised
 };
 
 }  // namespace pipetrain::worker

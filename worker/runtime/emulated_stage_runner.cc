@@ -70,6 +70,7 @@ absl::StatusOr<kernels::Tensor> EmulatedStageRunner::Forward(int stage, int micr
     return absl::FailedPreconditionError("forward ran twice");
   }
   Wait(cost.f);
+  ComputeEnded();
   if (stage == num_stages_ - 1) return kernels::Tensor();
   return Boundary("activation for the next stage");
 }
@@ -88,7 +89,9 @@ absl::StatusOr<kernels::Tensor> EmulatedStageRunner::BackwardInput(int stage, in
   // A reloaded stash must be back before the compute starts (not overlap it).
   PT_RETURN_IF_ERROR(offloads_.AwaitResident(stage, microbatch, "backward"));
   Wait(config_.costs.stages[stage].b);
-  return ReleaseUntilB(stage, microbatch);
+  auto grad = ReleaseUntilB(stage, microbatch);
+  ComputeEnded();
+  return grad;
 }
 
 absl::Status EmulatedStageRunner::BackwardWeight(int stage, int microbatch) {
@@ -99,6 +102,7 @@ absl::Status EmulatedStageRunner::BackwardWeight(int stage, int microbatch) {
   Wait(config_.costs.stages[stage].w);
   Account(-stored->until_w.bytes());
   store_.erase(Key(stage, microbatch));
+  ComputeEnded();
   return absl::OkStatus();
 }
 
@@ -111,6 +115,7 @@ absl::StatusOr<kernels::Tensor> EmulatedStageRunner::Backward(int stage, int mic
   Stored* stored = &store_.find(Key(stage, microbatch))->second;
   Account(-stored->until_w.bytes());
   store_.erase(Key(stage, microbatch));
+  ComputeEnded();
   return grad;
 }
 
@@ -123,7 +128,7 @@ absl::Status EmulatedStageRunner::Offload(int stage, int microbatch) {
   PT_ASSIGN_OR_RETURN(
       const int64_t bytes,
       offloads_.Offload(stage, microbatch, {&it->second.until_b, &it->second.until_w}));
-  Account(-bytes);
+  // The device copy stays counted until a compute end after its copy (ComputeEnded).
   offloaded_bytes_ += bytes;
   return absl::OkStatus();
 }
@@ -139,8 +144,13 @@ absl::Status EmulatedStageRunner::Reload(int stage, int microbatch) {
   return absl::OkStatus();
 }
 
+void EmulatedStageRunner::ComputeEnded() { Account(-offloads_.ReleaseAtComputeEnd()); }
+
 absl::StatusOr<std::optional<double>> EmulatedStageRunner::EndStep() {
-  PT_RETURN_IF_ERROR(offloads_.EndStep());
+  const int64_t held = offloads_.held_device_bytes();
+  absl::Status status = offloads_.EndStep();
+  Account(-(held - offloads_.held_device_bytes()));
+  PT_RETURN_IF_ERROR(status);
   if (!store_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         store_.size(), " (stage, microbatch) activation sets were never released by a W/BW"));

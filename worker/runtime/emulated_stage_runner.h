@@ -6,9 +6,10 @@
 //
 // OFFLOAD/RELOAD are asynchronous and real: they queue a copy on this runner's ActivationCopier
 // (one copy thread, optionally bandwidth-capped) and return; the B/W/BW of a reloaded stash
-// waits for the copy only if it has not finished. activation_bytes() is the resident stash: it
-// drops at OFFLOAD and rises at RELOAD in action order (see activation_copier.h for when the
-// device bytes physically leave).
+// waits for the copy only if it has not finished. activation_bytes() is what the device holds:
+// the resident stash plus offloaded copies not yet released; it rises at F (its start) and at
+// RELOAD, and falls at B/W/BW and at the end of the compute action after an OFFLOAD (which
+// waits for that copy; activation_copier.h), the simulator's memory model.
 //
 // EMULATED: for scale tests on a small machine (p = 8 workers on 2 cores). Never the default;
 // losses it reports are absent (it has no model).
@@ -77,6 +78,8 @@ class EmulatedStageRunner final : public StageRunner {
   absl::StatusOr<Stored*> Find(int stage, int microbatch, const char* action);
   absl::StatusOr<kernels::Tensor> Boundary(const char* what);
   void Account(int64_t delta);
+  // After every compute action: frees the device copies of finished offloads.
+  void ComputeEnded();
   absl::StatusOr<kernels::Tensor> ReleaseUntilB(int stage, int microbatch);
 
   kernels::Backend* backend_;

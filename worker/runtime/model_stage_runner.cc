@@ -56,10 +56,19 @@ absl::StatusOr<std::vector<kernels::Tensor*>> ModelStageRunner::Slots(model::Gpt
 int64_t ModelStageRunner::activation_bytes() const {
   int64_t total = 0;
   for (const auto& [stage, c] : chunks_) total += c->TotalActivationBytes();
-  return total;
+  return total + offloads_.held_device_bytes();
 }
 
 void ModelStageRunner::Measure() { peak_bytes_ = std::max(peak_bytes_, activation_bytes()); }
+
+void ModelStageRunner::ComputeEnded(bool forward) {
+  // F: its stash counts from its start in the model, so the sample includes the copies still
+  // held during it; then wait for the copies and release them. B/W/BW: their stash changes
+  // happen at their end together with the release, frees first, so release, then sample.
+  if (forward) Measure();
+  offloads_.ReleaseAtComputeEnd();
+  if (!forward) Measure();
+}
 
 absl::Status ModelStageRunner::BeginStep(int step) {
   step_ = step;
@@ -95,7 +104,7 @@ absl::StatusOr<kernels::Tensor> ModelStageRunner::Forward(int stage, int microba
   if (c->spec().has_head) {
     losses_[microbatch] = out.loss;
   }
-  Measure();
+  ComputeEnded(/*forward=*/true);
   return std::move(out.activation);
 }
 
@@ -103,19 +112,23 @@ absl::StatusOr<kernels::Tensor> ModelStageRunner::BackwardInput(int stage, int m
                                                                 kernels::Tensor grad_output) {
   PT_ASSIGN_OR_RETURN(model::GptChunk * c, ResidentChunk(stage, microbatch, "backward"));
   PT_ASSIGN_OR_RETURN(kernels::Tensor grad, c->BackwardInput(microbatch, std::move(grad_output)));
-  Measure();
+  ComputeEnded(/*forward=*/false);
   return grad;
 }
 
 absl::Status ModelStageRunner::BackwardWeight(int stage, int microbatch) {
   PT_ASSIGN_OR_RETURN(model::GptChunk * c, ResidentChunk(stage, microbatch, "weight backward"));
-  return c->BackwardWeight(microbatch);
+  PT_RETURN_IF_ERROR(c->BackwardWeight(microbatch));
+  ComputeEnded(/*forward=*/false);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<kernels::Tensor> ModelStageRunner::Backward(int stage, int microbatch,
                                                            kernels::Tensor grad_output) {
   PT_ASSIGN_OR_RETURN(model::GptChunk * c, ResidentChunk(stage, microbatch, "backward"));
-  return c->Backward(microbatch, std::move(grad_output));
+  PT_ASSIGN_OR_RETURN(kernels::Tensor grad, c->Backward(microbatch, std::move(grad_output)));
+  ComputeEnded(/*forward=*/false);
+  return grad;
 }
 
 absl::Status ModelStageRunner::Offload(int stage, int microbatch) {

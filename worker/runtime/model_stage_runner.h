@@ -4,8 +4,9 @@
 // chunks' microbatch-ordered gradient accumulation the weights after each step are bitwise those
 // of single-process training, whatever order the schedule runs W in.
 //
-// Activation bytes are the chunks' stashes (what F keeps for B and W), measured after every
-// action, which is exactly what the simulator's memory model predicts.
+// Activation bytes are the chunks' device-resident stashes (what F keeps for B and W) plus
+// offloaded device copies not yet released (activation_copier.h), measured after every action,
+// which is exactly what the simulator's memory model predicts.
 //
 // OFFLOAD/RELOAD are asynchronous: they move the stash's tensors through this runner's
 // ActivationCopier (one copy thread) and return at once; the microbatch's next B/W/BW waits for
@@ -106,6 +107,8 @@ class ModelStageRunner final : public StageRunner {
   absl::StatusOr<model::GptChunk*> ResidentChunk(int stage, int microbatch, const char* action);
   absl::StatusOr<std::vector<kernels::Tensor*>> Slots(model::GptChunk* c, int microbatch);
   void Measure();
+  // After every compute action: measure, then free the device copies of finished offloads.
+  void ComputeEnded(bool forward);
 
   kernels::Backend* backend_;
   ModelStageConfig config_;

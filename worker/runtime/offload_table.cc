@@ -30,6 +30,8 @@ absl::StatusOr<int64_t> OffloadTable::Offload(int stage, int microbatch,
                       copier_->StartOffload(slots, absl::StrCat("offloaded activations of ",
                                                                 Name(stage, microbatch))));
   const int64_t bytes = ticket->bytes();
+  held_bytes_ += ticket->held_device_bytes();
+  unreleased_.push_back(ticket);
   entries_[Key(stage, microbatch)] = Entry{State::kOffloaded, std::move(ticket)};
   return bytes;
 }
@@ -41,9 +43,12 @@ absl::Status OffloadTable::Reload(int stage, int microbatch,
     return absl::FailedPreconditionError(
         absl::StrCat("reload of ", Name(stage, microbatch), ": its activations are not offloaded"));
   }
+  // With separate D2H/H2D threads the reload must not read the host copy before it is written.
   PT_ASSIGN_OR_RETURN(std::shared_ptr<CopyTicket> ticket,
-                      copier_->StartReload(slots, absl::StrCat("reloaded activations of ",
-                                                               Name(stage, microbatch))));
+                      copier_->StartReload(slots,
+                                           absl::StrCat("reloaded activations of ",
+                                                        Name(stage, microbatch)),
+                                           it->second.ticket));
   it->second = Entry{State::kReloading, std::move(ticket)};
   return absl::OkStatus();
 }
@@ -68,8 +73,29 @@ absl::Status OffloadTable::AwaitResident(int stage, int microbatch, const char* 
   return ticket->Wait();
 }
 
+int64_t OffloadTable::ReleaseAtComputeEnd() {
+  int64_t freed = 0;
+  for (auto& t : unreleased_) {
+    if (!t->done()) {
+      const int64_t start = NowNs();
+      t->Wait().IgnoreError();  // the status is reported by Drain at the end of the step
+      release_wait_ns_ += NowNs() - start;
+    }
+    freed += copier_->ReleaseSource(*t);
+  }
+  unreleased_.clear();
+  held_bytes_ -= freed;
+  return freed;
+}
+
+void OffloadTable::ReleaseAll() {
+  for (auto& t : unreleased_) held_bytes_ -= copier_->ReleaseSource(*t);
+  unreleased_.clear();
+}
+
 absl::Status OffloadTable::EndStep() {
   absl::Status status = copier_->Drain();
+  ReleaseAll();
   if (!entries_.empty()) {
     const auto& [key, entry] = *entries_.begin();
     const int stage = static_cast<int>(key >> 32);

@@ -6,6 +6,9 @@
 //   AwaitResident(s, mb)   before B/W/BW: waits for a pending RELOAD's copy (the only place
 //                          compute ever waits for a copy, and only if it is late); an
 //                          offloaded stash that was never reloaded is a FailedPrecondition.
+//   ReleaseAtComputeEnd()  at the end of every compute action: waits for every offload copy
+//                          issued so far and frees the device copies. Until then they count as
+//                          device bytes (held_device_bytes); see activation_copier.h.
 // Time spent waiting is accumulated (wait_ns) so tests and metrics can tell whether copies
 // were hidden behind compute.
 //
@@ -41,12 +44,18 @@ class OffloadTable {
   bool Contains(int stage, int microbatch) const {
     return entries_.contains(Key(stage, microbatch));
   }
-  // Waits for every copy and forgets every entry; FailedPrecondition if some stash was never
-  // brought back (the copy status otherwise).
+  // Waits for every pending offload copy and frees the device copies; returns the bytes freed.
+  int64_t ReleaseAtComputeEnd();
+  // Device bytes of offloaded stashes not released yet.
+  int64_t held_device_bytes() const { return held_bytes_; }
+  // Waits for every copy, releases every device copy and forgets every entry;
+  // FailedPrecondition if some stash was never brought back (the copy status otherwise).
   absl::Status EndStep();
 
   int64_t wait_ns() const { return wait_ns_; }
   int64_t waits() const { return waits_; }
+  // Time compute ends spent waiting for offload copies (stalls of a too-slow link).
+  int64_t release_wait_ns() const { return release_wait_ns_; }
 
  private:
   enum class State { kOffloaded, kReloading };
@@ -54,14 +63,18 @@ class OffloadTable {
     State state;
     std::shared_ptr<CopyTicket> ticket;  // the latest copy of this stash
   };
+  void ReleaseAll();
   static int64_t Key(int stage, int microbatch) {
     return (static_cast<int64_t>(stage) << 32) | static_cast<uint32_t>(microbatch);
   }
 
   ActivationCopier* copier_;
   absl::flat_hash_map<int64_t, Entry> entries_;
+  std::vector<std::shared_ptr<CopyTicket>> unreleased_;  // offloads holding device copies
+  int64_t held_bytes_ = 0;
   int64_t wait_ns_ = 0;
   int64_t waits_ = 0;  // awaits that found the copy unfinished
+  int64_t release_wait_ns_ = 0;
 };
 
 }  // namespace pipetrain::worker

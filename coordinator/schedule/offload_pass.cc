@@ -1,0 +1,359 @@
+#include "coordinator/schedule/offload_pass.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "coordinator/schedule/engine.h"
+#include "coordinator/schedule/validator.h"
+
+namespace pipetrain::schedule {
+namespace {
+
+bool IsBackward(ActionKind k) { return k == ActionKind::kB || k == ActionKind::kBW; }
+
+int64_t StashKey(int stage, int mb) { return (static_cast<int64_t>(stage) << 32) | mb; }
+
+// First timeline index of each worker's list.
+std::vector<size_t> Offsets(const Schedule& s) {
+  std::vector<size_t> off(s.num_workers + 1, 0);
+  for (int w = 0; w < s.num_workers; ++w) off[w + 1] = off[w] + s.worker_actions[w].size();
+  return off;
+}
+
+struct Located {
+  int f_pos = -1, b_pos = -1;
+};
+
+// Per worker: the F and first-backward list positions of every stash.
+std::vector<absl::flat_hash_map<int64_t, Located>> Locate(const Schedule& s) {
+  std::vector<absl::flat_hash_map<int64_t, Located>> out(s.num_workers);
+  for (int w = 0; w < s.num_workers; ++w) {
+    const auto& list = s.worker_actions[w];
+    for (int k = 0; k < static_cast<int>(list.size()); ++k) {
+      const Action& a = list[k];
+      if (a.kind == ActionKind::kF) out[w][StashKey(a.stage, a.microbatch)].f_pos = k;
+      if (IsBackward(a.kind)) {
+        Located& l = out[w][StashKey(a.stage, a.microbatch)];
+        if (l.b_pos < 0) l.b_pos = k;
+      }
+    }
+  }
+  return out;
+}
+
+double Peak(const SimResult& r) {
+  return r.peak_memory.empty() ? 0.0
+                               : *std::max_element(r.peak_memory.begin(), r.peak_memory.end());
+}
+
+absl::Status CheckComputeOnly(const Schedule& s) {
+  const ActionScan scan = ScanActions(s);
+  if (scan.HasTransfers() || scan.HasOffload()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "offload pass: schedule \"", s.name,
+        "\" must be compute-only (run it before AddTransfers, and only once)"));
+  }
+  return ValidateSchedule(s);
+}
+
+}  // namespace
+
+absl::StatusOr<OffloadMode> ParseOffloadMode(absl::string_view name) {
+  if (name == "none") return OffloadMode::kNone;
+  if (name == "half") return OffloadMode::kHalf;
+  if (name == "full") return OffloadMode::kFull;
+  if (name == "selective") return OffloadMode::kSelective;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown offload mode \"", name, "\"; valid: none, half, full, selective"));
+}
+
+const char* OffloadModeName(OffloadMode mode) {
+  switch (mode) {
+    case OffloadMode::kNone:
+      return "none";
+    case OffloadMode::kHalf:
+      return "half";
+    case OffloadMode::kFull:
+      return "full";
+    case OffloadMode::kSelective:
+      return "selective";
+    case OffloadMode::kFraction:
+      return "fraction";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::vector<std::vector<OffloadCandidate>>> OffloadCandidates(
+    const Schedule& compute, const CostModel& costs, const OffloadOptions& options) {
+  PT_RETURN_IF_ERROR(CheckComputeOnly(compute));
+  PT_ASSIGN_OR_RETURN(SimResult base, Simulate(compute, costs));
+  const std::vector<size_t> off = Offsets(compute);
+  const auto located = Locate(compute);
+  std::vector<std::vector<OffloadCandidate>> out(compute.num_workers);
+  for (int w = 0; w < compute.num_workers; ++w) {
+    for (const auto& [key, l] : located[w]) {
+      if (l.f_pos < 0 || l.b_pos < 0) continue;
+      OffloadCandidate c;
+      c.worker = w;
+      c.stage = static_cast<int>(key >> 32);
+      c.microbatch = static_cast<int>(key & 0xffffffff);
+      c.lifespan = base.timeline[off[w] + l.b_pos].start - base.timeline[off[w] + l.f_pos].end;
+      const double round_trip = costs.OffloadTime(c.stage) + costs.ReloadTime(c.stage);
+      // At least one compute action in between: the device copy is released at a compute end.
+      c.eligible = l.b_pos > l.f_pos + 1 && c.lifespan > 0 &&
+                   c.lifespan >= options.min_lifespan_factor * round_trip;
+      out[w].push_back(c);
+    }
+    std::sort(out[w].begin(), out[w].end(),
+              [&](const OffloadCandidate& a, const OffloadCandidate& b) {
+                if (a.lifespan != b.lifespan) return a.lifespan > b.lifespan;
+                return located[w].at(StashKey(a.stage, a.microbatch)).f_pos <
+                       located[w].at(StashKey(b.stage, b.microbatch)).f_pos;
+              });
+  }
+  return out;
+}
+
+absl::StatusOr<OffloadPlan> InsertOffloads(const Schedule& compute, const CostModel& costs,
+                                           const std::vector<OffloadCandidate>& chosen_in,
+                                           const OffloadOptions& options) {
+  PT_RETURN_IF_ERROR(CheckComputeOnly(compute));
+  PT_ASSIGN_OR_RETURN(SimResult base, Simulate(compute, costs));
+  const std::vector<size_t> off = Offsets(compute);
+  const auto located = Locate(compute);
+  int stashes = 0;
+  for (const auto& per : located) stashes += static_cast<int>(per.size());
+  for (const OffloadCandidate& c : chosen_in) {
+    auto it = located[c.worker].find(StashKey(c.stage, c.microbatch));
+    if (it == located[c.worker].end() || it->second.f_pos < 0 || it->second.b_pos <= it->second.f_pos) {
+      return absl::InvalidArgumentError(absl::StrCat("offload pass: stage ", c.stage,
+                                                     " microbatch ", c.microbatch,
+                                                     " has no F before its backward on worker ",
+                                                     c.worker));
+    }
+  }
+  // Book the copy engines; drop what cannot free anything. Lead = backward start - reload start.
+  std::vector<OffloadCandidate> chosen;
+  std::vector<double> lead;
+  for (int w = 0; w < compute.num_workers; ++w) {
+    struct Booked {
+      const OffloadCandidate* c;
+      double f_end, b_start, next_end, d2h_end = 0, h2d_start = 0;
+      bool keep = true;
+    };
+    std::vector<Booked> mine;
+    for (const OffloadCandidate& c : chosen_in) {
+      if (c.worker != w) continue;
+      const Located& l = located[w].at(StashKey(c.stage, c.microbatch));
+      // The compute right after F ends when the copy must be done (else the worker stalls).
+      mine.push_back({&c, base.timeline[off[w] + l.f_pos].end, base.timeline[off[w] + l.b_pos].start,
+                      base.timeline[off[w] + l.f_pos + 1].end});
+    }
+    const double shared = costs.duplex ? 0.0 : 1.0;  // one engine: each copy also blocks the other
+    for (int round = 0; round < 2; ++round) {
+      std::sort(mine.begin(), mine.end(), [](const Booked& a, const Booked& b) { return a.f_end < b.f_end; });
+      double engine = 0;
+      for (Booked& b : mine) {
+        if (!b.keep) continue;
+        const int st = b.c->stage;
+        b.d2h_end = std::max(b.f_end, engine) + costs.OffloadTime(st) + shared * costs.ReloadTime(st);
+        if (b.d2h_end > b.next_end + 1e-12) {
+          b.keep = false;  // would stall the worker at the end of the compute after F
+          continue;
+        }
+        engine = b.d2h_end;
+      }
+      std::sort(mine.begin(), mine.end(), [](const Booked& a, const Booked& b) { return a.b_start > b.b_start; });
+      double cursor = 1e300;
+      bool dropped = false;
+      for (Booked& b : mine) {
+        if (!b.keep) continue;
+        const int st = b.c->stage;
+        const double r = costs.ReloadTime(st) + shared * costs.OffloadTime(st);
+        const double latest = b.b_start - std::max(r, options.lead_factor * costs.ReloadTime(st));
+        b.h2d_start = std::min(latest, cursor - r);
+        if (b.h2d_start < b.d2h_end) {
+          b.keep = false;
+          dropped = true;
+          continue;
+        }
+        cursor = b.h2d_start;
+      }
+      if (!dropped) break;
+    }
+    for (const Booked& b : mine) {
+      if (!b.keep) continue;
+      chosen.push_back(*b.c);
+      lead.push_back(b.b_start - b.h2d_start);
+    }
+  }
+  OffloadPlan plan;
+  for (int round = 0;; ++round) {
+    Schedule out = compute;
+    out.name = chosen.empty() ? compute.name : absl::StrCat(compute.name, "+offload");
+    for (int w = 0; w < compute.num_workers; ++w) {
+      const auto& list = compute.worker_actions[w];
+      const int n = static_cast<int>(list.size());
+      // (backward position, action) so reloads before one spot go in backward order.
+      std::vector<std::vector<std::pair<int, Action>>> before(n + 1);
+      std::vector<bool> offload_after(n, false);
+      for (size_t c = 0; c < chosen.size(); ++c) {
+        if (chosen[c].worker != w) continue;
+        const Located& l = located[w].at(StashKey(chosen[c].stage, chosen[c].microbatch));
+        offload_after[l.f_pos] = true;
+        const double target = base.timeline[off[w] + l.b_pos].start - lead[c];
+        int j = l.f_pos + 1;  // never before the OFFLOAD
+        while (j + 1 <= l.b_pos && base.timeline[off[w] + j].end <= target) ++j;
+        before[j].push_back({l.b_pos, {ActionKind::kReload, chosen[c].stage, chosen[c].microbatch}});
+      }
+      std::vector<Action>& dst = out.worker_actions[w];
+      dst.clear();
+      for (int k = 0; k < n; ++k) {
+        std::sort(before[k].begin(), before[k].end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (const auto& [pos, a] : before[k]) dst.push_back(a);
+        dst.push_back(list[k]);
+        if (offload_after[k]) dst.push_back({ActionKind::kOffload, list[k].stage, list[k].microbatch});
+      }
+    }
+    PT_RETURN_IF_ERROR(ValidateSchedule(out));
+    PT_ASSIGN_OR_RETURN(SimResult sim, Simulate(out, costs));
+    // Late reloads: copy end after the backward's planned start.
+    absl::flat_hash_map<int64_t, double> reload_end;
+    for (const TimedAction& t : sim.timeline) {
+      if (t.action.kind == ActionKind::kReload) {
+        reload_end[StashKey(t.action.stage, t.action.microbatch)] = t.end;
+      }
+    }
+    bool raised = false;
+    const double eps = 1e-9 * std::max(1.0, base.makespan);
+    for (size_t c = 0; c < chosen.size(); ++c) {
+      const Located& l = located[chosen[c].worker].at(StashKey(chosen[c].stage, chosen[c].microbatch));
+      const double planned = base.timeline[off[chosen[c].worker] + l.b_pos].start;
+      const double late = reload_end[StashKey(chosen[c].stage, chosen[c].microbatch)] - planned;
+      if (late > eps) {
+        lead[c] += late;
+        raised = true;
+      }
+    }
+    plan.schedule = std::move(out);
+    plan.sim = std::move(sim);
+    if (!raised || round == 3) break;
+  }
+  plan.offloaded = static_cast<int>(chosen.size());
+  plan.stashes = stashes;
+  return plan;
+}
+
+absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel& costs,
+                                       const OffloadOptions& options) {
+  PT_ASSIGN_OR_RETURN(auto candidates, OffloadCandidates(compute, costs, options));
+  int eligible = 0;
+  std::vector<std::vector<OffloadCandidate>> ok(compute.num_workers);
+  for (int w = 0; w < compute.num_workers; ++w) {
+    for (const OffloadCandidate& c : candidates[w]) {
+      if (c.eligible) ok[w].push_back(c);
+    }
+    eligible += static_cast<int>(ok[w].size());
+  }
+  // Per worker: how many of its eligible stashes (longest lifespan first) to offload.
+  std::vector<int> count(compute.num_workers, 0);
+  auto build = [&](const std::vector<int>& counts) {
+    std::vector<OffloadCandidate> chosen;
+    for (int w = 0; w < compute.num_workers; ++w) {
+      chosen.insert(chosen.end(), ok[w].begin(), ok[w].begin() + counts[w]);
+    }
+    return InsertOffloads(compute, costs, chosen, options);
+  };
+  switch (options.mode) {
+    case OffloadMode::kNone:
+      break;
+    case OffloadMode::kFull:
+      for (int w = 0; w < compute.num_workers; ++w) count[w] = static_cast<int>(ok[w].size());
+      break;
+    case OffloadMode::kHalf:
+    case OffloadMode::kFraction: {
+      const double f = options.mode == OffloadMode::kHalf ? 0.5 : options.fraction;
+      if (!(f >= 0 && f <= 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("offload fraction must be in 0..1 (got ", options.fraction, ")"));
+      }
+      for (int w = 0; w < compute.num_workers; ++w) {
+        const int want = static_cast<int>(std::ceil(f * candidates[w].size() - 1e-9));
+        count[w] = std::min(want, static_cast<int>(ok[w].size()));
+      }
+      break;
+    }
+    case OffloadMode::kSelective: {
+      if (!(options.memory_limit > 0)) {
+        return absl::InvalidArgumentError(
+            "offload selective needs memory_limit > 0 (the peak per worker to reach)");
+      }
+      const double limit = options.memory_limit + 1e-9;
+      // Per worker, the fewest stashes that bring its peak under the limit (others held at
+      // their current counts); a final pass raises any worker the others' choices pushed over.
+      for (int pass = 0; pass < 2; ++pass) {
+        for (int w = 0; w < compute.num_workers; ++w) {
+          int lo = count[w], hi = static_cast<int>(ok[w].size());
+          std::vector<int> trial = count;
+          trial[w] = hi;
+          PT_ASSIGN_OR_RETURN(OffloadPlan all, build(trial));
+          if (all.sim.peak_memory[w] > limit) {
+            count[w] = hi;  // cannot fit; reported below
+            continue;
+          }
+          while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            trial[w] = mid;
+            PT_ASSIGN_OR_RETURN(OffloadPlan t, build(trial));
+            if (t.sim.peak_memory[w] <= limit) {
+              hi = mid;
+            } else {
+              lo = mid + 1;
+            }
+          }
+          count[w] = lo;
+        }
+      }
+      break;
+    }
+  }
+  PT_ASSIGN_OR_RETURN(OffloadPlan plan, build(count));
+  if (options.mode != OffloadMode::kSelective && options.mode != OffloadMode::kNone) {
+    // Never worse than no offload: a worker whose peak rose (copies in flight plus early
+    // reloads outweighing what was freed) keeps its activations.
+    PT_ASSIGN_OR_RETURN(SimResult base, Simulate(compute, costs));
+    bool changed = false;
+    for (int w = 0; w < compute.num_workers; ++w) {
+      if (count[w] > 0 && plan.sim.peak_memory[w] > base.peak_memory[w] + 1e-9) {
+        count[w] = 0;
+        changed = true;
+      }
+    }
+    if (changed) {
+      PT_ASSIGN_OR_RETURN(plan, build(count));
+    }
+  }
+  plan.eligible = eligible;
+  if (options.mode == OffloadMode::kSelective) {
+    for (int w = 0; w < compute.num_workers; ++w) {
+      if (plan.sim.peak_memory[w] > options.memory_limit + 1e-9) {
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "offload selective: worker %d still peaks at %.4g > memory_limit %.4g after "
+            "offloading all %d of its eligible stashes (of %d; a stash is eligible when its "
+            "F->B lifespan hides %.3g round trips); the smallest peak full offload reaches is "
+            "%.4g",
+            w, plan.sim.peak_memory[w], options.memory_limit, static_cast<int>(ok[w].size()),
+            static_cast<int>(candidates[w].size()), options.min_lifespan_factor, Peak(plan.sim)));
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,56 @@
+// Offload ratio k (PipeOffload, PAPERS.md): the time to move one layer's stored activations one
+// way over the host link divided by that layer's F+B+W compute time. k <= 1 means a full offload
+// (every activation to host and back) can be hidden behind compute; k in (1, 2] still hides an
+// offload of about half of them (PO-H); beyond that only a selected part.
+//
+// From the model shape: per token and layer F+B+W costs 12h(6h+s) FLOPs (F: 24h^2 + 4hs, B and
+// W about as much each) and the stash is about 40h bytes (16-bit activations with fused
+// attention), so k = 10 / (3 (6h + s)) x FLOP/s / (link bytes/s), the paper's formula. From a
+// cost model the same ratio is read directly: copy time of a stage's stash / (f + b + w).
+//
+// Device presets give a sustained FLOP/s and the host link's bytes/s each way; measured copy
+// bandwidth (workers measure theirs at start-up) overrides the preset's link.
+//
+// Thread-safety: pure functions; the preset table is immutable.
+#ifndef PIPETRAIN_COORDINATOR_SCHEDULE_OFFLOAD_RATIO_H_
+#define PIPETRAIN_COORDINATOR_SCHEDULE_OFFLOAD_RATIO_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "coordinator/schedule/cost_model.h"
+
+namespace pipetrain::schedule {
+
+struct DeviceLink {
+  std::string name;
+  double flops_per_s = 0;      // sustained 16-bit GEMM throughput
+  double d2h_bytes_per_s = 0;  // host link, device -> host
+  double h2d_bytes_per_s = 0;  // host link, host -> device
+};
+
+// "a100" (220 TFLOP/s, 15 GB/s), "h100" (440 TFLOP/s, 21 GB/s): the authors' presets. "h200":
+// the same Hopper compute and PCIe Gen5 host link as the H100 (its larger, faster HBM enters
+// neither term), so the same numbers.
+const std::vector<DeviceLink>& DevicePresets();
+// Case-insensitive lookup; InvalidArgument listing the valid names.
+absl::StatusOr<DeviceLink> FindDevicePreset(absl::string_view name);
+
+// The preset with its link replaced by measured values (each used when > 0).
+DeviceLink WithMeasuredLink(DeviceLink preset, double measured_d2h_bytes_per_s,
+                            double measured_h2d_bytes_per_s);
+
+// k from the model shape (h hidden size, s sequence length) for a device; uses the slower of the
+// two link directions. InvalidArgument for non-positive inputs.
+absl::StatusOr<double> OffloadRatio(int hidden, int seq_len, const DeviceLink& device);
+
+// k of one stage under a cost model: max(OffloadTime, ReloadTime) / (f + b + w).
+double OffloadRatioOf(const CostModel& costs, int stage);
+// The largest k over the stages.
+double MaxOffloadRatio(const CostModel& costs);
+
+}  // namespace pipetrain::schedule
+
+#endif  // PIPETRAIN_COORDINATOR_SCHEDULE_OFFLOAD_RATIO_H_
