@@ -31,7 +31,8 @@ int RunPlanCommand(const pipetrain::client::PlanOptions& options, const std::str
     std::cout << result->document;
     // Keep stdout a clean document for svg/trace/csv/json (pipe it to a file); the
     // predictions still reach the terminal.
-    (options.format == "ascii" ? std::cout : std::cerr) << result->summary;
+    (options.format == "ascii" ? std::cout : std::cerr) << result->summary
+                                                         << result->explanation;
     return 0;
   }
   std::ofstream file(output, std::ios::binary | std::ios::trunc);
@@ -41,7 +42,8 @@ int RunPlanCommand(const pipetrain::client::PlanOptions& options, const std::str
     std::cerr << "pipetrain plan: cannot write --output file \"" << output << "\"\n";
     return 1;
   }
-  std::cout << result->summary << "wrote " << options.format << " to " << output << "\n";
+  std::cout << result->summary << result->explanation << "wrote " << options.format << " to "
+            << output << "\n";
   return 0;
 }
 
@@ -78,6 +80,24 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--format", plan.format, "Output: ascii, svg, trace, csv or json")
       ->capture_default_str();
   plan_cmd->add_option("--output,-o", output, "Write the rendering to this file");
+  plan_cmd->add_option("--offload", plan.offload,
+                       "Activation offload on the named schedule: none, half, full, selective "
+                       "(selective: until --memory-budget is met)")
+      ->capture_default_str();
+  plan_cmd->add_option("--offload-ratio", plan.offload_ratio,
+                       "Host link as the offload ratio k: one chunk's copy time each way over "
+                       "its F+B+W time; 0 = no link. With --schedule auto and --memory-budget, "
+                       "auto also considers offload plans");
+  plan_cmd->add_option("--device", plan.device,
+                       "Compute k from a device preset (a100, h100, h200) and --hidden, "
+                       "--seq-len");
+  plan_cmd->add_option("--hidden", plan.hidden, "Model hidden size h (with --device)");
+  plan_cmd->add_option("--seq-len", plan.seq_len, "Sequence length s (with --device)");
+  plan_cmd->add_option("--link-bytes-per-s", plan.link_bytes_per_s,
+                       "Measured host link bandwidth, overrides the --device preset's");
+  plan_cmd->add_flag("--explain", plan.explain,
+                     "Explain the choice: auto's candidates table (with offload plans) and why "
+                     "the chosen one won; offload statistics for a named schedule");
   plan_cmd->footer(
       "Units: time in the unit of --costs; memory in units of one microbatch's activations "
       "for a worker's whole share of layers (1F1B's worker 0 peaks at p).");

@@ -8,7 +8,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "coordinator/schedule/auto_planner.h"
 #include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/offload_pass.h"
+#include "coordinator/schedule/offload_ratio.h"
 #include "coordinator/schedule/plan_json.h"
 #include "coordinator/schedule/render_ascii.h"
 #include "coordinator/schedule/render_svg.h"
@@ -73,19 +76,81 @@ absl::StatusOr<PlanOutput> RunPlan(const PlanOptions& o) {
     return Bad(absl::StrCat("--format must be one of ", absl::StrJoin(formats, ", "), " (got \"",
                             o.format, "\")"));
   }
+  auto mode = schedule::ParseOffloadMode(o.offload);
+  if (!mode.ok()) {
+    return Bad(absl::StrCat("--offload must be one of none, half, full, selective (got \"",
+                            o.offload, "\")"));
+  }
+  if (!(o.offload_ratio >= 0) || !std::isfinite(o.offload_ratio)) {
+    return Bad(absl::StrCat("--offload-ratio must be a finite number >= 0 (got ",
+                            o.offload_ratio, ")"));
+  }
+  double k = o.offload_ratio;
+  std::string k_source = "--offload-ratio";
+  if (!o.device.empty()) {
+    auto preset = schedule::FindDevicePreset(o.device);
+    if (!preset.ok()) return Bad(absl::StrCat("--device: ", preset.status().message()));
+    auto ratio = schedule::OffloadRatio(
+        o.hidden, o.seq_len,
+        schedule::WithMeasuredLink(*preset, o.link_bytes_per_s, o.link_bytes_per_s));
+    if (!ratio.ok()) {
+      return Bad(absl::StrCat("--device needs --hidden and --seq-len > 0 (got ", o.hidden, " and ",
+                              o.seq_len, ")"));
+    }
+    k = *ratio;
+    k_source = absl::StrCat("--device ", preset->name, " h=", o.hidden, " s=", o.seq_len,
+                            o.link_bytes_per_s > 0 ? " measured link" : " preset link");
+  }
+  if (*mode != schedule::OffloadMode::kNone && !(k > 0)) {
+    return Bad("--offload needs a host link: --offload-ratio K or --device with --hidden/--seq-len");
+  }
+  if (*mode != schedule::OffloadMode::kNone && o.schedule == "auto") {
+    return Bad("--offload is for a named schedule; with --schedule auto give only the link "
+               "(--offload-ratio or --device) and auto decides the offload");
+  }
+  if (*mode == schedule::OffloadMode::kSelective && !(o.memory_budget > 0)) {
+    return Bad("--offload selective needs --memory-budget > 0 (the peak to reach)");
+  }
   PipelineSpec spec;
+  spec.offload_ratio = k;
   spec.num_workers = o.workers;
   spec.num_microbatches = o.microbatches;
   spec.chunks_per_worker = o.chunks;
   spec.comm = o.comm;
   spec.memory_limit = o.memory_budget;
   PT_RETURN_IF_ERROR(ParseCosts(o.costs, &spec));
+  PlanOutput out;
+  if (o.explain && o.schedule == "auto") {
+    const auto rows = schedule::ExplainAuto(spec);
+    out.explanation = absl::StrCat(schedule::FormatCandidates(rows),
+                                   schedule::ExplainChoice(spec, rows), "\n");
+    if (k > 0) absl::StrAppend(&out.explanation, "offload ratio k = ", k, " (", k_source, ")\n");
+  }
   auto sched = schedule::Generate(o.schedule, spec);
-  if (!sched.ok()) return FirstLine(sched.status());
+  if (!sched.ok()) {
+    if (!out.explanation.empty()) {
+      return absl::Status(sched.status().code(),
+                          absl::StrCat(FirstLine(sched.status()).message(), "\n",
+                                       out.explanation));
+    }
+    return FirstLine(sched.status());
+  }
   const schedule::CostModel costs = schedule::CostModelFor(spec, sched->ChunksPerWorker());
+  if (*mode != schedule::OffloadMode::kNone) {
+    schedule::OffloadOptions options;
+    options.mode = *mode;
+    options.memory_limit = o.memory_budget;
+    auto plan = schedule::AddOffload(*sched, costs, options);
+    if (!plan.ok()) return FirstLine(plan.status());
+    if (o.explain) {
+      out.explanation = absl::StrCat("offload ", o.offload, ": ", plan->offloaded, " of ",
+                                     plan->stashes, " stashes (", plan->eligible,
+                                     " eligible), offload ratio k = ", k, " (", k_source, ")\n");
+    }
+    *sched = std::move(plan->schedule);
+  }
   auto sim = schedule::Simulate(*sched, costs);
   if (!sim.ok()) return FirstLine(sim.status());
-  PlanOutput out;
   out.summary = schedule::RenderSummary(*sched, *sim);
   if (o.format == "ascii") {
     out.document = schedule::RenderAscii(*sched, *sim);

@@ -20,11 +20,23 @@ struct PlanOptions {
   double comm = 0.0;
   double memory_budget = 0.0;  // units; 0 = the schedule's default limit
   std::string format = "ascii";
+  // Host link as the offload ratio k (one chunk's copy time each way / its f+b+w); 0 = none.
+  // Or from a device preset and the model shape: k = 10/(3(6h+s)) FLOP/s / link bytes/s.
+  double offload_ratio = 0.0;
+  std::string device;  // "a100", "h100", "h200" (with hidden and seq_len); empty = none
+  int hidden = 0;
+  int seq_len = 0;
+  double link_bytes_per_s = 0.0;  // measured link, overrides the preset's
+  // Offload pass on the named schedule: none, half, full, selective (needs --memory-budget).
+  // With --schedule auto the planner considers offload itself when a link is given.
+  std::string offload = "none";
+  bool explain = false;  // auto: the candidates table and why the chosen plan won
 };
 
 struct PlanOutput {
   std::string document;  // the rendering in the requested format
   std::string summary;   // makespan, bubble ratio, peak memory per worker (text lines)
+  std::string explanation;  // --explain: candidates table + reasoning (auto), or offload stats
 };
 
 // InvalidArgument with a one-line message naming the flag and the allowed values on bad input.

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/schedule/offload_pass.h"
 #include "coordinator/schedule/simulator.h"
 
 namespace pipetrain::schedule {
@@ -45,7 +46,36 @@ std::vector<Tried> TryAll(const PipelineSpec& spec) {
     t.row.peak = *std::max_element(sim->peak_memory.begin(), sim->peak_memory.end());
     t.row.fits = spec.memory_limit <= 0 || t.row.peak <= spec.memory_limit + 1e-9;
     t.schedule = std::move(*s);
+    const bool plain_fits = t.row.fits;
+    const Schedule compute = *t.schedule;
     out.push_back(std::move(t));
+    if (spec.offload_ratio <= 0 || spec.memory_limit <= 0) continue;
+    const CostModel costs = CostModelFor(spec, compute.ChunksPerWorker());
+    for (OffloadMode mode : {OffloadMode::kHalf, OffloadMode::kFull, OffloadMode::kSelective}) {
+      if (mode == OffloadMode::kSelective && plain_fits) continue;
+      OffloadOptions options;
+      options.mode = mode;
+      options.memory_limit = spec.memory_limit;
+      Tried o;
+      o.row.name = name;
+      o.row.offload = OffloadModeName(mode);
+      absl::StatusOr<OffloadPlan> plan = AddOffload(compute, costs, options);
+      if (!plan.ok()) {
+        o.row.error = std::string(plan.status().message());
+        out.push_back(std::move(o));
+        continue;
+      }
+      if (plan->offloaded == 0) continue;  // the same plan as without offload
+      o.row.generated = true;
+      o.row.makespan = plan->sim.makespan;
+      o.row.bubble = plan->sim.bubble_ratio;
+      o.row.peak = *std::max_element(plan->sim.peak_memory.begin(), plan->sim.peak_memory.end());
+      o.row.fits = o.row.peak <= spec.memory_limit + 1e-9;
+      o.row.offloaded = plan->offloaded;
+      o.row.stashes = plan->stashes;
+      o.schedule = std::move(plan->schedule);
+      out.push_back(std::move(o));
+    }
   }
   int best = -1;
   for (int i = 0; i < static_cast<int>(out.size()); ++i) {
@@ -66,16 +96,74 @@ std::vector<PlanCandidate> ExplainAuto(const PipelineSpec& spec) {
 }
 
 std::string FormatCandidates(const std::vector<PlanCandidate>& candidates) {
-  std::string out =
-      absl::StrFormat("%-18s %12s %8s %8s %5s\n", "schedule", "makespan", "bubble", "peak", "fits");
+  std::string out = absl::StrFormat("%-18s %-16s %12s %8s %8s %5s\n", "schedule", "offload",
+                                    "makespan", "bubble", "peak", "fits");
   for (const PlanCandidate& c : candidates) {
+    const std::string offload =
+        c.offload == "none" ? "none" : absl::StrCat(c.offload, c.generated ? absl::StrCat(" ", c.offloaded, "/", c.stashes) : "");
     if (!c.generated) {
-      absl::StrAppend(&out, absl::StrFormat("%-18s %s\n", c.name, "refused: " + c.error));
+      absl::StrAppend(&out,
+                      absl::StrFormat("%-18s %-16s %s\n", c.name, c.offload, "refused: " + c.error));
       continue;
     }
-    absl::StrAppend(
-        &out, absl::StrFormat("%-18s %12.3f %8.4f %8.2f %5s%s\n", c.name, c.makespan, c.bubble,
-                              c.peak, c.fits ? "yes" : "no", c.chosen ? "  <- chosen" : ""));
+    absl::StrAppend(&out, absl::StrFormat("%-18s %-16s %12.3f %8.4f %8.2f %5s%s\n", c.name,
+                                          offload, c.makespan, c.bubble, c.peak,
+                                          c.fits ? "yes" : "no", c.chosen ? "  <- chosen" : ""));
+  }
+  return out;
+}
+
+std::string ExplainChoice(const PipelineSpec& spec, const std::vector<PlanCandidate>& rows) {
+  const PlanCandidate* chosen = nullptr;
+  const PlanCandidate* smallest = nullptr;
+  int fitting = 0;
+  for (const PlanCandidate& c : rows) {
+    if (c.chosen) chosen = &c;
+    if (c.fits) ++fitting;
+    if (c.generated && (smallest == nullptr || c.peak < smallest->peak)) smallest = &c;
+  }
+  auto label = [](const PlanCandidate& c) {
+    return c.offload == "none" ? c.name : absl::StrCat(c.name, " with ", c.offload, " offload (",
+                                                       c.offloaded, " of ", c.stashes,
+                                                       " stashes)");
+  };
+  const std::string limit = spec.memory_limit > 0
+                                ? absl::StrFormat("memory_limit %.4g units", spec.memory_limit)
+                                : std::string("no memory limit");
+  if (chosen == nullptr) {
+    if (smallest == nullptr) return "no candidate generated for this spec";
+    return absl::StrFormat(
+        "nothing fits %s; the smallest achievable peak is %.4g units (%s)%s", limit,
+        smallest->peak, label(*smallest),
+        spec.offload_ratio > 0 ? "" : "; with a host link (--offload-ratio) offload plans are "
+                                      "considered too");
+  }
+  std::string out = absl::StrFormat(
+      "chosen: %s, makespan %.4g, bubble %.4f, peak %.4g units: the fastest of %d candidate(s) "
+      "that fit %s",
+      label(*chosen), chosen->makespan, chosen->bubble, chosen->peak, fitting, limit);
+  const PlanCandidate* faster = nullptr;
+  for (const PlanCandidate& c : rows) {
+    if (c.generated && !c.fits && c.makespan < chosen->makespan - 1e-9 &&
+        (faster == nullptr || c.makespan < faster->makespan)) {
+      faster = &c;
+    }
+  }
+  if (faster != nullptr) {
+    absl::StrAppend(&out, absl::StrFormat("; faster but over the limit: %s (makespan %.4g, peak "
+                                          "%.4g)",
+                                          label(*faster), faster->makespan, faster->peak));
+  }
+  if (chosen->offload != "none") {
+    for (const PlanCandidate& c : rows) {
+      if (c.generated && c.name == chosen->name && c.offload == "none") {
+        absl::StrAppend(&out, absl::StrFormat(
+                                  "; offload lowers %s's peak %.4g -> %.4g units for %+.2f%% "
+                                  "makespan (offload ratio k = %.3g)",
+                                  c.name, c.peak, chosen->peak,
+                                  100.0 * (chosen->makespan / c.makespan - 1), spec.offload_ratio));
+      }
+    }
   }
   return out;
 }
@@ -87,12 +175,15 @@ absl::StatusOr<Schedule> MakeAuto(const PipelineSpec& spec) {
   for (Tried& t : tried) {
     if (t.row.chosen) {
       Schedule s = std::move(*t.schedule);
-      s.name = absl::StrCat("auto:", t.row.name);
+      s.name = absl::StrCat("auto:", t.row.name,
+                            t.row.offload == "none" ? "" : "+offload-" + t.row.offload);
       return s;
     }
     if (t.row.generated && t.row.peak < smallest) {
       smallest = t.row.peak;
-      smallest_name = t.row.name;
+      smallest_name = t.row.offload == "none" ? t.row.name
+                                              : absl::StrCat(t.row.name, " with ", t.row.offload,
+                                                             " offload");
     }
   }
   if (smallest_name.empty()) {
@@ -103,8 +194,9 @@ absl::StatusOr<Schedule> MakeAuto(const PipelineSpec& spec) {
       "auto: no schedule fits memory_limit = ", spec.memory_limit,
       " units per worker; the smallest achievable peak is ", smallest, " units (", smallest_name,
       "). What would help: more workers (peak per worker falls with p for V-Min/V-Half), a "
-      "smaller microbatch (activation units scale with microbatch size), or activation "
-      "offload to host memory.\n",
+      "smaller microbatch (activation units scale with microbatch size)",
+      spec.offload_ratio > 0 ? ".\n" : ", or activation offload to host memory (give the host "
+                                        "link's offload ratio).\n",
       FormatCandidates(ExplainAuto(spec))));
 }
 

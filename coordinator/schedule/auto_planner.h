@@ -5,7 +5,15 @@
 // with the least simulated makespan whose simulated peak fits on every worker. When nothing
 // fits: ResourceExhausted with the smallest achievable peak and the knobs that would help.
 //
-// ExplainAuto returns the whole candidates table (for `pipetrain plan --explain`).
+// Offload (PipeOffload): when the spec has a host link (offload_ratio > 0) and a memory limit,
+// each schedule that generated is also tried with the offload pass (offload_pass.h): half and
+// full, and selective under the limit when the schedule alone does not fit. Every such plan is
+// a candidate row of its own (offload column) and competes on simulated makespan with the rest;
+// at equal makespan the plan without offload (tried first) wins. The chosen plan's schedule
+// then carries OFFLOAD/RELOAD actions.
+//
+// ExplainAuto returns the whole candidates table (for `pipetrain plan --explain`);
+// ExplainChoice says in words why the chosen row won (or why nothing fits).
 //
 // Thread-safety: pure functions.
 #ifndef PIPETRAIN_COORDINATOR_SCHEDULE_AUTO_PLANNER_H_
@@ -29,6 +37,9 @@ struct PlanCandidate {
   double peak = 0.0;      // simulated peak over workers (units)
   bool fits = false;      // generated and peak <= memory_limit (or no limit)
   bool chosen = false;
+  std::string offload = "none";  // offload pass applied: none, half, full, selective
+  int offloaded = 0;             // stashes offloaded (of `stashes`)
+  int stashes = 0;
 };
 
 // Every candidate, in the order tried; exactly one has chosen = true when any fits.
@@ -36,6 +47,10 @@ std::vector<PlanCandidate> ExplainAuto(const PipelineSpec& spec);
 
 // Fixed-width text table of ExplainAuto's result.
 std::string FormatCandidates(const std::vector<PlanCandidate>& candidates);
+
+// One paragraph: which row was chosen and why (fastest that fits; what was faster but did not
+// fit; what offload cost or saved), or the smallest peak when nothing fits.
+std::string ExplainChoice(const PipelineSpec& spec, const std::vector<PlanCandidate>& candidates);
 
 // The registry's "auto" generator.
 absl::StatusOr<Schedule> MakeAuto(const PipelineSpec& spec);

@@ -14,7 +14,14 @@ namespace pipetrain::schedule {
 
 CostModel CostModelFor(const PipelineSpec& spec, int chunks_per_worker) {
   if (!spec.stage_costs.stages.empty()) return spec.stage_costs;
-  return UniformCostModel(spec.num_workers, chunks_per_worker, spec.f, spec.b, spec.w, spec.comm);
+  CostModel c =
+      UniformCostModel(spec.num_workers, chunks_per_worker, spec.f, spec.b, spec.w, spec.comm);
+  const double compute = spec.f + spec.b + spec.w;
+  if (spec.offload_ratio > 0 && compute > 0) {
+    // A chunk holds 1/v unit and computes (f+b+w)/v: k = (1/v) / bw / ((f+b+w)/v).
+    c.d2h_bytes_per_s = c.h2d_bytes_per_s = 1.0 / (spec.offload_ratio * compute);
+  }
+  return c;
 }
 
 // The registry: ONE table. Add new generators here (name, one-line description, function).
@@ -62,6 +69,10 @@ absl::Status CheckSpec(const PipelineSpec& spec) {
   if (spec.chunks_per_worker < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "chunks_per_worker must be >= 0 (0 = schedule default; got ", spec.chunks_per_worker, ")"));
+  }
+  if (!(spec.offload_ratio >= 0) || !std::isfinite(spec.offload_ratio)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "offload_ratio must be finite and >= 0 (0 = no host link; got ", spec.offload_ratio, ")"));
   }
   for (double x : {spec.f, spec.b, spec.w, spec.comm, spec.memory_limit}) {
     if (!(x >= 0) || !std::isfinite(x)) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "coordinator/schedule/auto_planner.h"
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/offload_pass.h"
 #include "coordinator/schedule/offload_ratio.h"
@@ -211,6 +212,59 @@ TEST(OffloadPassTest, RejectsSchedulesWithTransfersAndBadModes) {
   EXPECT_FALSE(ParseOffloadMode("most").ok());
   EXPECT_NE(std::string(ParseOffloadMode("most").status().message()).find("none, half, full"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipetrain::schedule
+
+namespace pipetrain::schedule {
+namespace {
+
+// Planner over budgets: at each budget the chosen plan fits in simulation; offload plans are
+// chosen only when they are needed (or faster); infeasible budgets say the smallest peak.
+TEST(AutoOffloadTest, ChosenPlanFitsAtEveryBudget) {
+  PipelineSpec spec;
+  spec.num_workers = 4;
+  spec.num_microbatches = 8;
+  spec.offload_ratio = 0.25;
+  double last_makespan = 0;
+  for (double budget : {6.0, 4.0, 3.0, 2.0, 1.5}) {
+    spec.memory_limit = budget;
+    auto s = Generate("auto", spec);
+    ASSERT_TRUE(s.ok()) << budget << ": " << s.status();
+    auto sim = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
+    ASSERT_TRUE(sim.ok());
+    EXPECT_LE(Peak(*sim), budget + 1e-9) << s->name;
+    // A tighter budget never buys a faster plan.
+    EXPECT_GE(sim->makespan, last_makespan - 1e-9) << budget << " " << s->name;
+    last_makespan = sim->makespan;
+    const auto rows = ExplainAuto(spec);
+    const std::string why = ExplainChoice(spec, rows);
+    EXPECT_NE(why.find("chosen: "), std::string::npos) << why;
+    if (budget == 1.5) {
+      // v-min fits 1.5 too (makespan 43.5) but interleaved-1f1b with full offload is faster.
+      EXPECT_EQ(s->name, "auto:interleaved-1f1b+offload-full");
+      EXPECT_NEAR(sim->makespan, 28.5, 1e-9);
+      EXPECT_NE(why.find("offload lowers interleaved-1f1b's peak 5.5 -> 1.5"), std::string::npos)
+          << why;
+    }
+  }
+  // Without a link, below one microbatch nothing fits, and the error says how small it gets.
+  spec.offload_ratio = 0;
+  spec.memory_limit = 0.75;
+  auto none = Generate("auto", spec);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(none.status().message().find("smallest achievable peak is"), std::string::npos);
+  EXPECT_NE(none.status().message().find("offload"), std::string::npos);
+  // With a link but below what even full offload reaches.
+  spec.offload_ratio = 0.25;
+  spec.memory_limit = 0.75;
+  auto tiny = Generate("auto", spec);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_EQ(tiny.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(tiny.status().message().find("with full offload"), std::string::npos)
+      << tiny.status();
 }
 
 }  // namespace
