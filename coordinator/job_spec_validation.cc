@@ -113,9 +113,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Bad("memory.device_budget_bytes", mem.device_budget_bytes(),
                "allowed: 0 (unlimited) or a positive byte count");
   }
-  if (mem.offload() != v1::OFFLOAD_POLICY_UNSPECIFIED && mem.offload() != v1::OFFLOAD_POLICY_NONE) {
-    return Bad("memory.offload", v1::OffloadPolicy_Name(mem.offload()),
-               "this version plans OFFLOAD_POLICY_NONE only (offload planning is not built yet)");
+  if (!v1::OffloadPolicy_IsValid(mem.offload())) {
+    return Bad("memory.offload", static_cast<int>(mem.offload()),
+               "allowed: OFFLOAD_POLICY_NONE, _HALF, _FULL, _SELECTIVE, _AUTO");
+  }
+  if (mem.offload() == v1::OFFLOAD_POLICY_SELECTIVE && mem.device_budget_bytes() <= 0) {
+    return Bad("memory.offload", "OFFLOAD_POLICY_SELECTIVE",
+               "needs memory.device_budget_bytes > 0 (the peak to reach)");
   }
   if (!std::isfinite(mem.host_link_bytes_per_s()) || mem.host_link_bytes_per_s() < 0) {
     return Bad("memory.host_link_bytes_per_s", mem.host_link_bytes_per_s(), "allowed: >= 0");

@@ -9,6 +9,7 @@
 #include "coordinator/job_spec_validation.h"
 #include "coordinator/schedule/codec/plan_proto.h"
 #include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/offload_pass.h"
 #include "coordinator/schedule/passes.h"
 #include "worker/model/cost_model.h"
 #include "worker/runtime/job_config.h"
@@ -91,13 +92,55 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions
   pspec.comm = share_costs.comm;
   const double budget = static_cast<double>(spec.memory().device_budget_bytes());
   if (budget > 0) pspec.memory_limit = budget / bytes;
+  // Activation offload: the host link, as an offload ratio k for the share-unit plan.
+  const v1::OffloadPolicy policy = spec.memory().offload();
+  const bool offload = policy != v1::OFFLOAD_POLICY_UNSPECIFIED && policy != v1::OFFLOAD_POLICY_NONE;
+  double host_link = spec.memory().host_link_bytes_per_s();
+  if (host_link <= 0 && options.host_d2h_bytes_per_s > 0 && options.host_h2d_bytes_per_s > 0) {
+    host_link = std::min(options.host_d2h_bytes_per_s, options.host_h2d_bytes_per_s);
+  }
+  if (offload && !(host_link > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory.offload: ", v1::OffloadPolicy_Name(policy),
+        " needs the host link bandwidth: set memory.host_link_bytes_per_s, or run workers that "
+        "measured theirs at start-up"));
+  }
+  if (offload && f + b + w > 0) pspec.offload_ratio = bytes / host_link / (f + b + w);
+  if (policy == v1::OFFLOAD_POLICY_AUTO && name != "auto") pspec.offload_ratio = 0;
   PT_ASSIGN_OR_RETURN(schedule::Schedule compute, schedule::Generate(name, pspec));
+  if (offload && name != "auto") {
+    // A named schedule: the policy's pass (AUTO: selective, only if it does not fit).
+    schedule::OffloadOptions o;
+    o.memory_limit = pspec.memory_limit;
+    o.mode = policy == v1::OFFLOAD_POLICY_HALF   ? schedule::OffloadMode::kHalf
+             : policy == v1::OFFLOAD_POLICY_FULL ? schedule::OffloadMode::kFull
+                                                 : schedule::OffloadMode::kSelective;
+    schedule::PipelineSpec link = pspec;
+    link.offload_ratio = bytes / host_link / (f + b + w);
+    const schedule::CostModel share = schedule::CostModelFor(link, compute.ChunksPerWorker());
+    bool needed = policy != v1::OFFLOAD_POLICY_AUTO;
+    if (!needed && budget > 0) {
+      PT_ASSIGN_OR_RETURN(schedule::SimResult plain, schedule::Simulate(compute, share));
+      needed = *std::max_element(plain.peak_memory.begin(), plain.peak_memory.end()) >
+               pspec.memory_limit;
+    }
+    if (needed && (o.mode != schedule::OffloadMode::kSelective || budget > 0)) {
+      absl::StatusOr<schedule::OffloadPlan> plan = schedule::AddOffload(compute, share, o);
+      if (!plan.ok()) {
+        return absl::Status(plan.status().code(),
+                            absl::StrCat("memory.device_budget_bytes: ", plan.status().message(),
+                                         " (units of ", bytes, " bytes)"));
+      }
+      compute = std::move(plan->schedule);
+    }
+  }
   PT_ASSIGN_OR_RETURN(schedule::Schedule with_transfers, schedule::AddTransfers(compute));
 
   PlannedJob planned;
   planned.bytes_per_unit = bytes;
   PT_ASSIGN_OR_RETURN(planned.costs,
                       StageCosts(config, with_transfers.num_stages, mbs, options));
+  if (host_link > 0) planned.costs.d2h_bytes_per_s = planned.costs.h2d_bytes_per_s = host_link;
   PT_ASSIGN_OR_RETURN(planned.sim, schedule::Simulate(with_transfers, planned.costs));
   const double peak = *std::max_element(planned.sim.peak_memory.begin(),
                                         planned.sim.peak_memory.end());

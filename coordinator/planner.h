@@ -26,6 +26,10 @@ struct PlannerOptions {
   // Point-to-point link between workers: latency and bandwidth.
   double link_latency_s = 100e-6;
   double link_bytes_per_s = 1.5e9;
+  // Host link (activation offload), bytes/s each way, as the workers measured it at start-up
+  // (the slowest of the job's workers); used when memory.host_link_bytes_per_s is 0.
+  double host_d2h_bytes_per_s = 0;
+  double host_h2d_bytes_per_s = 0;
 };
 
 struct PlannedJob {
@@ -39,6 +43,10 @@ struct PlannedJob {
 // ValidateJobSpec first; then plan. Errors: InvalidArgument naming the field (e.g. too few
 // layers for the stages), ResourceExhausted when no schedule fits memory.device_budget_bytes
 // (saying the smallest peak reachable and what would help).
+// Offload (memory.offload): HALF / FULL / SELECTIVE run the offload pass (offload_pass.h) on the
+// schedule; AUTO lets `auto` weigh offload plans against schedules (or, for a named schedule,
+// offloads selectively only when it does not fit the budget). The host link is
+// memory.host_link_bytes_per_s, else the workers' measured bandwidth (PlannerOptions).
 absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options = {});
 
 }  // namespace pipetrain::coordinator

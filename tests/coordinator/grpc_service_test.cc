@@ -196,8 +196,8 @@ std::vector<BadRequest> BadRequests() {
           [](v1::JobSpec& s) { s.mutable_memory()->set_device_budget_bytes(-1); },
           "memory.device_budget_bytes"),
       SpecCase(
-          "offload not built",
-          [](v1::JobSpec& s) { s.mutable_memory()->set_offload(v1::OFFLOAD_POLICY_FULL); },
+          "selective offload without a budget",
+          [](v1::JobSpec& s) { s.mutable_memory()->set_offload(v1::OFFLOAD_POLICY_SELECTIVE); },
           "memory.offload"),
       SpecCase(
           "checkpoint without dir",
