@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
   app.add_option("--blas-threads", session.blas_threads, "OpenBLAS threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  app.add_option("--copy-bandwidth", session.copy_bandwidth_bytes_per_s,
+                 "cap on the OFFLOAD/RELOAD copy thread, bytes/s each way (0 = uncapped); a "
+                 "PCIe-like host link on the CPU backend")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--connect-timeout", connect_timeout_s, "seconds to reach the neighbours")
       ->capture_default_str();
   app.add_option("--recv-timeout", recv_timeout_s, "seconds to wait for any one tensor")

@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     EmulatedStageConfig emulated;
     emulated.costs = schedule::CostModelFromProto(request.plan());
     emulated.bytes_per_unit = 1.0;  // the plan stores bytes
+    emulated.copy_bandwidth_bytes_per_s = options.copy_bandwidth_bytes_per_s;
     emulated.boundary_elements =
         int64_t{request.spec().training().microbatch_size()} * config.seq_len * config.hidden;
     session->runner_ =
@@ -98,6 +99,7 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     mc.num_stages = sched.num_stages;
     mc.num_microbatches = m;
     mc.stages = my_stages;
+    mc.copy_bandwidth_bytes_per_s = options.copy_bandwidth_bytes_per_s;
     const data::Dataset* dataset = session->dataset_.get();
     const int mbs = request.spec().training().microbatch_size();
     mc.data = [dataset, mbs](int step, int mb) -> absl::StatusOr<MicrobatchData> {

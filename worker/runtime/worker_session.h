@@ -42,6 +42,8 @@ struct SessionOptions {
   // of one stage file (left as a temp file, as a killed writer leaves it) and SIGKILL this
   // process. Negative: never.
   int crash_in_checkpoint = -1;
+  // Host link cap for OFFLOAD/RELOAD copies, bytes/s each way (0 = the copy's own speed).
+  double copy_bandwidth_bytes_per_s = 0;
 };
 
 class WorkerSession {

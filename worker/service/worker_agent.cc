@@ -286,6 +286,8 @@ void WorkerAgent::HeartbeatLoop() {
       req.set_transport_address(options_.transport_address);
       req.set_metrics_address(options_.metrics_address);
       req.set_device(options_.device);
+      req.set_d2h_bytes_per_s(options_.d2h_bytes_per_s);
+      req.set_h2d_bytes_per_s(options_.h2d_bytes_per_s);
       req.set_name(options_.name);
       auto r = coordinator_->Register(req);
       if (r.ok()) {

@@ -35,6 +35,9 @@ struct WorkerAgentOptions {
   std::string transport_address;  // host:port peers connect to (bound by the listener below)
   std::string metrics_address;
   v1::DeviceKind device = v1::DEVICE_KIND_CPU;
+  // Host link bandwidth measured at start-up (copy_bandwidth.h), reported at registration.
+  double d2h_bytes_per_s = 0;
+  double h2d_bytes_per_s = 0;
   SessionOptions session;
   absl::Duration heartbeat_interval = absl::Seconds(1);  // until the coordinator says otherwise
   absl::Duration max_backoff = absl::Seconds(5);

@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "worker/runtime/copy_bandwidth.h"
 #include "worker/service/coordinator_client.h"
 #include "worker/service/worker_agent.h"
 #include "worker/service/worker_metrics.h"
@@ -111,6 +113,21 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   options.transport_address = transport_address;
   options.metrics_address = metrics_address;
   options.session = config.session;
+  {
+    // The host link as this worker's copy engine sees it (with its cap), for offload planning.
+    kernels::CpuBackend probe_backend;
+    ActivationCopierOptions copy;
+    copy.bandwidth_bytes_per_s = config.session.copy_bandwidth_bytes_per_s;
+    absl::StatusOr<CopyBandwidth> link = MeasureCopyBandwidth(&probe_backend, copy);
+    if (link.ok()) {
+      options.d2h_bytes_per_s = link->d2h_bytes_per_s;
+      options.h2d_bytes_per_s = link->h2d_bytes_per_s;
+      LOG(INFO) << "copy bandwidth: d2h " << link->d2h_bytes_per_s / 1e9 << " GB/s, h2d "
+                << link->h2d_bytes_per_s / 1e9 << " GB/s";
+    } else {
+      LOG(WARNING) << "copy bandwidth not measured: " << link.status();
+    }
+  }
   WorkerAgent agent(options, coordinator.get(), std::move(listener), metrics.get());
   WorkerServiceImpl service(&agent);
 
