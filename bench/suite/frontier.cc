@@ -97,9 +97,9 @@ Section Frontier(const SuiteOptions& options, const std::vector<Comparison>& emu
   plot.series.push_back(measured);
   std::vector<OffloadPoint> offload = OffloadFrontierPoints(cmp->p, cmp->m);
   std::string offload_note;
-  if (offload.empty()) {
-    offload_note = absl::StrCat("Offload plans: ", OffloadPendingNote(), "\n\n");
-  } else {
+  offload_note = absl::StrCat("Offload plans (simulated only, memory and throughput relative "
+                              "to 1F1B's simulation): ", OffloadNote(), ".\n\n");
+  if (!offload.empty()) {
     schedule::PlotSeries off;
     off.label = "offload plans (simulated)";
     off.style = schedule::PlotSeries::Style::kMarkers;

@@ -1,6 +1,4 @@
-// Offload plans for the suite. HOOK: the offload planner (coordinator/schedule/offload_*,
-// auto_planner; issue 7) is being built; until it is on main these return nothing and the
-// suite says so. When it lands, fill OffloadFrontierPoints / the Offload section from it.
+// Offload plans for the suite's frontier (issue 7's offload pass, simulated).
 #ifndef PIPETRAIN_BENCH_SUITE_OFFLOAD_HOOK_H_
 #define PIPETRAIN_BENCH_SUITE_OFFLOAD_HOOK_H_
 
@@ -15,11 +13,11 @@ struct OffloadPoint {
   double throughput_vs_1f1b = 0;
 };
 
-// Simulated offload plans for the frontier's p = 8 job (F = B = W); empty until available.
+// Simulated offload plans for the frontier's p = m/4 job (F = B = W).
 std::vector<OffloadPoint> OffloadFrontierPoints(int p, int m);
 
-// Why there are no offload plans (one sentence).
-std::string OffloadPendingNote();
+// How the offload points were made (one sentence).
+std::string OffloadNote();
 
 }  // namespace pipetrain::bench
 

@@ -6,7 +6,7 @@
 // "Earlier one-off measurements".
 //
 // Usage: pipetrain_bench --out DIR [--quick] [--repeats N] [--transport-bench PATH]
-//                        [--kernels-bench PATH] [--sections gen,emulated,cpu,frontier,offload,
+//                        [--kernels-bench PATH] [--offload-bench PATH] [--sections gen,emulated,cpu,frontier,offload,
 //                        external] [--command "what to record as the command"]
 #include <sys/stat.h>
 
@@ -74,7 +74,7 @@ std::string Merge(const std::string& old, const std::string& generated) {
 int Usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: pipetrain_bench --out DIR [--quick] [--repeats N] "
-               "[--transport-bench PATH] [--kernels-bench PATH] [--sections LIST] "
+               "[--transport-bench PATH] [--kernels-bench PATH] [--offload-bench PATH] [--sections LIST] "
                "[--command TEXT]\n  sections: gen, emulated, cpu, frontier, offload, external\n",
                message);
   return 2;
@@ -100,6 +100,8 @@ int main(int argc, char** argv) {
       options.transport_bench = value();
     } else if (a == "--kernels-bench") {
       options.kernels_bench = value();
+    } else if (a == "--offload-bench") {
+      options.offload_bench = value();
     } else if (a == "--command") {
       options.command = value();
     } else if (a == "--sections") {

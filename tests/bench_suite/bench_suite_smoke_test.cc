@@ -79,7 +79,10 @@ TEST_F(BenchSuiteSmokeTest, QuickRunWritesTablesAndFigures) {
   EXPECT_NE(md.find("Hand-written fact: 42 widgets."), std::string::npos);
   EXPECT_NE(md.find("# Earlier one-off measurements"), std::string::npos);
 
-  for (const char* fig : {"generation_speed.svg", "frontier.svg"}) {
+  // Offload: simulated memory vs p with and without offload, measured on the emulated backend.
+  EXPECT_NE(md.find("| 8 | 1f1b | full |"), std::string::npos) << md;
+  EXPECT_NE(md.find("1f1b + full offload"), std::string::npos) << md;  // on the frontier
+  for (const char* fig : {"generation_speed.svg", "frontier.svg", "offload_memory.svg"}) {
     const std::string svg = Read(dir_ / "bench" / fig);
     EXPECT_EQ(svg.rfind("<svg", 0), 0u) << fig;
     EXPECT_NE(svg.find("</svg>"), std::string::npos) << fig;
