@@ -96,7 +96,26 @@ JobManager::JobManager(JobStore* store, WorkerRegistry* registry, WorkerClient* 
       planner_(options_.planner),
       dispatcher_(workers, options_.dispatch) {
   if (!planner_) {
-    planner_ = [](const v1::JobSpec& spec) { return PlanJob(spec, PlannerOptions{}); };
+    planner_ = [registry](const v1::JobSpec& spec) {
+      // Offload planning's host link: the slowest measured copy bandwidth over the registered
+      // workers, when every one of them reported it (workers measure at start-up).
+      PlannerOptions options;
+      const std::vector<WorkerInfo> workers =
+          registry != nullptr ? registry->List() : std::vector<WorkerInfo>{};
+      bool all = !workers.empty();
+      double d2h = 0, h2d = 0;
+      for (const WorkerInfo& w : workers) {
+        const WorkerRegistration& r = w.registration;
+        all &= r.d2h_bytes_per_s > 0 && r.h2d_bytes_per_s > 0;
+        d2h = d2h == 0 ? r.d2h_bytes_per_s : std::min(d2h, r.d2h_bytes_per_s);
+        h2d = h2d == 0 ? r.h2d_bytes_per_s : std::min(h2d, r.h2d_bytes_per_s);
+      }
+      if (all) {
+        options.host_d2h_bytes_per_s = d2h;
+        options.host_h2d_bytes_per_s = h2d;
+      }
+      return PlanJob(spec, options);
+    };
   }
   registry_->SetListeners([this](const std::string& worker, const std::string& job,
                                  const std::string& reason) { OnWorkerLost(worker, job, reason); },

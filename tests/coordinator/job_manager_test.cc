@@ -399,6 +399,33 @@ TEST_F(JobManagerTest, InjectedPlannerFailure) {
   EXPECT_THAT(plan.status().message(), HasSubstr("memory.device_budget_bytes"));
 }
 
+// Offload without a link in the spec plans with the workers' measured copy bandwidth (the
+// slowest); with no worker reporting one it names the missing field.
+TEST_F(JobManagerTest, OffloadPlansWithTheWorkersMeasuredLink) {
+  Make();
+  v1::JobSpec plain_spec = SmallSpec(4);
+  plain_spec.mutable_training()->set_global_batch(8);  // 8 microbatches: 1F1B holds 4 on rank 0
+  v1::JobSpec spec = plain_spec;
+  spec.mutable_memory()->set_offload(v1::OFFLOAD_POLICY_FULL);
+  absl::StatusOr<v1::Plan> none = manager_->Plan(spec);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(), HasSubstr("host_link_bytes_per_s"));
+  // Links fast next to this tiny model's modelled compute, so the plan offloads.
+  for (double bw : {4e13, 2e13}) {
+    WorkerRegistration r;
+    r.address = absl::StrCat("127.0.0.1:", bw > 3e13 ? 1 : 2);
+    r.device = v1::DEVICE_KIND_CPU;
+    r.d2h_bytes_per_s = r.h2d_bytes_per_s = bw;
+    ASSERT_TRUE(registry_->Register(r).ok());
+  }
+  absl::StatusOr<v1::Plan> plan = manager_->Plan(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<v1::Plan> plain = manager_->Plan(plain_spec);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_LT(plan->prediction().peak_activation_bytes(0), plain->prediction().peak_activation_bytes(0))
+      << plan->explanation();
+}
+
 // Worker 1 goes silent mid-run: past the heartbeat deadline the job is RECOVERING; a new worker
 // registers and the job resumes on worker 0 and the new one, and completes.
 TEST_F(JobManagerTest, LostWorkerRecoversOnAReplacement) {
