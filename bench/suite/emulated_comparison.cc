@@ -211,7 +211,11 @@ Section EmulatedComparison(const SuiteOptions& options, std::vector<Comparison>*
       "scheduling delay on the loaded box; column *overrun*), and the in-memory transport's "
       "one-way hop (",
       Fixed(hop * 1e6, 1),
-      " us, measured at the start). *measured / calibrated* is the median over the runs. Memory in units of one microbatch's activations for a worker's whole share of "
+      " us, measured at the start). *measured / calibrated* is the median over the runs. A measured "
+      "step is the longest rank's own step (RunStep start to end); ranks start their next step as "
+      "soon as their own list is done, so consecutive steps overlap at the edges, which a "
+      "one-step simulation does not model: a schedule whose first and last actions interleave "
+      "well with the next step's (zb-h2) measures below its calibrated makespan. Memory in units of one microbatch's activations for a worker's whole share of "
       "layers; predicted = measured means the allocator saw exactly the simulator's peak.\n\n");
   for (const Comparison& cmp : *results) {
     const ScheduleRun* base = nullptr;
