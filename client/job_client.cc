@@ -141,6 +141,20 @@ absl::StatusOr<v1::Plan> JobClient::Plan(const v1::JobSpec& spec) {
   return response.plan();
 }
 
+absl::StatusOr<v1::StepTrace> JobClient::GetStepTrace(const std::string& job_id, int step) {
+  if (!init_status_.ok()) return init_status_;
+  grpc::ClientContext context;
+  Prepare(&context, true);
+  v1::GetStepTraceRequest request;
+  request.set_job_id(job_id);
+  request.set_step(step);
+  v1::StepTrace response;
+  if (grpc::Status s = stub_->GetStepTrace(&context, request, &response); !s.ok()) {
+    return Check(s, address_);
+  }
+  return response;
+}
+
 absl::Status JobClient::Watch(const std::string& job_id,
                               const std::function<bool(const v1::JobEvent&)>& on_event) {
   if (!init_status_.ok()) return init_status_;

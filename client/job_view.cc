@@ -30,9 +30,10 @@ std::string FormatJobStatus(const v1::Job& job) {
   const v1::Plan& plan = job.plan();
   if (plan.num_stages() > 0) {
     const int p = plan.workers_size();
-    absl::StrAppendFormat(&out, "  plan: %s on %d workers x %d chunks, %d microbatches\n",
+    absl::StrAppendFormat(&out, "  plan: %s on %d workers x %d chunks, %d microbatches; costs %s\n",
                           plan.schedule(), p, p > 0 ? plan.num_stages() / p : 0,
-                          plan.num_microbatches());
+                          plan.num_microbatches(),
+                          plan.costs_measured() ? "measured (profiling step)" : "analytic");
   }
   if (job.steps_done() > 0) {
     absl::StrAppendFormat(&out, "  loss %.4f (first %.4f)", job.last_loss(),

@@ -1,7 +1,7 @@
 // `pipetrain`: the client CLI. Only flag parsing lives here (all CLI11 use is in this file);
 // each subcommand's logic is a library: plan_command.h (offline planning), job_commands.h
-// (submit, status, list, cancel, watch against a coordinator), local_command.h (a whole local
-// cluster). Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 job failed, 4 job cancelled.
+// (submit, status, list, cancel, watch against a coordinator), trace_command.h (a step's measured
+// timeline), local_command.h (a whole local cluster). Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 job failed, 4 job cancelled.
 #include <signal.h>
 
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include "client/job_file.h"
 #include "client/local_command.h"
 #include "client/plan_command.h"
+#include "client/trace_command.h"
 #include "coordinator/schedule/generator.h"
 
 namespace {
@@ -139,6 +140,17 @@ int main(int argc, char** argv) {
   watch_cmd->add_option("job_id", job_id, "Job id")->required();
   watch_cmd->add_flag("--no-progress", no_progress, "Print lines instead of a progress bar");
   add_common(watch_cmd, true);
+  int trace_step = -1;
+  std::string trace_output;
+  CLI::App* trace_cmd = app.add_subcommand(
+      "trace", "Download a step's measured timeline as a Chrome trace (Perfetto)");
+  trace_cmd->add_option("job_id", job_id, "Job id")->required();
+  trace_cmd->add_option("--step", trace_step,
+                        "Step to fetch; -1 = the newest kept (the coordinator keeps the first "
+                        "steps and the newest ones)")
+      ->capture_default_str();
+  trace_cmd->add_option("--output,-o", trace_output, "Write the trace to this file");
+  add_common(trace_cmd, true);
 
   // A whole local cluster.
   pipetrain::client::LocalOptions local;
@@ -188,6 +200,10 @@ int main(int argc, char** argv) {
   } else if (watch_cmd->parsed()) {
     name = "pipetrain watch";
     status = pipetrain::client::WatchCommand(job_options, job_id, std::cout, std::cerr);
+  } else if (trace_cmd->parsed()) {
+    name = "pipetrain trace";
+    status = pipetrain::client::TraceCommand(job_options, job_id, trace_step, trace_output,
+                                             std::cout, std::cerr);
   } else if (local_cmd->parsed()) {
     if (print_default_job) {
       std::cout << pipetrain::client::JobSpecToYaml(pipetrain::client::DefaultJobSpec());

@@ -58,27 +58,62 @@ std::vector<v1::PrepareRequest> Dispatcher::BuildPrepareRequests(
   return requests;
 }
 
+absl::StatusOr<std::vector<v1::PrepareResponse>> Dispatcher::PrepareAll(
+    const std::vector<v1::PrepareRequest>& requests,
+    const std::vector<DispatchTarget>& targets) const {
+  std::vector<v1::PrepareResponse> responses(targets.size());
+  std::vector<absl::Status> prepared =
+      ForEachRank(static_cast<int>(targets.size()), [&](int r) -> absl::Status {
+        absl::StatusOr<v1::PrepareResponse> response =
+            client_->Prepare(targets[r].address, requests[r], options_.prepare_timeout);
+        if (!response.ok()) return response.status();
+        responses[r] = *std::move(response);
+        return absl::OkStatus();
+      });
+  if (absl::Status s = FirstError(prepared, targets, "Prepare"); !s.ok()) return s;
+  return responses;
+}
+
 absl::Status Dispatcher::Launch(const v1::Job& job, const std::vector<DispatchTarget>& targets,
-                                const std::function<bool()>& still_wanted) const {
-  const std::vector<v1::PrepareRequest> requests = BuildPrepareRequests(job, targets);
-  const int n = static_cast<int>(targets.size());
+                                const std::function<bool()>& still_wanted,
+                                const ReplanFunction& replan) const {
+  std::vector<v1::PrepareRequest> requests = BuildPrepareRequests(job, targets);
+  for (v1::PrepareRequest& request : requests) request.set_profile(replan != nullptr);
   if (job.recoveries_size() > 0) {
     // Best effort: a worker that cannot be reached fails its Prepare below anyway.
     AbortAll(job.id(), targets, "resuming the job from its last checkpoint");
   }
-  std::vector<absl::Status> prepared = ForEachRank(n, [&](int r) -> absl::Status {
-    return client_->Prepare(targets[r].address, requests[r], options_.prepare_timeout).status();
-  });
-  if (absl::Status s = FirstError(prepared, targets, "Prepare"); !s.ok()) return s;
+  absl::StatusOr<std::vector<v1::PrepareResponse>> responses = PrepareAll(requests, targets);
+  if (!responses.ok()) return responses.status();
   if (still_wanted && !still_wanted()) {
     return absl::CancelledError("the job ended while its workers prepared");
+  }
+  if (replan != nullptr) {
+    absl::StatusOr<std::optional<v1::Plan>> plan = replan(*responses);
+    if (!plan.ok()) {
+      return absl::Status(plan.status().code(),
+                          absl::StrCat("planning with the profiled costs failed: ",
+                                       plan.status().message()));
+    }
+    if (plan->has_value()) {
+      AbortAll(job.id(), targets, "re-planned with the profiled costs");
+      v1::Job replanned = job;
+      *replanned.mutable_plan() = **std::move(plan);
+      requests = BuildPrepareRequests(replanned, targets);
+      responses = PrepareAll(requests, targets);
+      if (!responses.ok()) return responses.status();
+      if (still_wanted && !still_wanted()) {
+        return absl::CancelledError("the job ended while its workers prepared");
+      }
+    }
   }
   v1::StartRequest start;
   start.set_job_id(job.id());
   start.set_num_steps(job.spec().training().steps() - job.checkpoint_step());
-  std::vector<absl::Status> started = ForEachRank(n, [&](int r) -> absl::Status {
-    return client_->Start(targets[r].address, start, options_.start_timeout);
-  });
+  std::vector<absl::Status> started =
+      ForEachRank(static_cast<int>(targets.size()), [&](int r) -> absl::Status {
+        return client_->Start(targets[r].address, start, options_.start_timeout);
+      });
   return FirstError(started, targets, "Start");
 }
 

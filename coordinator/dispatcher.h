@@ -8,11 +8,17 @@
 // for the remaining steps. A resumed launch first aborts the job on every target, since a
 // worker may still run an earlier attempt of it (after a coordinator restart).
 //
+// Profiling step: with a `replan` callback the Prepare requests ask every rank to time its
+// stages (PrepareRequest.profile); `replan` gets the responses and returns the plan to run. When
+// it returns a different plan, the profiled preparation is aborted on every rank and the ranks
+// are prepared again with the new plan (no profile this time) before Start.
+//
 // Thread-safety: thread-safe; stateless apart from the client and options.
 #ifndef PIPETRAIN_COORDINATOR_DISPATCHER_H_
 #define PIPETRAIN_COORDINATOR_DISPATCHER_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +35,11 @@ struct DispatchTarget {
   std::string address;            // Worker service
   std::string transport_address;  // where peers connect
 };
+
+// Given every rank's PrepareResponse (with its profile), the plan to run instead of the prepared
+// one, or nullopt to run the prepared plan.
+using ReplanFunction = std::function<absl::StatusOr<std::optional<v1::Plan>>(
+    const std::vector<v1::PrepareResponse>&)>;
 
 struct DispatcherOptions {
   absl::Duration prepare_timeout = absl::Seconds(120);
@@ -49,7 +60,8 @@ class Dispatcher {
   // rank, worker and phase) is returned; the caller aborts the job. `still_wanted` (if set) is
   // asked between the phases: false stops before Start with Cancelled.
   absl::Status Launch(const v1::Job& job, const std::vector<DispatchTarget>& targets,
-                      const std::function<bool()>& still_wanted = nullptr) const;
+                      const std::function<bool()>& still_wanted = nullptr,
+                      const ReplanFunction& replan = nullptr) const;
 
   // Abort on every rank concurrently, best effort; returns when all answered or timed out, with
   // each rank's status (a failure means the worker is unreachable or broken).
@@ -58,6 +70,11 @@ class Dispatcher {
                                      const std::string& reason) const;
 
  private:
+  // Prepare on every rank concurrently; the responses by rank, or the first failure.
+  absl::StatusOr<std::vector<v1::PrepareResponse>> PrepareAll(
+      const std::vector<v1::PrepareRequest>& requests,
+      const std::vector<DispatchTarget>& targets) const;
+
   WorkerClient* const client_;
   const DispatcherOptions options_;
 };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec_validation.h"
@@ -66,6 +67,47 @@ v1::Job SlimCopy(v1::Job& job, bool with_losses) {
   return copy;
 }
 
+// The profiled times of every stage of `plan`, or nullopt if some stage has none.
+std::optional<MeasuredStageCosts> MeasuredFromProfile(
+    const v1::Plan& plan, const std::vector<v1::PrepareResponse>& responses) {
+  const int stages = plan.num_stages();
+  MeasuredStageCosts measured;
+  measured.num_stages = stages;
+  measured.forward_s.assign(stages, -1);
+  measured.backward_input_s.assign(stages, -1);
+  measured.backward_weight_s.assign(stages, -1);
+  for (const v1::PrepareResponse& response : responses) {
+    for (const v1::StageTiming& t : response.profile()) {
+      if (t.stage() < 0 || t.stage() >= stages) return std::nullopt;
+      measured.forward_s[t.stage()] = t.forward_s();
+      measured.backward_input_s[t.stage()] = t.backward_input_s();
+      measured.backward_weight_s[t.stage()] = t.backward_weight_s();
+    }
+  }
+  for (int s = 0; s < stages; ++s) {
+    if (measured.forward_s[s] < 0 || measured.backward_input_s[s] < 0 ||
+        measured.backward_weight_s[s] < 0) {
+      return std::nullopt;
+    }
+  }
+  return measured;
+}
+
+// True if the plans run the same actions on the same layer split (costs and predictions aside).
+bool SamePlanShape(const v1::Plan& a, const v1::Plan& b) {
+  auto shape = [](const v1::Plan& p) {
+    v1::Plan s;
+    s.set_num_stages(p.num_stages());
+    s.set_num_microbatches(p.num_microbatches());
+    *s.mutable_stage_to_worker() = p.stage_to_worker();
+    *s.mutable_stage_first_layer() = p.stage_first_layer();
+    *s.mutable_stage_num_layers() = p.stage_num_layers();
+    *s.mutable_workers() = p.workers();
+    return s.SerializeAsString();
+  };
+  return shape(a) == shape(b);
+}
+
 absl::Status BadField(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
@@ -96,10 +138,12 @@ JobManager::JobManager(JobStore* store, WorkerRegistry* registry, WorkerClient* 
       planner_(options_.planner),
       dispatcher_(workers, options_.dispatch) {
   if (!planner_) {
-    planner_ = [registry](const v1::JobSpec& spec) {
+    planner_ = [registry](const v1::JobSpec& spec,
+                          const std::optional<MeasuredStageCosts>& measured) {
       // Offload planning's host link: the slowest measured copy bandwidth over the registered
       // workers, when every one of them reported it (workers measure at start-up).
       PlannerOptions options;
+      options.measured = measured;
       const std::vector<WorkerInfo> workers =
           registry != nullptr ? registry->List() : std::vector<WorkerInfo>{};
       bool all = !workers.empty();
@@ -336,7 +380,7 @@ absl::StatusOr<std::shared_ptr<JobWatch>> JobManager::Watch(const std::string& j
 
 absl::StatusOr<v1::Plan> JobManager::Plan(const v1::JobSpec& spec) const {
   PT_RETURN_IF_ERROR(CheckTextFields(spec));
-  absl::StatusOr<PlannedJob> planned = planner_(spec);
+  absl::StatusOr<PlannedJob> planned = planner_(spec, std::nullopt);
   if (!planned.ok()) {
     if (absl::IsResourceExhausted(planned.status())) {
       return absl::InvalidArgumentError(planned.status().message());
@@ -388,13 +432,14 @@ absl::StatusOr<v1::ReportStepResponse> JobManager::ReportStep(
                       absl::StrCat(report.checkpoint_step(), " is not allowed; allowed: 0..",
                                    r.job.spec().training().steps()));
     }
-    const std::vector<v1::StepReport> completed = r.aggregator->Add(report, &r.job);
-    for (const v1::StepReport& step : completed) {
+    std::vector<CompletedStep> completed = r.aggregator->Add(report, &r.job);
+    for (CompletedStep& step : completed) {
       if (metrics_ != nullptr) metrics_->JobStep(r.job);
       v1::JobEvent event;
       *event.mutable_job() = SlimCopy(r.job, /*with_losses=*/false);
-      *event.mutable_step() = step;
+      *event.mutable_step() = std::move(step.summary);
       PublishLocked(r, event);
+      r.traces.Add(std::move(step.trace));
     }
     if (report.checkpoint_step() > 0 && r.ledger != nullptr &&
         r.ledger->Add(rank, report.checkpoint_step())) {
@@ -426,6 +471,43 @@ absl::StatusOr<v1::ReportStepResponse> JobManager::ReportStep(
     }
   }
   return response;
+}
+
+absl::StatusOr<v1::StepTrace> JobManager::GetStepTrace(const std::string& job_id, int step) {
+  if (step < -1) {
+    return BadField("step", absl::StrCat(step, " is not allowed; allowed: >= 0, or -1 for the "
+                                               "newest kept step"));
+  }
+  absl::MutexLock lock(&mu_);
+  PT_ASSIGN_OR_RETURN(Record * r, LookupLocked(job_id));
+  if (!r->traces_loaded) {  // after a restart the traces are only in the store
+    r->traces_loaded = true;
+    if (r->traces.empty()) {
+      absl::StatusOr<std::vector<v1::StepTrace>> stored = store_->LoadStepTraces(job_id);
+      if (!stored.ok()) {
+        r->traces_loaded = false;
+        return absl::UnavailableError(
+            absl::StrCat("the job store failed to load the traces: ", stored.status().message()));
+      }
+      for (v1::StepTrace& trace : *stored) r->traces.Add(std::move(trace));
+      r->traces.TakeChanged();
+    }
+  }
+  std::optional<v1::StepTrace> trace = r->traces.Get(step);
+  const std::vector<int> kept = r->traces.steps();
+  if (!trace.has_value()) {
+    if (kept.empty()) {
+      return absl::NotFoundError(absl::StrCat("step: job ", job_id, " (",
+                                              v1::JobState_Name(r->job.state()),
+                                              ") has no measured step yet"));
+    }
+    return absl::NotFoundError(absl::StrCat("step: ", step, " is not kept for job ", job_id,
+                                            "; kept steps: ", absl::StrJoin(kept, ", ")));
+  }
+  trace->set_job_id(job_id);
+  trace->clear_kept_steps();
+  for (int s : kept) trace->add_kept_steps(s);
+  return *std::move(trace);
 }
 
 void JobManager::Kick() {
@@ -466,7 +548,7 @@ bool JobManager::PlanNextQueued() {
     TransitionLocked(r, v1::JOB_STATE_PLANNING, "");
     spec = r.job.spec();
   }
-  absl::StatusOr<PlannedJob> planned = planner_(spec);
+  absl::StatusOr<PlannedJob> planned = planner_(spec, std::nullopt);
   absl::MutexLock lock(&mu_);
   Record& r = jobs_[seq];
   if (r.job.state() != v1::JOB_STATE_PLANNING) return true;  // cancelled while planning
@@ -552,7 +634,14 @@ void JobManager::Launch(int64_t seq) {
     absl::MutexLock lock(&mu_);
     return jobs_[seq].job.state() == v1::JOB_STATE_RUNNING;
   };
-  const absl::Status launched = dispatcher_.Launch(job, targets, still_running);
+  ReplanFunction replan;
+  // Profile once: a resumed attempt keeps the plan its checkpoints were written with.
+  if (!job.spec().parallelism().analytic_costs() && !job.plan().costs_measured()) {
+    replan = [this, seq, &job](const std::vector<v1::PrepareResponse>& responses) {
+      return ReplanWithProfile(seq, job, responses);
+    };
+  }
+  const absl::Status launched = dispatcher_.Launch(job, targets, still_running, replan);
   if (launched.ok()) return;
   absl::MutexLock lock(&mu_);
   Record& r = jobs_[seq];
@@ -564,6 +653,34 @@ void JobManager::Launch(int64_t seq) {
   } else {
     BeginRecoveryLocked(r, std::string(launched.message()), /*counted=*/true);
   }
+}
+
+absl::StatusOr<std::optional<v1::Plan>> JobManager::ReplanWithProfile(
+    int64_t seq, const v1::Job& job, const std::vector<v1::PrepareResponse>& responses) {
+  std::optional<MeasuredStageCosts> measured = MeasuredFromProfile(job.plan(), responses);
+  if (!measured.has_value()) {
+    LOG(WARNING) << "job " << job.id() << ": the workers sent no complete profile; keeping the "
+                 << "analytic plan";
+    return std::nullopt;
+  }
+  PT_ASSIGN_OR_RETURN(PlannedJob planned, planner_(job.spec(), measured));
+  const bool same = SamePlanShape(job.plan(), planned.plan);
+  absl::MutexLock lock(&mu_);
+  Record& r = jobs_[seq];
+  if (r.job.state() != v1::JOB_STATE_RUNNING) {
+    return absl::CancelledError("the job ended while its workers profiled");
+  }
+  *r.job.mutable_plan() = planned.plan;
+  PersistLocked(r);
+  if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
+  v1::JobEvent event;
+  *event.mutable_job() = SlimCopy(r.job, /*with_losses=*/false);
+  event.set_message(absl::StrCat("planned again with the profiled costs",
+                                 same ? "" : " (the schedule changed)", ": ",
+                                 r.job.plan().explanation()));
+  PublishLocked(r, event);
+  if (same) return std::nullopt;
+  return std::move(planned.plan);
 }
 
 void JobManager::OnWorkerLost(const std::string& worker_id, const std::string& job_id,
@@ -673,6 +790,11 @@ void JobManager::PersistLocked(Record& r) {
   r.last_persist = absl::Now();
   if (absl::Status s = store_->UpdateJob(r.job); !s.ok()) {
     LOG(ERROR) << "job store: could not save " << r.job.id() << ": " << s;
+  }
+  if (r.traces.TakeChanged()) {
+    if (absl::Status s = store_->SaveStepTraces(r.job.id(), r.traces.traces()); !s.ok()) {
+      LOG(ERROR) << "job store: could not save the step traces of " << r.job.id() << ": " << s;
+    }
   }
 }
 

@@ -1,10 +1,13 @@
 // JobManager: the job lifecycle. Submit validates the spec and stores the job QUEUED; a scheduler
 // thread plans queued jobs in FIFO order (QUEUED -> PLANNING -> WAITING_FOR_WORKERS, or FAILED
 // with the planner's message), and dispatches the oldest waiting job that enough idle workers can
-// run (-> RUNNING; ranks 0..p-1 on p idle workers; see dispatcher.h). Workers report steps
+// run (-> RUNNING; ranks 0..p-1 on p idle workers; see dispatcher.h). Unless the spec asks for
+// analytic costs only, the workers run the profiling step at Prepare and the job is planned again
+// with their measured per-stage times (the stored plan is replaced, costs_measured set, and the
+// workers re-prepared if the schedule changed) before it starts. Workers report steps
 // (ReportStep); when every rank finished the job is SUCCEEDED. CancelJob aborts it promptly on
-// every worker (CANCELLED). Every change is written to the JobStore, and every state change and
-// completed step is delivered to every watcher of the job (Watch).
+// every worker (CANCELLED). Every change is written to the JobStore, and every
+// state change and completed step is delivered to every watcher of the job (Watch).
 //
 // Checkpoints: ranks report the checkpoints they wrote (StepReport.checkpoint_step); once every
 // rank reported step N the job's checkpoint_step becomes N (see checkpoint_ledger.h: manifest,
@@ -40,6 +43,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -55,6 +59,7 @@
 #include "coordinator/job_watch.h"
 #include "coordinator/planner.h"
 #include "coordinator/step_aggregator.h"
+#include "coordinator/step_traces.h"
 #include "coordinator/task_group.h"
 #include "coordinator/worker_client.h"
 #include "coordinator/worker_registry.h"
@@ -64,10 +69,12 @@ namespace pipetrain::coordinator {
 
 class CoordinatorMetrics;
 
-using PlanFunction = std::function<absl::StatusOr<PlannedJob>(const v1::JobSpec&)>;
+// Plans a spec, with the workers' profiled costs once they exist (see planner.h).
+using PlanFunction = std::function<absl::StatusOr<PlannedJob>(
+    const v1::JobSpec&, const std::optional<MeasuredStageCosts>&)>;
 
 struct JobManagerOptions {
-  PlanFunction planner;  // empty: PlanJob(spec, PlannerOptions{})
+  PlanFunction planner;  // empty: PlanJob with PlannerOptions{} (+ the measured costs)
   DispatcherOptions dispatch;
   // How often the scheduler checks heartbeat deadlines when nothing else wakes it.
   absl::Duration scheduler_tick = absl::Milliseconds(100);
@@ -110,6 +117,9 @@ class JobManager {
   // Dry run: the plan the job would get. A budget that no schedule fits is InvalidArgument.
   absl::StatusOr<v1::Plan> Plan(const v1::JobSpec& spec) const;
 
+  // A kept step's measured timeline (step -1: the newest kept); NotFound names the kept steps.
+  absl::StatusOr<v1::StepTrace> GetStepTrace(const std::string& job_id, int step);
+
   // From a worker; see coordinator.proto. `cancel` is set when the job no longer runs.
   absl::StatusOr<v1::ReportStepResponse> ReportStep(const v1::ReportStepRequest& request);
 
@@ -119,6 +129,8 @@ class JobManager {
     std::vector<DispatchTarget> targets;  // by rank, while assigned
     std::unique_ptr<StepAggregator> aggregator;
     std::unique_ptr<CheckpointLedger> ledger;  // of the current attempt
+    StepTraceKeeper traces;
+    bool traces_loaded = false;  // the keeper holds what the store had (after a restart)
     std::vector<bool> finished;  // by rank
     std::vector<std::shared_ptr<JobWatch>> watchers;
     absl::Time last_persist;
@@ -130,6 +142,10 @@ class JobManager {
   bool PlanNextQueued();
   void DispatchWaiting();
   void Launch(int64_t seq);
+  // The profiling step's answer (dispatcher.h): plans `job` again with the measured costs and
+  // stores the new plan; returns it if the workers must be prepared again.
+  absl::StatusOr<std::optional<v1::Plan>> ReplanWithProfile(
+      int64_t seq, const v1::Job& job, const std::vector<v1::PrepareResponse>& responses);
   void OnWorkerLost(const std::string& worker_id, const std::string& job_id,
                     const std::string& reason);
   // RUNNING -> RECOVERING (see Recovery above), or FAILED past the budget. `counted`: caused by

@@ -124,4 +124,14 @@ grpc::Status JobServiceImpl::PlanJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status JobServiceImpl::GetStepTrace(grpc::ServerContext* context,
+                                          const v1::GetStepTraceRequest* request,
+                                          v1::StepTrace* response) {
+  if (absl::Status s = Authorize(*context); !s.ok()) return Finish("GetStepTrace", s);
+  absl::StatusOr<v1::StepTrace> trace = jobs_->GetStepTrace(request->job_id(), request->step());
+  if (!trace.ok()) return Finish("GetStepTrace", trace.status());
+  *response = std::move(*trace);
+  return grpc::Status::OK;
+}
+
 }  // namespace pipetrain::coordinator

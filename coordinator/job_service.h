@@ -36,6 +36,8 @@ class JobServiceImpl final : public v1::JobService::Service {
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
   grpc::Status PlanJob(grpc::ServerContext* context, const v1::PlanJobRequest* request,
                        v1::PlanJobResponse* response) override;
+  grpc::Status GetStepTrace(grpc::ServerContext* context, const v1::GetStepTraceRequest* request,
+                            v1::StepTrace* response) override;
 
  private:
   absl::Status Authorize(const grpc::ServerContext& context) const;

@@ -1,5 +1,6 @@
 // JobStore: the coordinator's durable record of jobs (the v1::Job proto, with indexed id, state
-// and creation time) and of checkpoints (for fault tolerance). One small interface with a SQLite
+// and creation time), of checkpoints (for fault tolerance) and of the measured step traces a job
+// keeps (step_traces.h). One small interface with a SQLite
 // implementation (sqlite_job_store.h) and an in-memory fake for tests (tests/fakes/).
 //
 // Every method is one transaction: it either happens completely or not at all.
@@ -14,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pipetrain/v1/coordinator.pb.h"
 #include "pipetrain/v1/job.pb.h"
 
 namespace pipetrain::coordinator {
@@ -50,6 +52,13 @@ class JobStore {
   virtual absl::Status PutCheckpoint(const CheckpointRecord& record) = 0;
   // Every checkpoint of the job, by step.
   virtual absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(
+      const std::string& job_id) = 0;
+
+  // Replaces the job's stored step traces with `traces`.
+  virtual absl::Status SaveStepTraces(const std::string& job_id,
+                                      const std::vector<v1::StepTrace>& traces) = 0;
+  // The job's stored step traces, by step (empty if none).
+  virtual absl::StatusOr<std::vector<v1::StepTrace>> LoadStepTraces(
       const std::string& job_id) = 0;
 };
 

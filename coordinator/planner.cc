@@ -17,21 +17,70 @@
 namespace pipetrain::coordinator {
 namespace {
 
+// Analytic FLOPs of F, B and W per stage for an even split into `num_stages` stages.
+struct StageFlops {
+  std::vector<double> f, b, w;
+};
+
+absl::StatusOr<StageFlops> FlopsPerStage(const model::GptConfig& config, int num_stages,
+                                         int microbatch_size) {
+  PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> specs, model::SplitEvenly(config, num_stages));
+  StageFlops flops;
+  for (const model::ChunkSpec& spec : specs) {
+    const model::ChunkCost c = model::EstimateChunkCost(config, spec, microbatch_size);
+    flops.f.push_back(c.forward_flops);
+    flops.b.push_back(c.backward_input_flops);
+    flops.w.push_back(c.backward_weight_flops);
+  }
+  return flops;
+}
+
+double Sum(const std::vector<double>& v) {
+  double total = 0;
+  for (double x : v) total += x;
+  return total;
+}
+
+// Seconds of each action kind on each of `num_stages` stages: measured, scaled from a measured
+// split, or analytic at the assumed device rate.
+absl::StatusOr<StageFlops> StageSeconds(const model::GptConfig& config, int num_stages,
+                                        int microbatch_size, const PlannerOptions& options) {
+  PT_ASSIGN_OR_RETURN(StageFlops t, FlopsPerStage(config, num_stages, microbatch_size));
+  const std::optional<MeasuredStageCosts>& measured = options.measured;
+  if (measured.has_value() && measured->num_stages == num_stages) {
+    return StageFlops{measured->forward_s, measured->backward_input_s, measured->backward_weight_s};
+  }
+  double per_flop_f = 1.0 / options.device_flops_per_s, per_flop_b = per_flop_f,
+         per_flop_w = per_flop_f;
+  if (measured.has_value()) {
+    PT_ASSIGN_OR_RETURN(StageFlops m, FlopsPerStage(config, measured->num_stages, microbatch_size));
+    per_flop_f = Sum(measured->forward_s) / Sum(m.f);
+    per_flop_b = Sum(measured->backward_input_s) / Sum(m.b);
+    per_flop_w = Sum(measured->backward_weight_s) / Sum(m.w);
+  }
+  for (double& x : t.f) x *= per_flop_f;
+  for (double& x : t.b) x *= per_flop_b;
+  for (double& x : t.w) x *= per_flop_w;
+  return t;
+}
+
 // Exact per-stage costs for a schedule of `num_stages` stages.
 absl::StatusOr<schedule::CostModel> StageCosts(const model::GptConfig& config, int num_stages,
                                                int microbatch_size,
                                                const PlannerOptions& options) {
   PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> specs,
                       model::SplitEvenly(config, num_stages));
+  PT_ASSIGN_OR_RETURN(StageFlops seconds,
+                      StageSeconds(config, num_stages, microbatch_size, options));
   schedule::CostModel costs;
   costs.bytes_per_unit = 1.0;
   int64_t boundary_bytes = 0;
-  for (const model::ChunkSpec& spec : specs) {
-    const model::ChunkCost c = model::EstimateChunkCost(config, spec, microbatch_size);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const model::ChunkCost c = model::EstimateChunkCost(config, specs[i], microbatch_size);
     schedule::StageCost s;
-    s.f = c.forward_flops / options.device_flops_per_s;
-    s.b = c.backward_input_flops / options.device_flops_per_s;
-    s.w = c.backward_weight_flops / options.device_flops_per_s;
+    s.f = seconds.f[i];
+    s.b = seconds.b[i];
+    s.w = seconds.w[i];
     s.activation = static_cast<double>(c.activation_bytes_after_forward);
     s.freed_by_b = static_cast<double>(c.activation_bytes_after_forward -
                                        c.activation_bytes_after_backward_input);
@@ -163,12 +212,18 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions
     planned.plan.add_stage_first_layer(s.first_block);
     planned.plan.add_stage_num_layers(s.num_blocks);
   }
+  planned.plan.set_costs_measured(options.measured.has_value());
   planned.plan.set_explanation(absl::StrFormat(
       "%s on %d workers x %d chunks, %d microbatches of %d; predicted step %.3f s, bubble "
-      "%.3f, peak activations %.2f MiB (%.2f units of %.2f MiB)",
+      "%.3f, peak activations %.2f MiB (%.2f units of %.2f MiB); costs %s",
       planned.schedule.name, p, planned.schedule.ChunksPerWorker(), m, mbs,
       planned.sim.makespan, planned.sim.bubble_ratio, peak / (1 << 20), peak / bytes,
-      bytes / (1 << 20)));
+      bytes / (1 << 20),
+      options.measured.has_value()
+          ? absl::StrFormat("measured by the workers' profiling step (%d stages)",
+                            options.measured->num_stages)
+          : absl::StrFormat("analytic (%.0f GFLOP/s per worker assumed)",
+                            options.device_flops_per_s / 1e9)));
   return planned;
 }
 

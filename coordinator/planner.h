@@ -1,5 +1,6 @@
 // Planner: JobSpec -> Plan. Builds the cost model from the model's analytic FLOPs and activation
-// bytes (worker/model/cost_model.h) and the device and link speeds, runs the named schedule
+// bytes (worker/model/cost_model.h) and the device and link speeds -- or, once the workers ran
+// the profiling step, from their measured per-stage F, B and W times -- runs the named schedule
 // generator (or `auto` under the memory budget), adds transfers, validates, and simulates with
 // the exact per-stage costs to predict step time, bubble and peak activation bytes per worker.
 // The worker builds stage s from the same even split of layers the plan records.
@@ -8,7 +9,9 @@
 #ifndef PIPETRAIN_COORDINATOR_PLANNER_H_
 #define PIPETRAIN_COORDINATOR_PLANNER_H_
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "coordinator/schedule/cost_model.h"
@@ -18,6 +21,15 @@
 #include "pipetrain/v1/plan.pb.h"
 
 namespace pipetrain::coordinator {
+
+// Per-stage times of one microbatch measured by the workers' profiling step on a plan with
+// `num_stages` stages (even layer split). Planning a schedule with the same number of stages uses
+// them as they are; another stage count (e.g. `auto` weighing V schedules against 1F1B) scales
+// the analytic FLOPs of each action kind by the measured seconds per FLOP of that kind.
+struct MeasuredStageCosts {
+  int num_stages = 0;
+  std::vector<double> forward_s, backward_input_s, backward_weight_s;  // by stage
+};
 
 struct PlannerOptions {
   // Sustained FLOP/s of one worker's device for GEMM-dominated work (CPU default: one core with
@@ -30,6 +42,8 @@ struct PlannerOptions {
   // (the slowest of the job's workers); used when memory.host_link_bytes_per_s is 0.
   double host_d2h_bytes_per_s = 0;
   double host_h2d_bytes_per_s = 0;
+  // Measured times replace the FLOP-rate model when set (see MeasuredStageCosts).
+  std::optional<MeasuredStageCosts> measured;
 };
 
 struct PlannedJob {

@@ -89,6 +89,11 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
                   "  step INTEGER NOT NULL,"
                   "  path TEXT NOT NULL,"
                   "  complete INTEGER NOT NULL,"
+                  "  PRIMARY KEY (job_id, step));"
+                  "CREATE TABLE IF NOT EXISTS step_traces ("
+                  "  job_id TEXT NOT NULL,"
+                  "  step INTEGER NOT NULL,"
+                  "  trace BLOB NOT NULL,"
                   "  PRIMARY KEY (job_id, step));"));
   return store;
 }
@@ -214,6 +219,51 @@ absl::StatusOr<std::vector<CheckpointRecord>> SqliteJobStore::ListCheckpoints(
                                        select.ColumnInt(2) != 0});
   }
   return records;
+}
+
+absl::Status SqliteJobStore::SaveStepTraces(const std::string& job_id,
+                                           const std::vector<v1::StepTrace>& traces) {
+  absl::MutexLock lock(&mu_);
+  PT_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  // One transaction: the old set is replaced completely or not at all.
+  absl::Status status = [&]() -> absl::Status {
+    Statement remove(db_, "DELETE FROM step_traces WHERE job_id = ?");
+    PT_RETURN_IF_ERROR(remove.status("prepare step trace delete"));
+    remove.BindText(1, job_id);
+    if (remove.Step() != SQLITE_DONE) return SqliteError(db_, "delete step traces");
+    for (const v1::StepTrace& trace : traces) {
+      Statement insert(db_, "INSERT INTO step_traces (job_id, step, trace) VALUES (?, ?, ?)");
+      PT_RETURN_IF_ERROR(insert.status("prepare step trace insert"));
+      insert.BindText(1, job_id);
+      insert.BindInt(2, trace.step());
+      insert.BindBlob(3, trace.SerializeAsString());
+      if (insert.Step() != SQLITE_DONE) return SqliteError(db_, "write step trace");
+    }
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) {
+    (void)Exec("ROLLBACK");
+    return status;
+  }
+  return Exec("COMMIT");
+}
+
+absl::StatusOr<std::vector<v1::StepTrace>> SqliteJobStore::LoadStepTraces(
+    const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  Statement select(db_, "SELECT trace FROM step_traces WHERE job_id = ? ORDER BY step");
+  PT_RETURN_IF_ERROR(select.status("prepare step traces"));
+  select.BindText(1, job_id);
+  std::vector<v1::StepTrace> traces;
+  for (;;) {
+    const int rc = select.Step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) return SqliteError(db_, "list step traces");
+    if (!traces.emplace_back().ParseFromString(select.ColumnBytes(0))) {
+      return absl::DataLossError("job store: unparsable step trace row");
+    }
+  }
+  return traces;
 }
 
 }  // namespace pipetrain::coordinator

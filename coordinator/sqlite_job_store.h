@@ -40,6 +40,9 @@ class SqliteJobStore : public JobStore {
   absl::StatusOr<std::vector<v1::Job>> ListJobs(v1::JobState state) override;
   absl::Status PutCheckpoint(const CheckpointRecord& record) override;
   absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(const std::string& job_id) override;
+  absl::Status SaveStepTraces(const std::string& job_id,
+                              const std::vector<v1::StepTrace>& traces) override;
+  absl::StatusOr<std::vector<v1::StepTrace>> LoadStepTraces(const std::string& job_id) override;
 
  private:
   explicit SqliteJobStore(sqlite3* db) : db_(db) {}

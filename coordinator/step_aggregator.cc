@@ -15,8 +15,8 @@ bool IsCompute(v1::ActionKind kind) {
 StepAggregator::StepAggregator(int num_ranks, int64_t tokens_per_step, int first_step)
     : num_ranks_(num_ranks), tokens_per_step_(tokens_per_step), next_step_(first_step) {}
 
-std::vector<v1::StepReport> StepAggregator::Add(const v1::StepReport& report, v1::Job* job) {
-  std::vector<v1::StepReport> completed;
+std::vector<CompletedStep> StepAggregator::Add(const v1::StepReport& report, v1::Job* job) {
+  std::vector<CompletedStep> completed;
   const int rank = report.rank();
   const int step = report.step();
   if (rank < 0 || rank >= num_ranks_ || step < next_step_) return completed;
@@ -30,19 +30,22 @@ std::vector<v1::StepReport> StepAggregator::Add(const v1::StepReport& report, v1
       rs.compute_ns += std::max<int64_t>(0, t.end_ns() - t.start_ns());
   }
   rs.report = report;
-  rs.report.clear_timings();
 
   // Apply complete steps in order.
   for (auto it = pending_.begin(); it != pending_.end() && it->first == next_step_;
        it = pending_.erase(it)) {
-    const std::vector<std::optional<RankStep>>& all = it->second;
+    std::vector<std::optional<RankStep>>& all = it->second;
     if (std::any_of(all.begin(), all.end(), [](const auto& r) { return !r.has_value(); })) break;
     Apply(all, job);
+    CompletedStep& done = completed.emplace_back();
     const RankStep* loss_rank = &*all.back();
     for (const auto& r : all) {
       if (r->report.has_loss()) loss_rank = &*r;
     }
-    completed.push_back(loss_rank->report);
+    done.summary = loss_rank->report;
+    done.summary.clear_timings();
+    done.trace.set_step(it->first);
+    for (auto& r : all) *done.trace.add_ranks() = std::move(r->report);
     ++next_step_;
   }
   return completed;

@@ -4,7 +4,8 @@
 // measured_peak_activation_bytes (per rank, max over steps), last_step_s (slowest rank),
 // tokens_per_s (tokens_per_step / last_step_s) and measured_bubble_ratio (1 - max over ranks of
 // the summed compute-action time / the longest rank's step duration; only from reports that
-// carry timings).
+// carry timings). Each completed step also comes back whole (every rank's report with its action
+// timings) for the job's trace keeper (step_traces.h).
 //
 // Thread-safety: not thread-safe; the job manager calls it under its lock.
 #ifndef PIPETRAIN_COORDINATOR_STEP_AGGREGATOR_H_
@@ -15,10 +16,16 @@
 #include <optional>
 #include <vector>
 
+#include "pipetrain/v1/coordinator.pb.h"
 #include "pipetrain/v1/job.pb.h"
 #include "pipetrain/v1/metrics.pb.h"
 
 namespace pipetrain::coordinator {
+
+struct CompletedStep {
+  v1::StepReport summary;  // the loss-holding rank's report, without timings
+  v1::StepTrace trace;     // every rank's report with timings, by rank (job_id unset)
+};
 
 class StepAggregator {
  public:
@@ -27,15 +34,14 @@ class StepAggregator {
   StepAggregator(int num_ranks, int64_t tokens_per_step, int first_step = 0);
 
   // Adds rank report.rank()'s report of report.step() (duplicates and steps already complete are
-  // ignored). Applies every step that became complete to `job` and returns, per such step, the
-  // loss-holding rank's report (without its timings), in step order.
-  std::vector<v1::StepReport> Add(const v1::StepReport& report, v1::Job* job);
+  // ignored). Applies every step that became complete to `job` and returns those steps in order.
+  std::vector<CompletedStep> Add(const v1::StepReport& report, v1::Job* job);
 
   int next_step() const { return next_step_; }
 
  private:
   struct RankStep {
-    v1::StepReport report;  // without timings
+    v1::StepReport report;  // with timings
     int64_t compute_ns = 0;
     bool has_timings = false;
   };

@@ -13,12 +13,12 @@
 #include "absl/strings/str_format.h"
 #include "bench/suite/suite.h"
 #include "common/status_macros.h"
+#include "coordinator/schedule/measured_timeline.h"
 #include "coordinator/schedule/passes.h"
 #include "coordinator/schedule/simulator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/model/cost_model.h"
 #include "worker/runtime/in_process_pipeline.h"
-#include "worker/runtime/measured_timeline.h"
 #include "worker/runtime/model_stage_runner.h"
 
 namespace pipetrain::bench {
@@ -148,7 +148,7 @@ absl::Status RunOne(const CpuJob& job, int p, int steps, CpuRun* run) {
   run->measured.push_back(median);
   run->simulated = sim.makespan;
   run->sim_bubble = sim.bubble_ratio;
-  run->measured_bubble = worker::MeasuredTimeline(plan, timings).bubble_ratio;
+  run->measured_bubble = schedule::MeasuredTimeline(plan, timings).bubble_ratio;
   run->sim_peak = *std::max_element(sim.peak_memory.begin(), sim.peak_memory.end());
   run->measured_peak = static_cast<double>(peak);
   return absl::OkStatus();

@@ -11,12 +11,12 @@
 #include "absl/time/clock.h"
 #include "bench/suite/suite.h"
 #include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/measured_timeline.h"
 #include "coordinator/schedule/passes.h"
 #include "coordinator/schedule/simulator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/in_process_pipeline.h"
-#include "worker/runtime/measured_timeline.h"
 
 namespace pipetrain::bench {
 namespace {
@@ -113,7 +113,7 @@ absl::Status RunEmulated(const schedule::Schedule& plan, const schedule::CostMod
   }
   *overrun = n > 0 ? over / n : 0;
   *step_s = median;
-  *bubble = worker::MeasuredTimeline(plan, timings).bubble_ratio;
+  *bubble = schedule::MeasuredTimeline(plan, timings).bubble_ratio;
   *peak_units = peak / kBytesPerUnit;
   return absl::OkStatus();
 }

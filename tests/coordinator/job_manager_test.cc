@@ -385,7 +385,8 @@ TEST_F(JobManagerTest, PlanningFailureFailsJobWithPlannerMessage) {
 
 TEST_F(JobManagerTest, InjectedPlannerFailure) {
   JobManagerOptions options;
-  options.planner = [](const v1::JobSpec&) -> absl::StatusOr<PlannedJob> {
+  options.planner = [](const v1::JobSpec&,
+                       const std::optional<MeasuredStageCosts>&) -> absl::StatusOr<PlannedJob> {
     return absl::ResourceExhaustedError("memory.device_budget_bytes: nothing fits");
   };
   Make(std::move(options));

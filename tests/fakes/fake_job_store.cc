@@ -93,4 +93,20 @@ absl::StatusOr<std::vector<coordinator::CheckpointRecord>> FakeJobStore::ListChe
   return records;
 }
 
+absl::Status FakeJobStore::SaveStepTraces(const std::string& job_id,
+                                          const std::vector<v1::StepTrace>& traces) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Injected(Op::kStepTraces); !s.ok()) return s;
+  step_traces_[job_id] = traces;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::StepTrace>> FakeJobStore::LoadStepTraces(
+    const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Injected(Op::kStepTraces); !s.ok()) return s;
+  auto it = step_traces_.find(job_id);
+  return it == step_traces_.end() ? std::vector<v1::StepTrace>{} : it->second;
+}
+
 }  // namespace pipetrain::testing

@@ -19,7 +19,7 @@ namespace pipetrain::testing {
 class FakeJobStore : public coordinator::JobStore {
  public:
   // Which calls an injected failure applies to.
-  enum class Op { kCreate, kUpdate, kGet, kList, kCheckpoint };
+  enum class Op { kCreate, kUpdate, kGet, kList, kCheckpoint, kStepTraces };
 
   // The next `count` calls of `op` fail with `status` (count < 0: every call until cleared).
   void FailNext(Op op, int count, absl::Status status = absl::UnavailableError("injected"));
@@ -34,6 +34,9 @@ class FakeJobStore : public coordinator::JobStore {
   absl::Status PutCheckpoint(const coordinator::CheckpointRecord& record) override;
   absl::StatusOr<std::vector<coordinator::CheckpointRecord>> ListCheckpoints(
       const std::string& job_id) override;
+  absl::Status SaveStepTraces(const std::string& job_id,
+                              const std::vector<v1::StepTrace>& traces) override;
+  absl::StatusOr<std::vector<v1::StepTrace>> LoadStepTraces(const std::string& job_id) override;
 
  private:
   absl::Status Injected(Op op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -43,6 +46,7 @@ class FakeJobStore : public coordinator::JobStore {
   std::map<int64_t, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, int64_t>, coordinator::CheckpointRecord> checkpoints_
       ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<v1::StepTrace>> step_traces_ ABSL_GUARDED_BY(mu_);
   std::map<Op, std::pair<int, absl::Status>> failures_ ABSL_GUARDED_BY(mu_);
   absl::Duration delay_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   int updates_ ABSL_GUARDED_BY(mu_) = 0;

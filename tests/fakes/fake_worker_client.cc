@@ -65,7 +65,28 @@ absl::StatusOr<v1::PrepareResponse> FakeWorkerClient::Prepare(const std::string&
   if (!b.prepare_status.ok()) return b.prepare_status;
   v1::PrepareResponse response;
   response.set_parameter_bytes(1000);
+  ProfileFn profile;
+  {
+    absl::MutexLock lock(&mu_);
+    profile = profile_;
+  }
+  if (request.profile() && profile) {
+    for (int s = 0; s < request.plan().stage_to_worker_size(); ++s) {
+      if (request.plan().stage_to_worker(s) != request.rank()) continue;
+      const std::array<double, 3> t = profile(s);
+      v1::StageTiming* timing = response.add_profile();
+      timing->set_stage(s);
+      timing->set_forward_s(t[0]);
+      timing->set_backward_input_s(t[1]);
+      timing->set_backward_weight_s(t[2]);
+    }
+  }
   return response;
+}
+
+void FakeWorkerClient::SetProfile(ProfileFn stage_seconds) {
+  absl::MutexLock lock(&mu_);
+  profile_ = std::move(stage_seconds);
 }
 
 absl::Status FakeWorkerClient::Start(const std::string& address, const v1::StartRequest& request,
@@ -90,8 +111,12 @@ absl::Status FakeWorkerClient::Start(const std::string& address, const v1::Start
       b.crash_in_checkpoint = -1;
     }
     ++runs_[address];
-    runners_.emplace_back(
-        [this, address, prepared, n = request.num_steps(), b] { Run(address, prepared, n, b); });
+    // Only an Abort after this Start stops the run (a job may be aborted while prepared and then
+    // prepared again, e.g. after the profiling step).
+    const int aborts_before = aborts_by_address_[address];
+    runners_.emplace_back([this, address, prepared, n = request.num_steps(), b, aborts_before] {
+      Run(address, prepared, n, b, aborts_before);
+    });
   }
   return absl::OkStatus();
 }
@@ -111,7 +136,7 @@ absl::Status FakeWorkerClient::Abort(const std::string& address, const v1::Abort
 }
 
 void FakeWorkerClient::Run(const std::string& address, v1::PrepareRequest prepared, int num_steps,
-                           Behavior b) {
+                           Behavior b, int aborts_before) {
   const int rank = prepared.rank();
   const v1::Plan& plan = prepared.plan();
   const int last_stage_rank = plan.stage_to_worker_size() > 0
@@ -120,16 +145,14 @@ void FakeWorkerClient::Run(const std::string& address, v1::PrepareRequest prepar
   const v1::CheckpointSpec& ckpt = prepared.spec().checkpoint();
   ReportFn report;
   absl::Duration delay;
-  int aborts_at_start;
   {
     absl::MutexLock lock(&mu_);
     report = report_;
     delay = step_delay_;
-    aborts_at_start = aborts_by_address_[address];
   }
   auto stop = [&] {
     absl::MutexLock lock(&mu_);
-    return shutdown_ || aborts_by_address_[address] != aborts_at_start;
+    return shutdown_ || aborts_by_address_[address] != aborts_before;
   };
   // This rank's stage files of checkpoint `n` (temp names when `torn`).
   auto write_checkpoint = [&](int n, bool torn) {

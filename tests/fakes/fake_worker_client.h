@@ -11,6 +11,7 @@
 #ifndef PIPETRAIN_TESTS_FAKES_FAKE_WORKER_CLIENT_H_
 #define PIPETRAIN_TESTS_FAKES_FAKE_WORKER_CLIENT_H_
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -52,6 +53,10 @@ class FakeWorkerClient : public coordinator::WorkerClient {
   // Prepare waits (up to its timeout) until every rank of the job is in Prepare.
   void SetPrepareBarrier(bool on);
   void SetAutoRun(ReportFn report, absl::Duration step_delay);
+  // Answers a Prepare that asks for the profiling step with, for every stage the rank holds,
+  // the times `stage_seconds(stage)` returns as {F, B, W}. Unset: no profile (like an old worker).
+  using ProfileFn = std::function<std::array<double, 3>(int stage)>;
+  void SetProfile(ProfileFn stage_seconds);
   // Stops and joins every runner; later Starts run nothing.
   void Shutdown();
 
@@ -69,11 +74,13 @@ class FakeWorkerClient : public coordinator::WorkerClient {
   bool aborted(const std::string& job_id) const;
 
  private:
-  void Run(const std::string& address, v1::PrepareRequest prepared, int num_steps, Behavior b);
+  void Run(const std::string& address, v1::PrepareRequest prepared, int num_steps, Behavior b,
+           int aborts_before);
 
   mutable absl::Mutex mu_;
   std::map<std::string, Behavior> behaviors_ ABSL_GUARDED_BY(mu_);
   bool barrier_ ABSL_GUARDED_BY(mu_) = false;
+  ProfileFn profile_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> in_prepare_ ABSL_GUARDED_BY(mu_);  // by job
   std::vector<v1::PrepareRequest> prepared_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::PrepareRequest> by_address_ ABSL_GUARDED_BY(mu_);

@@ -20,18 +20,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "coordinator/schedule/measured_timeline.h"
 #include "coordinator/schedule/schedule.h"
 #include "worker/runtime/stage_runner.h"
 #include "worker/transport/transport.h"
 
 namespace pipetrain::worker {
 
-struct ActionTiming {
-  schedule::Action action;
-  int64_t start_ns = 0;  // since the step's start
-  int64_t end_ns = 0;
-  int64_t bytes = 0;     // bytes sent/received (transfers) or stored after the action (compute)
-};
+// One executed action's timing, since the step's start (the schedule core's type, so measured
+// steps render with the simulator's renderers).
+using ActionTiming = schedule::MeasuredAction;
 
 struct StepResult {
   int step = 0;

@@ -78,6 +78,12 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
 
   PT_ASSIGN_OR_RETURN(session->dataset_, MakeDataset(request.spec()));
   PT_ASSIGN_OR_RETURN(model::GptConfig config, ModelConfig(request.spec(), *session->dataset_));
+  session->my_stages_ = my_stages;
+  session->profile_shape_.num_stages = sched.num_stages;
+  session->profile_shape_.rows =
+      int64_t{request.spec().training().microbatch_size()} * config.seq_len;
+  session->profile_shape_.hidden = config.hidden;
+  session->profile_shape_.step = request.start_step();
   if (options.emulate) {
     EmulatedStageConfig emulated;
     emulated.costs = schedule::CostModelFromProto(request.plan());
@@ -165,6 +171,12 @@ void WorkerSession::CrashWhileWritingCheckpoint() {
 void WorkerSession::Cancel(absl::Status status) {
   cancelled_ = true;
   transport_->Abort(std::move(status));
+}
+
+absl::StatusOr<std::vector<StageProfile>> WorkerSession::Profile(int repeats) {
+  ProfileShape shape = profile_shape_;
+  shape.repeats = repeats;
+  return ProfileStages(*runner_, my_stages_, shape);
 }
 
 absl::Status WorkerSession::Run(int num_steps,

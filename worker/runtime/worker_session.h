@@ -24,6 +24,7 @@
 #include "pipetrain/v1/worker.pb.h"
 #include "worker/data/dataset.h"
 #include "worker/runtime/executor.h"
+#include "worker/runtime/stage_profiler.h"
 #include "worker/runtime/stage_runner.h"
 #include "worker/transport/tcp_transport.h"
 #include "worker/transport/transport.h"
@@ -64,6 +65,10 @@ class WorkerSession {
   // at once with `status`) and return `status`.
   void Cancel(absl::Status status);
 
+  // The profiling step (stage_profiler.h): each held stage's F, B and W timed on one microbatch.
+  // Call before Run; it leaves no trace in the training.
+  absl::StatusOr<std::vector<StageProfile>> Profile(int repeats = 5);
+
   const schedule::Schedule& schedule() const { return schedule_; }
   int rank() const { return rank_; }
   bool holds_loss() const;
@@ -79,6 +84,8 @@ class WorkerSession {
   schedule::Schedule schedule_;
   int rank_ = 0;
   int next_step_ = 0;
+  std::vector<int> my_stages_;
+  ProfileShape profile_shape_;
   std::atomic<bool> cancelled_{false};
   int64_t parameter_bytes_ = 0;
   std::string checkpoint_dir_;  // empty: no checkpoints

@@ -7,8 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "coordinator/schedule/codec/plan_proto.h"
+#include "coordinator/schedule/measured_timeline.h"
 #include "coordinator/schedule/render_trace.h"
-#include "worker/runtime/measured_timeline.h"
 
 namespace pipetrain::worker {
 
@@ -55,7 +55,7 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
       timings[rank] = r.timings;
       std::ofstream trace(
           absl::StrFormat("%s/step-%d.rank-%d.trace.json", config.trace_dir, r.step, rank));
-      trace << schedule::RenderChromeTrace(sched, MeasuredTimeline(sched, timings));
+      trace << schedule::RenderChromeTrace(sched, schedule::MeasuredTimeline(sched, timings));
     }
     return absl::OkStatus();
   });

@@ -151,12 +151,27 @@ absl::StatusOr<v1::PrepareResponse> WorkerAgent::Prepare(const v1::PrepareReques
         options_.transport_address));
   }
   auto session = WorkerSession::Create(request, options_.session, std::move(listener));
+  v1::PrepareResponse response;
+  if (session.ok() && request.profile()) {
+    absl::StatusOr<std::vector<StageProfile>> profile = (*session)->Profile();
+    if (!profile.ok()) {
+      session = absl::Status(profile.status().code(),
+                             absl::StrCat("profiling step: ", profile.status().message()));
+    } else {
+      for (const StageProfile& p : *profile) {
+        v1::StageTiming* t = response.add_profile();
+        t->set_stage(p.stage);
+        t->set_forward_s(p.forward_s);
+        t->set_backward_input_s(p.backward_input_s);
+        t->set_backward_weight_s(p.backward_weight_s);
+      }
+    }
+  }
   absl::MutexLock lock(&mu_);
   if (!session.ok()) {
     job_id_.clear();
     return session.status();
   }
-  v1::PrepareResponse response;
   response.set_parameter_bytes((*session)->parameter_bytes());
   if (request.rank() < request.plan().prediction().peak_activation_bytes_size()) {
     response.set_predicted_peak_activation_bytes(

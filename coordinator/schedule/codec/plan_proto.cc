@@ -49,6 +49,17 @@ absl::StatusOr<ActionKind> KindFromProto(v1::ActionKind kind) {
 
 v1::ActionKind ActionKindToProto(ActionKind kind) { return KindToProtoImpl(kind); }
 
+absl::StatusOr<std::vector<MeasuredAction>> MeasuredActionsFromProto(const v1::StepReport& report) {
+  std::vector<MeasuredAction> actions;
+  actions.reserve(report.timings_size());
+  for (const v1::ActionTiming& t : report.timings()) {
+    PT_ASSIGN_OR_RETURN(ActionKind kind, KindFromProto(t.action().kind()));
+    actions.push_back(MeasuredAction{Action{kind, t.action().stage(), t.action().microbatch()},
+                                     t.start_ns(), t.end_ns(), t.bytes()});
+  }
+  return actions;
+}
+
 v1::Plan PlanToProto(const Schedule& schedule, const CostModel& costs, const SimResult* sim) {
   v1::Plan plan;
   plan.set_schedule(schedule.name);

@@ -10,8 +10,10 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/schedule/cost_model.h"
+#include "coordinator/schedule/measured_timeline.h"
 #include "coordinator/schedule/schedule.h"
 #include "coordinator/schedule/simulator.h"
+#include "pipetrain/v1/metrics.pb.h"
 #include "pipetrain/v1/plan.pb.h"
 
 namespace pipetrain::schedule {
@@ -27,6 +29,9 @@ CostModel CostModelFromProto(const v1::Plan& plan);
 
 // The wire enum of an action kind.
 v1::ActionKind ActionKindToProto(ActionKind kind);
+
+// A worker's reported action timings (untrusted: an unknown kind is InvalidArgument).
+absl::StatusOr<std::vector<MeasuredAction>> MeasuredActionsFromProto(const v1::StepReport& report);
 
 // Protobuf JSON (field names as in the .proto) for plan files.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
