@@ -97,6 +97,41 @@ TEST_F(LocalClusterTest, VHalfJobSucceedsWithReferenceLossesAndPredictedMemory) 
   EXPECT_NE(status_out.find("SUCCEEDED"), std::string::npos) << status_out;
   EXPECT_NE(status_out.find("predicted   measured"), std::string::npos) << status_out;
   EXPECT_NE(status_out.find("rank 3:"), std::string::npos) << status_out;
+  // The workers ran the profiling step and the job was planned with their measured times.
+  EXPECT_TRUE(done->plan().costs_measured());
+  EXPECT_NE(status_out.find("costs measured (profiling step)"), std::string::npos) << status_out;
+
+  // The newest step's measured timeline: every rank, one timing per planned action.
+  auto trace = jobs.GetStepTrace(done->id(), -1);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->step(), kSteps - 1);
+  ASSERT_EQ(trace->ranks_size(), kWorkers);
+  for (int r = 0; r < kWorkers; ++r) {
+    EXPECT_EQ(trace->ranks(r).rank(), r);
+    EXPECT_EQ(trace->ranks(r).timings_size(), done->plan().workers(r).actions_size()) << r;
+  }
+  // ... and `pipetrain trace` writes it as a Chrome trace with one event per action.
+  const std::string trace_file = absl::StrCat(cluster_->dir(), "/step.json");
+  std::string trace_out;
+  ASSERT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " trace --coordinator ",
+                               cluster_->coordinator_address(), " ", done->id(), " --step 0 -o ",
+                               trace_file),
+                  &trace_out),
+            0)
+      << trace_out;
+  EXPECT_NE(trace_out.find(absl::StrCat(done->id(), " step 0 (v-half, 4 workers)")),
+            std::string::npos)
+      << trace_out;
+  std::ifstream in(trace_file);
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int events = 0;
+  for (size_t at = json.find("\"ph\":\"X\""); at != std::string::npos;
+       at = json.find("\"ph\":\"X\"", at + 1)) {
+    ++events;
+  }
+  int actions = 0;
+  for (const v1::WorkerActions& w : done->plan().workers()) actions += w.actions_size();
+  EXPECT_EQ(events, actions);
 
   // Both daemons' expositions carry the job and pass promtool's lint.
   auto coordinator_metrics = testing::HttpGet(cluster_->coordinator_metrics_address(), "/metrics");
