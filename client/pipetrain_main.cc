@@ -16,6 +16,7 @@
 #include "client/job_file.h"
 #include "client/local_command.h"
 #include "client/plan_command.h"
+#include "client/report_command.h"
 #include "client/trace_command.h"
 #include "coordinator/schedule/generator.h"
 
@@ -151,6 +152,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   trace_cmd->add_option("--output,-o", trace_output, "Write the trace to this file");
   add_common(trace_cmd, true);
+  std::string report_output;
+  CLI::App* report_cmd = app.add_subcommand(
+      "report", "Predicted vs measured timelines and per-worker memory of a step, as an SVG");
+  report_cmd->add_option("job_id", job_id, "Job id")->required();
+  report_cmd->add_option("--step", trace_step, "Step; -1 = the newest kept")->capture_default_str();
+  report_cmd->add_option("--output,-o", report_output, "SVG file (default <job>-step-<N>.svg)");
+  add_common(report_cmd, false);
 
   // A whole local cluster.
   pipetrain::client::LocalOptions local;
@@ -200,6 +208,10 @@ int main(int argc, char** argv) {
   } else if (watch_cmd->parsed()) {
     name = "pipetrain watch";
     status = pipetrain::client::WatchCommand(job_options, job_id, std::cout, std::cerr);
+  } else if (report_cmd->parsed()) {
+    name = "pipetrain report";
+    status = pipetrain::client::ReportCommand(job_options, job_id, trace_step, report_output,
+                                              std::cout);
   } else if (trace_cmd->parsed()) {
     name = "pipetrain trace";
     status = pipetrain::client::TraceCommand(job_options, job_id, trace_step, trace_output,

@@ -1,0 +1,36 @@
+#include "client/report_command.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/report.h"
+#include "common/status_macros.h"
+
+namespace pipetrain::client {
+
+absl::Status ReportCommand(const JobCommandOptions& options, const std::string& job_id, int step,
+                           const std::string& svg_file, std::ostream& out) {
+  JobClient client(options.coordinator, options.token, options.tls);
+  PT_ASSIGN_OR_RETURN(v1::Job job, client.Get(job_id));
+  if (!job.has_plan() || job.plan().workers_size() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " has no plan yet (state ", v1::JobState_Name(job.state()),
+                     "); report needs a planned job with at least one completed step"));
+  }
+  PT_ASSIGN_OR_RETURN(v1::StepTrace trace, client.GetStepTrace(job_id, step));
+  if (trace.job_id().empty()) trace.set_job_id(job_id);
+  PT_ASSIGN_OR_RETURN(JobReport report, BuildJobReport(job.plan(), trace));
+  const std::string path =
+      svg_file.empty() ? absl::StrCat(job_id, "-step-", trace.step(), ".svg") : svg_file;
+  std::ofstream file(path, std::ios::trunc);
+  file << RenderJobReportSvg(report);
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", path));
+  out << FormatJobReport(report);
+  out << "kept steps: " << absl::StrJoin(trace.kept_steps(), " ") << "\n";
+  out << "wrote " << path << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace pipetrain::client

@@ -1,0 +1,23 @@
+// `pipetrain report JOB`: fetches a finished (or running) job's plan and one kept step's
+// measured trace from the coordinator, writes the predicted-vs-measured SVG (client/report.h)
+// and prints the summary.
+//
+// Thread-safety: not thread-safe (one command per process).
+#ifndef PIPETRAIN_CLIENT_REPORT_COMMAND_H_
+#define PIPETRAIN_CLIENT_REPORT_COMMAND_H_
+
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "client/job_commands.h"
+
+namespace pipetrain::client {
+
+// `step` -1: the newest step the coordinator kept. `svg_file` empty: "<job>-step-<N>.svg".
+absl::Status ReportCommand(const JobCommandOptions& options, const std::string& job_id, int step,
+                           const std::string& svg_file, std::ostream& out);
+
+}  // namespace pipetrain::client
+
+#endif  // PIPETRAIN_CLIENT_REPORT_COMMAND_H_
