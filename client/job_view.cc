@@ -35,6 +35,27 @@ std::string FormatJobStatus(const v1::Job& job) {
                           plan.num_microbatches(),
                           plan.costs_measured() ? "measured (profiling step)" : "analytic");
   }
+  const v1::CheckpointSpec& ckpt = job.spec().checkpoint();
+  if (!ckpt.dir().empty() && ckpt.interval_steps() > 0) {
+    absl::StrAppendFormat(&out, "  checkpoints: every %d steps in %s; newest complete: %s\n",
+                          ckpt.interval_steps(), ckpt.dir(),
+                          job.checkpoint_step() > 0
+                              ? absl::StrCat("step ", job.checkpoint_step())
+                              : std::string("none yet"));
+  }
+  if (job.recoveries_size() > 0) {
+    const int max_restarts = job.spec().max_restarts();
+    const int budget = max_restarts == 0 ? 3 : std::max(0, max_restarts);
+    absl::StrAppendFormat(&out, "  recoveries: %d (restarts %d of %d)\n", job.recoveries_size(),
+                          job.restarts(), budget);
+    // The newest few; GetJob --json has them all.
+    constexpr int kShown = 3;
+    for (int i = std::max(0, job.recoveries_size() - kShown); i < job.recoveries_size(); ++i) {
+      const v1::JobRecovery& r = job.recoveries(i);
+      absl::StrAppendFormat(&out, "    resumed from step %d%s: %s\n", r.resume_step(),
+                            r.counted() ? "" : " (not counted)", r.reason());
+    }
+  }
   if (job.steps_done() > 0) {
     absl::StrAppendFormat(&out, "  loss %.4f (first %.4f)", job.last_loss(),
                           job.losses_size() > 0 ? job.losses(0) : job.last_loss());

@@ -13,8 +13,9 @@ namespace pipetrain::client {
 
 // "RUNNING" for JOB_STATE_RUNNING.
 std::string StateName(v1::JobState state);
-// Multi-line human summary: identity, state and reason, progress, the plan, and predicted vs
-// measured step time, bubble ratio and peak activation memory per worker.
+// Multi-line human summary: identity, state and reason, progress, the plan, checkpoints and
+// recoveries (the newest three), and predicted vs measured step time, bubble ratio and peak
+// activation memory per worker.
 std::string FormatJobStatus(const v1::Job& job);
 // One line for `list`.
 std::string FormatJobLine(const v1::Job& job);

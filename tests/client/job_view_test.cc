@@ -1,0 +1,77 @@
+// The `pipetrain status` summary: what a person reads about a job's plan, checkpoints and
+// recoveries, predicted next to measured.
+#include "client/job_view.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace pipetrain::client {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::Job RunningJob() {
+  v1::Job job;
+  job.set_id("job-000007");
+  job.mutable_spec()->set_name("tiny");
+  job.mutable_spec()->mutable_training()->set_steps(20);
+  job.set_state(v1::JOB_STATE_RUNNING);
+  job.set_steps_done(12);
+  job.set_last_loss(1.25);
+  job.add_losses(2.5);
+  v1::Plan* plan = job.mutable_plan();
+  plan->set_schedule("v-half");
+  plan->set_num_stages(4);
+  plan->set_num_microbatches(8);
+  plan->set_costs_measured(true);
+  plan->add_workers();
+  plan->add_workers();
+  plan->mutable_prediction()->add_peak_activation_bytes(2 * 1048576);
+  plan->mutable_prediction()->add_peak_activation_bytes(1048576);
+  job.add_measured_peak_activation_bytes(2 * 1048576);
+  return job;
+}
+
+TEST(JobViewTest, StatusShowsThePlanAndPredictedNextToMeasuredMemory) {
+  const std::string out = FormatJobStatus(RunningJob());
+  EXPECT_THAT(out, HasSubstr("job-000007  tiny  RUNNING  step 12/20\n"));
+  EXPECT_THAT(out, HasSubstr("plan: v-half on 2 workers x 2 chunks, 8 microbatches; costs "
+                             "measured (profiling step)\n"));
+  EXPECT_THAT(out, HasSubstr("loss 1.2500 (first 2.5000)"));
+  EXPECT_THAT(out, HasSubstr("rank 0: 2.000 / 2.000\n"));
+  EXPECT_THAT(out, HasSubstr("rank 1: 1.000 / -\n"));
+  EXPECT_THAT(out, Not(HasSubstr("checkpoints:")));
+  EXPECT_THAT(out, Not(HasSubstr("recoveries:")));
+}
+
+TEST(JobViewTest, StatusShowsCheckpointsAndTheNewestRecoveries) {
+  v1::Job job = RunningJob();
+  v1::CheckpointSpec* ckpt = job.mutable_spec()->mutable_checkpoint();
+  ckpt->set_dir("/ckpt");
+  ckpt->set_interval_steps(5);
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("checkpoints: every 5 steps in /ckpt; newest complete: none yet\n"));
+
+  job.set_checkpoint_step(10);
+  job.mutable_spec()->set_max_restarts(0);  // 0 means the default budget, 3
+  job.set_restarts(3);
+  for (int i = 0; i < 4; ++i) {
+    v1::JobRecovery* r = job.add_recoveries();
+    r->set_resume_step(5 * i);
+    r->set_reason(i == 3 ? "coordinator restarted" : "lost a worker: w" + std::to_string(i));
+    r->set_counted(i < 3);
+  }
+  const std::string out = FormatJobStatus(job);
+  EXPECT_THAT(out, HasSubstr("newest complete: step 10\n"));
+  EXPECT_THAT(out, HasSubstr("recoveries: 4 (restarts 3 of 3)\n"));
+  EXPECT_THAT(out, Not(HasSubstr("w0")));  // only the newest three are listed
+  EXPECT_THAT(out, HasSubstr("    resumed from step 5: lost a worker: w1\n"));
+  EXPECT_THAT(out, HasSubstr("    resumed from step 15 (not counted): coordinator restarted\n"));
+
+  job.mutable_spec()->set_max_restarts(-1);  // negative: no restarts
+  EXPECT_THAT(FormatJobStatus(job), HasSubstr("recoveries: 4 (restarts 3 of 0)\n"));
+}
+
+}  // namespace
+}  // namespace pipetrain::client
