@@ -66,9 +66,15 @@ std::string FormatJobStatus(const v1::Job& job) {
   const v1::Prediction& pred = plan.prediction();
   if (plan.num_stages() > 0) {
     absl::StrAppendFormat(&out, "                 predicted   measured\n");
-    absl::StrAppendFormat(&out, "  step time      %8.4f s  %s\n", pred.makespan_s(),
+    // Workers sharing a host's cores take at least the shared-CPU bound (shared_cpu.h).
+    const double step = std::max(pred.makespan_s(), pred.shared_cpu_step_s());
+    absl::StrAppendFormat(&out, "  step time      %8.4f s  %s\n", step,
                           job.steps_done() > 0 ? absl::StrFormat("%8.4f s", job.last_step_s())
                                                : std::string("       -"));
+    if (pred.shared_cpu_step_s() > pred.makespan_s()) {
+      absl::StrAppendFormat(&out, "    (simulated %.4f s; %s)\n", pred.makespan_s(),
+                            pred.shared_cpu_note());
+    }
     absl::StrAppendFormat(&out, "  bubble ratio   %8.3f    %s\n", pred.bubble_ratio(),
                           job.steps_done() > 0
                               ? absl::StrFormat("%8.3f", job.measured_bubble_ratio())

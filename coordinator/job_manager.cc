@@ -589,11 +589,18 @@ void JobManager::DispatchWaiting() {
       absl::StatusOr<std::vector<WorkerInfo>> workers = registry_->Acquire(p, r.job.id());
       if (!workers.ok()) break;
       r.targets.clear();
+      r.rank_hosts.clear();
       r.job.clear_worker_ids();
       for (const WorkerInfo& w : *workers) {
-        r.targets.push_back({w.id, w.registration.address, w.registration.transport_address});
+        const WorkerRegistration& reg = w.registration;
+        r.targets.push_back({w.id, reg.address, reg.transport_address});
+        r.rank_hosts.push_back(
+            {reg.device == v1::DEVICE_KIND_CPU ? reg.host : "", reg.cpu_cores,
+             reg.compute_threads});
         r.job.add_worker_ids(w.id);
       }
+      ApplySharedCpuBound(r.rank_hosts, r.job.mutable_plan()->mutable_prediction());
+      if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
       r.finished.assign(p, false);
       r.aggregator.reset();
       r.ledger.reset();
@@ -671,6 +678,7 @@ absl::StatusOr<std::optional<v1::Plan>> JobManager::ReplanWithProfile(
     return absl::CancelledError("the job ended while its workers profiled");
   }
   *r.job.mutable_plan() = planned.plan;
+  ApplySharedCpuBound(r.rank_hosts, r.job.mutable_plan()->mutable_prediction());
   PersistLocked(r);
   if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
   v1::JobEvent event;

@@ -57,6 +57,7 @@
 #include "coordinator/dispatcher.h"
 #include "coordinator/job_store.h"
 #include "coordinator/job_watch.h"
+#include "coordinator/shared_cpu.h"
 #include "coordinator/planner.h"
 #include "coordinator/step_aggregator.h"
 #include "coordinator/step_traces.h"
@@ -129,6 +130,7 @@ class JobManager {
     std::vector<DispatchTarget> targets;  // by rank, while assigned
     std::unique_ptr<StepAggregator> aggregator;
     std::unique_ptr<CheckpointLedger> ledger;  // of the current attempt
+    std::vector<RankHost> rank_hosts;  // where each rank computes (shared_cpu.h)
     StepTraceKeeper traces;
     bool traces_loaded = false;  // the keeper holds what the store had (after a restart)
     std::vector<bool> finished;  // by rank

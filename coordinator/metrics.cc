@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "coordinator/shared_cpu.h"
 
 namespace pipetrain::coordinator {
 
@@ -40,7 +41,8 @@ struct CoordinatorMetrics::Impl {
   prometheus::Family<prometheus::Gauge>& predicted_step =
       prometheus::BuildGauge()
           .Name("pipetrain_job_predicted_step_seconds")
-          .Help("Step time predicted by the plan's simulation.")
+          .Help("Step time predicted by the plan's simulation (at least the shared-CPU bound "
+                "when CPU workers share a host's cores).")
           .Register(*registry);
   prometheus::Family<prometheus::Gauge>& loss =
       prometheus::BuildGauge()
@@ -114,7 +116,7 @@ void CoordinatorMetrics::JobStateChanged(v1::JobState from, v1::JobState to) {
 }
 
 void CoordinatorMetrics::JobPlanned(const std::string& job_id, const v1::Prediction& prediction) {
-  impl_->predicted_step.Add({{"job_id", job_id}}).Set(prediction.makespan_s());
+  impl_->predicted_step.Add({{"job_id", job_id}}).Set(PredictedStepSeconds(prediction));
   impl_->bubble.Add({{"job_id", job_id}, {"kind", "predicted"}}).Set(prediction.bubble_ratio());
   for (int r = 0; r < prediction.peak_activation_bytes_size(); ++r) {
     impl_->peak.Add({{"job_id", job_id}, {"rank", absl::StrCat(r)}, {"kind", "predicted"}})

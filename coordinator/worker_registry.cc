@@ -47,6 +47,15 @@ absl::Status ValidateRegistration(const WorkerRegistration& r) {
   if (!std::isfinite(r.h2d_bytes_per_s) || r.h2d_bytes_per_s < 0) {
     return Bad("h2d_bytes_per_s", "must be finite and >= 0");
   }
+  if (r.host.size() > 253) return Bad("host", "at most 253 characters");
+  constexpr int kMaxCpus = 1 << 16;
+  if (r.cpu_cores < 0 || r.cpu_cores > kMaxCpus) {
+    return Bad("cpu_cores", absl::StrCat(r.cpu_cores, " is not allowed; allowed: 0..", kMaxCpus));
+  }
+  if (r.compute_threads < 0 || r.compute_threads > kMaxCpus) {
+    return Bad("compute_threads",
+               absl::StrCat(r.compute_threads, " is not allowed; allowed: 0..", kMaxCpus));
+  }
   return absl::OkStatus();
 }
 

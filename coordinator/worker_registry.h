@@ -38,6 +38,9 @@ struct WorkerRegistration {
   int64_t host_memory_bytes = 0;
   double d2h_bytes_per_s = 0;
   double h2d_bytes_per_s = 0;
+  std::string host;         // machine name; CPU workers of one host share its cores
+  int cpu_cores = 0;        // 0: unknown
+  int compute_threads = 0;  // 0 means 1
 };
 
 enum class WorkerState { kIdle, kBusy, kLost };

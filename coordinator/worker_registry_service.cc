@@ -24,6 +24,9 @@ grpc::Status WorkerRegistryServiceImpl::RegisterWorker(grpc::ServerContext*,
   r.host_memory_bytes = request->host_memory_bytes();
   r.d2h_bytes_per_s = request->d2h_bytes_per_s();
   r.h2d_bytes_per_s = request->h2d_bytes_per_s();
+  r.host = request->host();
+  r.cpu_cores = request->cpu_cores();
+  r.compute_threads = request->compute_threads();
   absl::StatusOr<std::string> id = registry_->Register(r);
   if (!id.ok()) return Finish("RegisterWorker", id.status());
   response->set_worker_id(*id);

@@ -178,5 +178,30 @@ TEST_F(ProfiledJobTest, WorkersWithoutAProfileKeepTheAnalyticPlan) {
   EXPECT_EQ(workers_.prepared().size(), 2u);
 }
 
+TEST_F(ProfiledJobTest, CpuWorkersSharingAHostBoundTheStepByTheirCores) {
+  // The profiled times make the simulation's busy time per worker known exactly; three CPU
+  // workers on one single-core host must then predict at least their summed busy time.
+  workers_.SetProfile([](int) { return std::array<double, 3>{0.01, 0.02, 0.01}; });
+  for (int i = 0; i < 3; ++i) {
+    WorkerRegistration r;
+    r.name = absl::StrCat("w", i);
+    r.address = absl::StrCat("127.0.0.1:", 20000 + i);
+    r.device = v1::DEVICE_KIND_CPU;
+    r.host = "box";
+    r.cpu_cores = 1;
+    r.compute_threads = 1;
+    ASSERT_TRUE(registry_->Register(r).ok());
+  }
+  const v1::Job job = RunToEnd(SmallSpec(3, 3));
+  const v1::Prediction& pred = job.plan().prediction();
+  ASSERT_EQ(pred.busy_s_size(), 3);
+  const double cpu_s = pred.busy_s(0) + pred.busy_s(1) + pred.busy_s(2);
+  EXPECT_DOUBLE_EQ(pred.shared_cpu_step_s(), cpu_s);
+  EXPECT_GT(pred.shared_cpu_step_s(), pred.makespan_s());
+  EXPECT_THAT(pred.shared_cpu_note(), HasSubstr("3 CPU workers share 1 core on host box"));
+  EXPECT_DOUBLE_EQ(store_.GetJob(job.id()).value().plan().prediction().shared_cpu_step_s(),
+                   cpu_s);
+}
+
 }  // namespace
 }  // namespace pipetrain::coordinator

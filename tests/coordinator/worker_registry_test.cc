@@ -39,6 +39,9 @@ TEST(WorkerRegistryTest, ValidatesEveryField) {
       {[](WorkerRegistration& r) { r.d2h_bytes_per_s = -1; }, "d2h_bytes_per_s"},
       {[](WorkerRegistration& r) { r.h2d_bytes_per_s = NAN; }, "h2d_bytes_per_s"},
       {[](WorkerRegistration& r) { r.name = std::string(300, 'n'); }, "name"},
+      {[](WorkerRegistration& r) { r.host = std::string(300, 'h'); }, "host"},
+      {[](WorkerRegistration& r) { r.cpu_cores = -1; }, "cpu_cores"},
+      {[](WorkerRegistration& r) { r.compute_threads = 1 << 20; }, "compute_threads"},
   };
   for (const Case& c : cases) {
     WorkerRegistration r = Valid();

@@ -304,6 +304,9 @@ void WorkerAgent::HeartbeatLoop() {
       req.set_d2h_bytes_per_s(options_.d2h_bytes_per_s);
       req.set_h2d_bytes_per_s(options_.h2d_bytes_per_s);
       req.set_name(options_.name);
+      req.set_host(options_.host);
+      req.set_cpu_cores(options_.cpu_cores);
+      req.set_compute_threads(options_.compute_threads);
       auto r = coordinator_->Register(req);
       if (r.ok()) {
         absl::MutexLock lock(&mu_);

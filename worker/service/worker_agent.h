@@ -38,6 +38,11 @@ struct WorkerAgentOptions {
   // Host link bandwidth measured at start-up (copy_bandwidth.h), reported at registration.
   double d2h_bytes_per_s = 0;
   double h2d_bytes_per_s = 0;
+  // Where it computes (host_cpus.h) and the threads one compute action uses, reported at
+  // registration.
+  std::string host;
+  int cpu_cores = 0;
+  int compute_threads = 1;
   SessionOptions session;
   absl::Duration heartbeat_interval = absl::Seconds(1);  // until the coordinator says otherwise
   absl::Duration max_backoff = absl::Seconds(5);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/runtime/copy_bandwidth.h"
 #include "worker/service/coordinator_client.h"
+#include "worker/service/host_cpus.h"
 #include "worker/service/worker_agent.h"
 #include "worker/service/worker_metrics.h"
 #include "worker/service/worker_service.h"
@@ -113,6 +115,12 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   options.transport_address = transport_address;
   options.metrics_address = metrics_address;
   options.session = config.session;
+  // Emulated compute sleeps: it uses no cores, so it never oversubscribes a host.
+  options.device = config.session.emulate ? v1::DEVICE_KIND_EMULATED : v1::DEVICE_KIND_CPU;
+  const HostCpus cpus = DetectHostCpus();
+  options.host = cpus.host;
+  options.cpu_cores = cpus.cpus;
+  options.compute_threads = std::max(1, config.session.blas_threads);
   {
     // The host link as this worker's copy engine sees it (with its cap), for offload planning.
     kernels::CpuBackend probe_backend;
