@@ -11,6 +11,8 @@
 //     detection time printed);
 //   - kill -9 of the coordinator, restarted on the same database;
 //   - SIGTERM of a worker and of the coordinator (graceful: exit 0, the job resumes);
+//   - a network partition of one worker (its own network namespace, link down then up; skipped
+//     without root / iproute2);
 // and Cancel stops a running job on every worker promptly. Every wait is bounded.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -27,6 +29,7 @@
 #include "absl/time/clock.h"
 #include "client/job_client.h"
 #include "tests/e2e/e2e_jobs.h"
+#include "tests/e2e/network_namespace.h"
 #include "tests/e2e/process_util.h"
 #include "worker/model/checkpoint.h"
 
@@ -40,7 +43,9 @@ constexpr int kInterval = 2;
 // A coordinator and its workers as child processes; all are killed when it goes.
 class Cluster {
  public:
-  Cluster() : dir_(testing::TempDir()), port_(testing::FreePort()) {}
+  // Every daemon listens on `host` (a worker in a namespace: on the namespace's address).
+  explicit Cluster(std::string host)
+      : dir_(testing::TempDir()), host_(std::move(host)), port_(testing::FreePort()) {}
   ~Cluster() {
     for (testing::Process& p : processes_) {
       if (!exited_[p.pid]) {
@@ -52,7 +57,7 @@ class Cluster {
   }
 
   const std::string& dir() const { return dir_; }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::string address() const { return absl::StrCat(host_, ":", port_); }
 
   // Starts the coordinator (again: same port, same database).
   testing::Process StartCoordinator() {
@@ -65,7 +70,10 @@ class Cluster {
     return p;
   }
 
-  testing::Process StartWorker(const std::string& name, std::vector<std::string> extra = {}) {
+  // `ns`: start it inside that network namespace.
+  testing::Process StartWorker(const std::string& name, std::vector<std::string> extra = {},
+                               const testing::NetworkNamespace* ns = nullptr) {
+    const std::string ip = ns != nullptr ? ns->inside_ip() : host_;
     std::vector<std::string> argv = {PIPETRAIN_WORKER_BIN,
                                      "--coordinator",
                                      address(),
@@ -76,8 +84,13 @@ class Cluster {
                                      "--connect-timeout",
                                      "10",
                                      "--recv-timeout",
-                                     "20"};
+                                     "20",
+                                     "--listen",
+                                     ip + ":0",
+                                     "--transport-listen",
+                                     ip + ":0"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    if (ns != nullptr) argv = ns->Exec(argv);
     testing::Process p = Track(testing::Spawn(argv, absl::StrCat(dir_, "/", name)));
     EXPECT_TRUE(testing::WaitForText(p.stdout_path, "listening on", absl::Seconds(20)))
         << testing::ReadFile(p.stderr_path);
@@ -107,6 +120,7 @@ class Cluster {
   }
 
   const std::string dir_;
+  const std::string host_;
   const int port_;
   int coordinators_ = 0;
   std::vector<testing::Process> processes_;
@@ -156,10 +170,11 @@ std::vector<std::string> FinalCheckpoint(const std::string& dir, int num_stages)
 class FaultToleranceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    cluster_ = std::make_unique<Cluster>();
+    cluster_ = std::make_unique<Cluster>(ClusterHost());
     coordinator_ = cluster_->StartCoordinator();
     for (int i = 0; i < kWorkers; ++i) {
-      workers_.push_back(cluster_->StartWorker(absl::StrCat("w", i), WorkerFlags(i)));
+      workers_.push_back(
+          cluster_->StartWorker(absl::StrCat("w", i), WorkerFlags(i), WorkerNamespace(i)));
     }
     jobs_ = std::make_unique<client::JobClient>(cluster_->address(), "", client::ClientTls{},
                                                 absl::Seconds(5));
@@ -170,6 +185,9 @@ class FaultToleranceTest : public ::testing::Test {
   }
   // Extra flags of worker i (the fault tests' hooks).
   virtual std::vector<std::string> WorkerFlags(int) { return {}; }
+  // Where the daemons listen, and the network namespace worker i runs in (none: this one).
+  virtual std::string ClusterHost() { return "127.0.0.1"; }
+  virtual const testing::NetworkNamespace* WorkerNamespace(int) { return nullptr; }
 
   // The uninterrupted run: the oracle for the faulty one.
   void RunReference() {
@@ -384,6 +402,64 @@ TEST_F(FaultToleranceTest, CancelStopsTheJobOnEveryWorker) {
   auto done = WaitJob(*jobs_, second->id(), Ended, absl::Seconds(30));
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->failure_reason();
+}
+
+// One worker in its own network namespace, joined by a veth pair; every daemon listens on the
+// pair's addresses. Skipped where namespaces cannot be made (not root, no iproute2).
+class NetworkPartitionTest : public FaultToleranceTest {
+ protected:
+  static constexpr int kPartitioned = 2;
+
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<testing::NetworkNamespace>> ns =
+        testing::NetworkNamespace::Create();
+    if (!ns.ok()) GTEST_SKIP() << "no network namespace for a partition: " << ns.status();
+    ns_ = *std::move(ns);
+    FaultToleranceTest::SetUp();
+  }
+  void TearDown() override {
+    FaultToleranceTest::TearDown();
+    cluster_.reset();  // its processes go before their namespace
+    ns_.reset();
+  }
+  std::string ClusterHost() override { return ns_->host_ip(); }
+  const testing::NetworkNamespace* WorkerNamespace(int i) override {
+    return i == kPartitioned ? ns_.get() : nullptr;
+  }
+
+  std::unique_ptr<testing::NetworkNamespace> ns_;
+};
+
+// The partitioned worker lives on with its connections stalled (no reset reaches anyone): the
+// coordinator finds it by the heartbeat deadline and aborts the others; the job waits, since
+// three workers cannot run it; when the link heals the worker is told to register again,
+// drops its stale run, and the job resumes on all four and ends like the uninterrupted run.
+TEST_F(NetworkPartitionTest, PartitionedWorkerIsFoundAndTheJobResumesWhenTheLinkHeals) {
+  const std::string id = SubmitAndWaitForCheckpoint(4);
+  ASSERT_FALSE(id.empty());
+  const absl::Time cut = absl::Now();
+  ASSERT_TRUE(ns_->SetConnected(false).ok());
+  const double detection_ms = MillisUntilRecovering(id, cut);
+  std::printf("detection: network partition of a worker -> RECOVERING in %.0f ms\n",
+              detection_ms);
+  EXPECT_LT(detection_ms, 5000);
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(jobs_->Get(id)->state(), v1::JOB_STATE_RECOVERING) << "3 workers cannot run it";
+  const absl::Time healed = absl::Now();
+  ASSERT_TRUE(ns_->SetConnected(true).ok());
+  auto resumed = WaitJob(
+      *jobs_, id, [](const v1::Job& j) { return j.state() != v1::JOB_STATE_RECOVERING; },
+      absl::Seconds(30));
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  std::printf("the link healed -> the job left RECOVERING in %.0f ms\n",
+              absl::ToDoubleMilliseconds(absl::Now() - healed));
+  const v1::Job job = ExpectCompletesLikeTheReference(id);
+  ASSERT_GE(job.recoveries_size(), 1);
+  EXPECT_NE(job.recoveries(0).reason().find("missed heartbeats"), std::string::npos)
+      << job.recoveries(0).reason();
+  for (const v1::JobRecovery& r : job.recoveries()) {
+    std::printf("recovery: resumed from step %d: %s\n", r.resume_step(), r.reason().c_str());
+  }
 }
 
 }  // namespace
