@@ -22,24 +22,15 @@
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/http_get.h"
 #include "tests/e2e/process_util.h"
+#include "tests/e2e/shell.h"
 
 namespace pipetrain {
 namespace {
 
+using testing::Shell;
+
 constexpr int kWorkers = 4;
 constexpr int kSteps = 5;
-
-// Runs `command` through the shell; returns its exit code and fills `output` (stdout+stderr).
-int Shell(const std::string& command, std::string* output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  size_t n;
-  output->clear();
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 class LocalClusterTest : public ::testing::Test {
  protected:

@@ -27,25 +27,16 @@
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/http_get.h"
 #include "tests/e2e/process_util.h"
+#include "tests/e2e/shell.h"
 
 namespace pipetrain {
 namespace {
 
+using testing::Shell;
+
 constexpr char kToken[] = "s3cret-token";
 constexpr int kWorkers = 2;
 constexpr int kSteps = 3;
-
-// Runs `command` through the shell; returns its exit code and fills `output` (stdout+stderr).
-int Shell(const std::string& command, std::string* output) {
-  FILE* pipe = popen(("(" + command + ") 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  size_t n;
-  output->clear();
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
