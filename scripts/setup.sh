@@ -9,6 +9,7 @@ packages=(
   libgoogle-glog-dev prometheus-cpp-dev libopenblas-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev libxxhash-dev libyaml-cpp-dev
   prometheus yamllint python3-yaml openssl
+  clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer
 )
 # deploy/check.sh needs a kubectl with `kubectl kustomize`; Debian's kubernetes-client
 # conflicts with a kubectl package that some images already carry, so only add it if missing.
