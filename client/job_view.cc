@@ -39,9 +39,8 @@ std::string FormatJobStatus(const v1::Job& job) {
   if (!ckpt.dir().empty() && ckpt.interval_steps() > 0) {
     absl::StrAppendFormat(&out, "  checkpoints: every %d steps in %s; newest complete: %s\n",
                           ckpt.interval_steps(), ckpt.dir(),
-                          job.checkpoint_step() > 0
-                              ? absl::StrCat("step ", job.checkpoint_step())
-                              : std::string("none yet"));
+                          job.checkpoint_step() > 0 ? absl::StrCat("step ", job.checkpoint_step())
+                                                    : std::string("none yet"));
   }
   if (job.recoveries_size() > 0) {
     const int max_restarts = job.spec().max_restarts();
@@ -66,15 +65,12 @@ std::string FormatJobStatus(const v1::Job& job) {
   const v1::Prediction& pred = plan.prediction();
   if (plan.num_stages() > 0) {
     absl::StrAppendFormat(&out, "                 predicted   measured\n");
-    // Workers sharing a host's cores take at least the shared-CPU bound (shared_cpu.h).
-    const double step = std::max(pred.makespan_s(), pred.shared_cpu_step_s());
+    // CPU workers sharing a host's cores: the shared-core simulation (coordinator/shared_cpu.h).
+    const double step = pred.shared_cpu_step_s() > 0 ? pred.shared_cpu_step_s() : pred.makespan_s();
     absl::StrAppendFormat(&out, "  step time      %8.4f s  %s\n", step,
                           job.steps_done() > 0 ? absl::StrFormat("%8.4f s", job.last_step_s())
                                                : std::string("       -"));
-    if (pred.shared_cpu_step_s() > pred.makespan_s()) {
-      absl::StrAppendFormat(&out, "    (simulated %.4f s; %s)\n", pred.makespan_s(),
-                            pred.shared_cpu_note());
-    }
+    if (pred.shared_cpu_step_s() > 0) absl::StrAppend(&out, "    (", pred.shared_cpu_note(), ")\n");
     absl::StrAppendFormat(&out, "  bubble ratio   %8.3f    %s\n", pred.bubble_ratio(),
                           job.steps_done() > 0
                               ? absl::StrFormat("%8.3f", job.measured_bubble_ratio())

@@ -599,7 +599,7 @@ void JobManager::DispatchWaiting() {
              reg.compute_threads});
         r.job.add_worker_ids(w.id);
       }
-      ApplySharedCpuBound(r.rank_hosts, r.job.mutable_plan()->mutable_prediction());
+      ApplySharedCpu(r.rank_hosts, r.job.mutable_plan());
       if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
       r.finished.assign(p, false);
       r.aggregator.reset();
@@ -678,7 +678,7 @@ absl::StatusOr<std::optional<v1::Plan>> JobManager::ReplanWithProfile(
     return absl::CancelledError("the job ended while its workers profiled");
   }
   *r.job.mutable_plan() = planned.plan;
-  ApplySharedCpuBound(r.rank_hosts, r.job.mutable_plan()->mutable_prediction());
+  ApplySharedCpu(r.rank_hosts, r.job.mutable_plan());
   PersistLocked(r);
   if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
   v1::JobEvent event;

@@ -3,53 +3,77 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/schedule/codec/plan_proto.h"
+#include "coordinator/schedule/shared_core_simulator.h"
+#include "glog/logging.h"
 
 namespace pipetrain::coordinator {
 
-void ApplySharedCpuBound(const std::vector<RankHost>& ranks, v1::Prediction* prediction) {
+void ApplySharedCpu(const std::vector<RankHost>& ranks, v1::Plan* plan) {
+  v1::Prediction* prediction = plan->mutable_prediction();
+  prediction->clear_shared_cpu_step_s();
+  prediction->clear_shared_cpu_note();
+  const int p = plan->workers_size();
+  if (static_cast<int>(ranks.size()) != p) return;
+
   struct Host {
+    int index = 0;
     int cores = 0;
     int threads = 0;
     int workers = 0;
-    double cpu_s = 0;  // compute time x threads
   };
   std::map<std::string, Host> hosts;
-  const int n = std::min(static_cast<int>(ranks.size()), prediction->busy_s_size());
-  for (int r = 0; r < n; ++r) {
+  schedule::CoreSharing sharing;
+  sharing.host_of_worker.assign(p, -1);
+  sharing.threads_of_worker.assign(p, 1);
+  for (int r = 0; r < p; ++r) {
     const RankHost& rank = ranks[r];
+    sharing.threads_of_worker[r] = std::max(1, rank.compute_threads);
     if (rank.host.empty() || rank.cpu_cores <= 0) continue;
-    Host& h = hosts[rank.host];
+    auto [it, added] = hosts.try_emplace(rank.host);
+    Host& h = it->second;
+    if (added) h.index = static_cast<int>(hosts.size()) - 1;
     // Workers of one host may see different CPU sets; the largest is the most they can share.
     h.cores = std::max(h.cores, rank.cpu_cores);
-    const int threads = std::max(1, rank.compute_threads);
-    h.threads += threads;
+    h.threads += sharing.threads_of_worker[r];
     h.workers += 1;
-    h.cpu_s += prediction->busy_s(r) * threads;
+    sharing.host_of_worker[r] = h.index;
   }
-  double bound = 0;
-  std::string note;
+  const Host* busiest = nullptr;
+  std::string busiest_name;
+  sharing.host_cores.assign(hosts.size(), 0.0);
   for (const auto& [name, h] : hosts) {
+    sharing.host_cores[h.index] = h.cores;
     if (h.threads <= h.cores) continue;
-    const double step = h.cpu_s / h.cores;
-    if (step <= bound) continue;
-    bound = step;
-    note = absl::StrFormat(
-        "%d CPU workers share %d core%s on host %s: their %.4f s of compute per step need at "
-        "least %.4f s (the simulation assumes a device per worker)",
-        h.workers, h.cores, h.cores == 1 ? "" : "s", name, h.cpu_s, step);
+    const double load = static_cast<double>(h.threads) / h.cores;
+    if (busiest == nullptr || load > static_cast<double>(busiest->threads) / busiest->cores) {
+      busiest = &h;
+      busiest_name = name;
+    }
   }
-  if (bound > prediction->makespan_s()) {
-    prediction->set_shared_cpu_step_s(bound);
-    prediction->set_shared_cpu_note(note);
-  } else {
-    prediction->clear_shared_cpu_step_s();
-    prediction->clear_shared_cpu_note();
+  if (busiest == nullptr) return;
+
+  absl::StatusOr<schedule::Schedule> s = schedule::ScheduleFromProto(*plan);
+  absl::StatusOr<double> step =
+      s.ok() ? schedule::SimulateSharedCores(*s, schedule::CostModelFromProto(*plan), sharing)
+             : absl::StatusOr<double>(s.status());
+  if (!step.ok()) {
+    LOG(WARNING) << "shared-core simulation of the plan failed: " << step.status();
+    return;
   }
+  prediction->set_shared_cpu_step_s(*step);
+  prediction->set_shared_cpu_note(absl::StrFormat(
+      "%d CPU workers share %d core%s on host %s; simulated with shared cores (a device per "
+      "worker: %.4f s)",
+      busiest->workers, busiest->cores, busiest->cores == 1 ? "" : "s", busiest_name,
+      prediction->makespan_s()));
 }
 
 double PredictedStepSeconds(const v1::Prediction& prediction) {
-  return std::max(prediction.makespan_s(), prediction.shared_cpu_step_s());
+  return prediction.shared_cpu_step_s() > 0 ? prediction.shared_cpu_step_s()
+                                            : prediction.makespan_s();
 }
 
 }  // namespace pipetrain::coordinator

@@ -1,9 +1,11 @@
 // Shared CPU hosts: the simulator gives every worker its own device, but CPU workers started on
 // one machine (the local cluster: four workers on a two-core box) share its cores and cannot all
-// compute at once. Then a step needs at least the CPU time of those workers' compute divided by
-// the host's cores. Measured on the default job: 4 workers on 2 cores ran 0.137 s steps against
-// 0.071 s simulated, while 2 workers on the same 2 cores ran 0.128 s against 0.127 s; the bound
-// (0.119 s there) is the missing term.
+// compute at once. For a job whose CPU workers run more compute threads on a host than it has
+// cores, the plan's step time is simulated again with those workers sharing the cores
+// (schedule/shared_core_simulator.h) and kept next to the plain simulation.
+//
+// Why: on the default job, 4 workers on 2 cores measured 0.137 s steps against 0.071 s
+// simulated, while 2 workers on the same 2 cores measured 0.128 s against 0.127 s.
 //
 // Thread-safety: pure functions.
 #ifndef PIPETRAIN_COORDINATOR_SHARED_CPU_H_
@@ -18,17 +20,18 @@ namespace pipetrain::coordinator {
 
 // Where one rank computes, as its worker registered it.
 struct RankHost {
-  std::string host;      // empty: not a CPU worker (GPU, emulated): it shares nothing
-  int cpu_cores = 0;     // CPUs the worker may use; 0 (unknown) leaves the host out
+  std::string host;   // empty: not a CPU worker (GPU, emulated): it shares nothing
+  int cpu_cores = 0;  // CPUs the worker may use; 0 (unknown) leaves the host out
   int compute_threads = 1;
 };
 
-// Sets prediction->shared_cpu_step_s and shared_cpu_note from the busiest host whose ranks run
-// more compute threads than it has cores, when that bound exceeds makespan_s; clears them
-// otherwise. ranks[r] is rank r; prediction->busy_s gives each rank's compute time.
-void ApplySharedCpuBound(const std::vector<RankHost>& ranks, v1::Prediction* prediction);
+// When some host's ranks run more compute threads than it has cores, sets
+// plan->prediction().shared_cpu_step_s to the shared-core simulation of the plan and
+// shared_cpu_note to a sentence naming the busiest such host; clears both otherwise (or if the
+// plan cannot be simulated: then a warning is logged). ranks[r] is rank r.
+void ApplySharedCpu(const std::vector<RankHost>& ranks, v1::Plan* plan);
 
-// The step time to expect: the larger of the simulated makespan and the shared-CPU bound.
+// The step time to expect: the shared-core simulation when set, else the simulated makespan.
 double PredictedStepSeconds(const v1::Prediction& prediction);
 
 }  // namespace pipetrain::coordinator

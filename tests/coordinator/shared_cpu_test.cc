@@ -1,58 +1,82 @@
-// The shared-CPU bound: CPU workers of one host with fewer cores than compute threads need at
-// least their CPU time / cores per step; other workers (no host, unknown cores) share nothing.
+// Shared CPU hosts: a plan whose CPU workers oversubscribe a host gets the shared-core simulation
+// as its expected step time; other plans keep the plain simulation.
 #include "coordinator/shared_cpu.h"
 
+#include <numeric>
+
+#include "coordinator/planner.h"
+#include "coordinator/schedule/codec/plan_proto.h"
+#include "coordinator/schedule/shared_core_simulator.h"
+#include "coordinator/schedule/simulator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/test_util.h"
 
 namespace pipetrain::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
 
-v1::Prediction Busy(double makespan, std::vector<double> busy) {
-  v1::Prediction p;
-  p.set_makespan_s(makespan);
-  for (double b : busy) p.add_busy_s(b);
-  return p;
+// A 1F1B plan on 4 workers whose transfers cost nothing (so compute decides the step time).
+v1::Plan FourWorkerPlan() {
+  v1::JobSpec spec = testing::SmallSpec(4, 2);
+  spec.mutable_training()->set_global_batch(8);
+  v1::Plan plan = PlanJob(spec).value().plan;
+  plan.set_comm_s(0);
+  plan.mutable_prediction()->set_makespan_s(
+      schedule::Simulate(schedule::ScheduleFromProto(plan).value(),
+                         schedule::CostModelFromProto(plan))
+          ->makespan);
+  return plan;
 }
 
-TEST(SharedCpuTest, FourWorkersOnTwoCoresNeedHalfTheirSummedBusyTime) {
-  v1::Prediction p = Busy(0.07, {0.06, 0.05, 0.06, 0.07});
-  ApplySharedCpuBound({{"box", 2, 1}, {"box", 2, 1}, {"box", 2, 1}, {"box", 2, 1}}, &p);
-  EXPECT_DOUBLE_EQ(p.shared_cpu_step_s(), (0.06 + 0.05 + 0.06 + 0.07) / 2);
-  EXPECT_THAT(p.shared_cpu_note(), HasSubstr("4 CPU workers share 2 cores on host box"));
-  EXPECT_DOUBLE_EQ(PredictedStepSeconds(p), 0.12);
+double SharedCores(const v1::Plan& plan, std::vector<int> host, std::vector<double> cores,
+                   std::vector<int> threads) {
+  return schedule::SimulateSharedCores(schedule::ScheduleFromProto(plan).value(),
+                                       schedule::CostModelFromProto(plan),
+                                       {std::move(host), std::move(cores), std::move(threads)})
+      .value();
 }
 
-TEST(SharedCpuTest, NoBoundWhenEveryThreadHasACore) {
-  v1::Prediction p = Busy(0.07, {0.06, 0.05});
-  ApplySharedCpuBound({{"box", 2, 1}, {"box", 2, 1}}, &p);
-  EXPECT_EQ(p.shared_cpu_step_s(), 0);
-  EXPECT_EQ(p.shared_cpu_note(), "");
-  EXPECT_DOUBLE_EQ(PredictedStepSeconds(p), 0.07);
+TEST(SharedCpuTest, FourWorkersOnTwoCoresGetTheSharedCoreSimulation) {
+  v1::Plan plan = FourWorkerPlan();
+  const double makespan = plan.prediction().makespan_s();
+  ApplySharedCpu({{"box", 2, 1}, {"box", 2, 1}, {"box", 2, 1}, {"box", 2, 1}}, &plan);
+  const double expected = SharedCores(plan, {0, 0, 0, 0}, {2}, {1, 1, 1, 1});
+  EXPECT_DOUBLE_EQ(plan.prediction().shared_cpu_step_s(), expected);
+  EXPECT_GT(expected, makespan);
+  const double work =
+      std::accumulate(plan.prediction().busy_s().begin(), plan.prediction().busy_s().end(), 0.0);
+  EXPECT_GE(expected, work / 2 - 1e-12);
+  EXPECT_THAT(plan.prediction().shared_cpu_note(),
+              HasSubstr("4 CPU workers share 2 cores on host box"));
+  EXPECT_DOUBLE_EQ(PredictedStepSeconds(plan.prediction()), expected);
 }
 
-TEST(SharedCpuTest, ThreadsCountAndTheBusiestHostWins) {
-  // Host a: 2 workers x 2 threads on 2 cores -> (0.03 + 0.03) * 2 / 2 = 0.06.
-  // Host b: 3 workers x 1 thread on 1 core -> 0.01 + 0.02 + 0.02 = 0.05.
-  v1::Prediction p = Busy(0.04, {0.03, 0.03, 0.01, 0.02, 0.02});
-  ApplySharedCpuBound({{"a", 2, 2}, {"a", 2, 2}, {"b", 1, 1}, {"b", 1, 1}, {"b", 1, 1}}, &p);
-  EXPECT_DOUBLE_EQ(p.shared_cpu_step_s(), 0.06);
-  EXPECT_THAT(p.shared_cpu_note(), HasSubstr("2 CPU workers share 2 cores on host a"));
+TEST(SharedCpuTest, NothingWhenEveryThreadHasACoreOrTheHostIsUnknown) {
+  v1::Plan plan = FourWorkerPlan();
+  plan.mutable_prediction()->set_shared_cpu_step_s(9);  // from an earlier assignment
+  plan.mutable_prediction()->set_shared_cpu_note("stale");
+  ApplySharedCpu({{"a", 2, 1}, {"a", 2, 1}, {"b", 2, 1}, {"b", 2, 1}}, &plan);
+  EXPECT_EQ(plan.prediction().shared_cpu_step_s(), 0);
+  EXPECT_EQ(plan.prediction().shared_cpu_note(), "");
+  EXPECT_DOUBLE_EQ(PredictedStepSeconds(plan.prediction()), plan.prediction().makespan_s());
+  // No host (GPU, emulated) or unknown cores: left out, so "box" has 1 thread on 1 core.
+  ApplySharedCpu({{"box", 1, 1}, {"", 1, 1}, {"box", 0, 1}, {"", 0, 1}}, &plan);
+  EXPECT_EQ(plan.prediction().shared_cpu_step_s(), 0);
+  // A rank count that does not match the plan changes nothing.
+  ApplySharedCpu({{"box", 1, 1}, {"box", 1, 1}}, &plan);
+  EXPECT_EQ(plan.prediction().shared_cpu_step_s(), 0);
 }
 
-TEST(SharedCpuTest, UnknownHostsAndABoundBelowTheSimulationAreCleared) {
-  v1::Prediction p = Busy(0.5, {0.06, 0.05, 0.06});
-  p.set_shared_cpu_step_s(9);  // from an earlier assignment
-  p.set_shared_cpu_note("stale");
-  ApplySharedCpuBound({{"box", 1, 1}, {"", 1, 1}, {"box", 0, 1}}, &p);
-  // Only rank 0 counts on "box" (rank 1: no host; rank 2: unknown cores): 1 thread, 1 core.
-  EXPECT_EQ(p.shared_cpu_step_s(), 0);
-  EXPECT_EQ(p.shared_cpu_note(), "");
-  // Oversubscribed, but the simulation (0.5 s) is already longer than 0.11 s: no bound.
-  ApplySharedCpuBound({{"box", 1, 1}, {"box", 1, 1}, {"box", 1, 1}}, &p);
-  EXPECT_EQ(p.shared_cpu_step_s(), 0);
+TEST(SharedCpuTest, ThreadsCountAgainstTheCores) {
+  // Two workers of 2 threads each on a 2-core host, two others on their own 4-core host.
+  v1::Plan plan = FourWorkerPlan();
+  ApplySharedCpu({{"a", 2, 2}, {"a", 2, 2}, {"b", 4, 1}, {"b", 4, 1}}, &plan);
+  EXPECT_DOUBLE_EQ(plan.prediction().shared_cpu_step_s(),
+                   SharedCores(plan, {0, 0, 1, 1}, {2, 4}, {2, 2, 1, 1}));
+  EXPECT_THAT(plan.prediction().shared_cpu_note(),
+              HasSubstr("2 CPU workers share 2 cores on host a"));
 }
 
 }  // namespace
