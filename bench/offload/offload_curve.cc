@@ -3,7 +3,7 @@
 //     (p = 8, m = 16, v = 2) for k = 0.25, with the straight line from no offload to full
 //     offload; written as an SVG plot (argv[1], default docs/offload_selective_curve.svg);
 //  2. full offload as p grows (layers per worker fixed, m = 2p): peak and bubble against the
-//     same schedule without offload, for k = 0.25, 0.5 and 1.
+//     same schedule without offload, for k = 0.25, 0.5 and 1, on 1f1b and interleaved-1f1b.
 // Prints markdown tables for docs/BENCHMARKS.md.
 #include <algorithm>
 #include <cmath>
@@ -131,24 +131,26 @@ int main(int argc, char** argv) {
   std::printf("\nwrote %s\n\n", svg_path.c_str());
 
   std::printf("Full offload as p grows (layers per worker fixed, m = 2p, unit costs)\n\n");
-  std::printf("| k | p | peak without | peak with full offload | offloaded | bubble without | bubble with |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf("| schedule | k | p | peak without | peak with full offload | offloaded | bubble without | bubble with | bubble +pp |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  for (const std::string name : {"1f1b", "interleaved-1f1b"})
   for (double k : {0.25, 0.5, 1.0}) {
     for (int p : {4, 8, 16, 32}) {
       ps::PipelineSpec s;
       s.num_workers = p;
       s.num_microbatches = 2 * p;
-      auto g = ps::Generate("interleaved-1f1b", s);
+      auto g = ps::Generate(name, s);
       if (!g.ok()) return 1;
-      const ps::CostModel c = WithRatio(s, 2, k);
+      const ps::CostModel c = WithRatio(s, g->ChunksPerWorker(), k);
       auto base = ps::Simulate(*g, c);
       ps::OffloadOptions o;
       o.mode = ps::OffloadMode::kFull;
       auto plan = ps::AddOffload(*g, c, o);
       if (!base.ok() || !plan.ok()) return 1;
-      std::printf("| %.2f | %d | %.2f | %.2f | %d/%d | %.4f | %.4f |\n", k, p, Peak(*base),
-                  Peak(plan->sim), plan->offloaded, plan->stashes, base->bubble_ratio,
-                  plan->sim.bubble_ratio);
+      std::printf("| %s | %.2f | %d | %.2f | %.2f | %d/%d | %.4f | %.4f | %+.2f |\n", name.c_str(),
+                  k, p, Peak(*base), Peak(plan->sim), plan->offloaded, plan->stashes,
+                  base->bubble_ratio, plan->sim.bubble_ratio,
+                  100 * (plan->sim.bubble_ratio - base->bubble_ratio));
     }
   }
   return 0;

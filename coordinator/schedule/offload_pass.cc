@@ -162,7 +162,7 @@ absl::StatusOr<OffloadPlan> InsertOffloads(const Schedule& compute, const CostMo
         if (!b.keep) continue;
         const int st = b.c->stage;
         b.d2h_end = std::max(b.f_end, engine) + costs.OffloadTime(st) + shared * costs.ReloadTime(st);
-        if (b.d2h_end > b.next_end + 1e-12) {
+        if (!options.wait_for_copies && b.d2h_end > b.next_end + 1e-12) {
           b.keep = false;  // would stall the worker at the end of the compute after F
           continue;
         }
@@ -263,13 +263,28 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
   }
   // Per worker: how many of its eligible stashes (longest lifespan first) to offload.
   std::vector<int> count(compute.num_workers, 0);
+  OffloadOptions booking = options;
+  booking.wait_for_copies = false;
   auto build = [&](const std::vector<int>& counts) {
     std::vector<OffloadCandidate> chosen;
     for (int w = 0; w < compute.num_workers; ++w) {
       chosen.insert(chosen.end(), ok[w].begin(), ok[w].begin() + counts[w]);
     }
-    return InsertOffloads(compute, costs, chosen, options);
+    return InsertOffloads(compute, costs, chosen, booking);
   };
+  PT_ASSIGN_OR_RETURN(SimResult base, Simulate(compute, costs));
+  const double max_makespan = base.makespan * (1 + std::max(0.0, options.max_slowdown)) +
+                              1e-9 * std::max(1.0, base.makespan);
+  // Waiting booking: worth it when everything offloaded that way stays within the slowdown.
+  if (options.mode != OffloadMode::kNone) {
+    std::vector<int> all(compute.num_workers);
+    for (int w = 0; w < compute.num_workers; ++w) all[w] = static_cast<int>(ok[w].size());
+    PT_ASSIGN_OR_RETURN(OffloadPlan strict_all, build(all));
+    booking.wait_for_copies = true;
+    PT_ASSIGN_OR_RETURN(OffloadPlan waiting_all, build(all));
+    booking.wait_for_copies = waiting_all.sim.makespan <= max_makespan &&
+                              Peak(waiting_all.sim) < Peak(strict_all.sim) - 1e-9;
+  }
   switch (options.mode) {
     case OffloadMode::kNone:
       break;
@@ -327,7 +342,6 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
   if (options.mode != OffloadMode::kSelective && options.mode != OffloadMode::kNone) {
     // Never worse than no offload: a worker whose peak rose (copies in flight plus early
     // reloads outweighing what was freed) keeps its activations.
-    PT_ASSIGN_OR_RETURN(SimResult base, Simulate(compute, costs));
     bool changed = false;
     for (int w = 0; w < compute.num_workers; ++w) {
       if (count[w] > 0 && plan.sim.peak_memory[w] > base.peak_memory[w] + 1e-9) {

@@ -7,8 +7,11 @@
 // ones are skipped: their copies would delay the backward or free nothing.
 //
 // Copy-engine booking (per worker, on the base timeline): the chosen stashes' D2H copies are
-// booked in F order on the D2H engine (FIFO, as issued) and must end by the end of the compute
-// action after the F (where the executor waits for them; cost_model.h) or are dropped; their H2D copies as late as possible
+// booked in F order on the D2H engine (FIFO, as issued). The executor waits for a copy at the end
+// of the compute action after its F (cost_model.h). Strict booking drops a copy that would not
+// end by then; waiting booking keeps it, and the wait postpones the worker's next action (in the
+// warm-up that is the next forward: PipeOffload's "postpone warm-up forwards", done by the IR's
+// own wait rule, so the simulator and the runtime execute the same thing). Their H2D copies as late as possible
 // in reverse backward order on the H2D engine, ending by the backward's start
 // (lead_factor * ReloadTime before it at the latest); both directions on one engine when the
 // cost model is not duplex. A stash whose reload would have to start before its offload's copy
@@ -28,6 +31,9 @@
 //              peak full offload reaches) when even all eligible ones do not get there
 //   fraction   per worker, the longest-lifespan ceil(fraction * stashes) eligible ones (the
 //              selective curve, bench/offload)
+// Every mode but none plans both bookings and keeps the waiting one when its simulated step time
+// is within (1 + max_slowdown) of the schedule without offload and its peak is lower (warm-up
+// forwards with slack, e.g. 1F1B: flat peak up to k = 2/3 at no cost); else the strict one.
 //
 // Thread-safety: pure functions.
 #ifndef PIPETRAIN_COORDINATOR_SCHEDULE_OFFLOAD_PASS_H_
@@ -56,6 +62,10 @@ struct OffloadOptions {
   double fraction = 1.0;      // fraction mode, 0..1
   double min_lifespan_factor = 2.0;
   double lead_factor = 1.5;
+  // Step time the copy waits may add (fraction of the schedule's without offload).
+  double max_slowdown = 0.01;
+  // Internal to the pass's two bookings: keep D2H copies that make the worker wait.
+  bool wait_for_copies = false;
 };
 
 struct OffloadCandidate {

@@ -115,6 +115,51 @@ TEST(OffloadPassTest, FullOffloadPeakFlatInPAndBubbleWithin2Points) {
   }
 }
 
+// Beyond k = 1/3 a warm-up copy outlasts the next forward. Waiting for it there (the IR's wait
+// at a compute end) postpones the next forward, PipeOffload's "postpone warm-up forwards": on
+// 1F1B the warm-up forwards have the slack, so the peak stays flat in p at no step-time cost up
+// to k = 2/3 (a steady-state copy then still ends within the BW after its F). Strict booking,
+// which drops copies that would make the worker wait, keeps p-proportional peaks there.
+TEST(OffloadPassTest, WaitingForWarmupCopiesKeeps1F1BFlatUpToTwoThirds) {
+  for (double k : {0.25, 0.5, 0.65}) {
+    double first_peak = -1;
+    for (int p : {4, 8, 16, 32}) {
+      PipelineSpec spec;
+      spec.num_workers = p;
+      spec.num_microbatches = 2 * p;
+      auto s = Generate("1f1b", spec);
+      ASSERT_TRUE(s.ok()) << s.status();
+      const CostModel c = WithLink(spec, 1, k);
+      auto base = Simulate(*s, c);
+      ASSERT_TRUE(base.ok());
+      OffloadOptions o;
+      o.mode = OffloadMode::kFull;
+      auto plan = AddOffload(*s, c, o);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_TRUE(ValidateSchedule(plan->schedule).ok());
+      SCOPED_TRACE(::testing::Message() << "k=" << k << " p=" << p);
+      EXPECT_LE(plan->sim.makespan, base->makespan * (1 + o.max_slowdown) + 1e-9);
+      EXPECT_LT(plan->sim.bubble_ratio - base->bubble_ratio, 0.02);
+      if (first_peak < 0) first_peak = Peak(plan->sim);
+      EXPECT_NEAR(Peak(plan->sim), first_peak, 1e-9) << "base peak " << Peak(*base);
+      EXPECT_DOUBLE_EQ(Peak(plan->sim), 3.0);  // F + BW in flight + one copy being moved
+
+      // The same stashes with strict booking: warm-up copies dropped, the peak grows with p.
+      auto cands = OffloadCandidates(*s, c, o);
+      ASSERT_TRUE(cands.ok());
+      std::vector<OffloadCandidate> all;
+      for (const auto& per : *cands) {
+        for (const OffloadCandidate& x : per) {
+          if (x.eligible) all.push_back(x);
+        }
+      }
+      auto strict = InsertOffloads(*s, c, all, o);
+      ASSERT_TRUE(strict.ok());
+      if (k > 1.0 / 3 && p >= 8) EXPECT_GT(Peak(strict->sim), Peak(plan->sim) + p / 4.0);
+    }
+  }
+}
+
 TEST(OffloadPassTest, HalfOffloadsAboutHalfAndLowersThePeak) {
   PipelineSpec spec;
   spec.num_workers = 8;
