@@ -5,7 +5,12 @@
 // (schedule/shared_core_simulator.h) and kept next to the plain simulation.
 //
 // Why: on the default job, 4 workers on 2 cores measured 0.137 s steps against 0.071 s
-// simulated, while 2 workers on the same 2 cores measured 0.128 s against 0.127 s.
+// simulated, while 2 workers on the same 2 cores measured 0.128 s against 0.127 s. With this,
+// the 4-worker step was predicted within 1-17% (v-half 0.1301 / 0.1293 s, 1f1b 0.1214 / 0.1454 s,
+// zb-v 0.1029 / 0.1105 s). The bubble ratio is left to the plain simulation: the measured one on
+// shared cores also counts the time a worker waits for a core (0.39-0.46 measured against
+// 0.05-0.19 simulated in those runs), which fair sharing spreads over slower actions instead; a
+// first-come run-queue model over-predicted it and the step time under load, so it was not kept.
 //
 // Thread-safety: pure functions.
 #ifndef PIPETRAIN_COORDINATOR_SHARED_CPU_H_
