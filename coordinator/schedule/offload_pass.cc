@@ -250,6 +250,83 @@ absl::StatusOr<OffloadPlan> InsertOffloads(const Schedule& compute, const CostMo
   return plan;
 }
 
+namespace {
+
+// The order in which the partial modes take each worker's eligible stashes: greedily, by
+// re-simulation. Each round adds, per worker, the not-yet-chosen stashes resident at the most of
+// the worker's current peak moments (longest lifespan first among equals), then re-plans and
+// re-simulates, so the next round aims at wherever the peak moved. Rounds add up to `batch`
+// stashes per worker (about 32 rounds in all), which keeps it to a few dozen InsertOffloads.
+absl::StatusOr<std::vector<std::vector<OffloadCandidate>>> GreedyOrder(
+    const Schedule& compute, const CostModel& costs,
+    const std::vector<std::vector<OffloadCandidate>>& ok, const OffloadOptions& booking) {
+  const int p = compute.num_workers;
+  std::vector<std::vector<OffloadCandidate>> order(p);
+  std::vector<std::vector<bool>> taken(p);
+  std::vector<int> batch(p);
+  size_t total = 0;
+  for (int w = 0; w < p; ++w) {
+    taken[w].assign(ok[w].size(), false);
+    batch[w] = std::max<int>(1, static_cast<int>((ok[w].size() + 31) / 32));
+    total += ok[w].size();
+  }
+  std::vector<OffloadCandidate> chosen;
+  PT_ASSIGN_OR_RETURN(SimResult sim, Simulate(compute, costs));
+  Schedule current = compute;
+  while (chosen.size() < total) {
+    // What offloading a stash would take off the device in the current plan: from the end of
+    // the compute after its F (the release) to its reload's issue before the backward.
+    absl::flat_hash_map<int64_t, std::pair<double, double>> live;
+    std::vector<int64_t> unreleased;
+    int last_worker = -1;
+    for (const TimedAction& t : sim.timeline) {
+      if (t.worker != last_worker) unreleased.clear();
+      last_worker = t.worker;
+      if (!IsCompute(t.action.kind)) continue;
+      const int64_t key = (static_cast<int64_t>(t.worker) << 48) ^ StashKey(t.action.stage, t.action.microbatch);
+      for (int64_t u : unreleased) live[u].first = t.end;
+      unreleased.clear();
+      if (t.action.kind == ActionKind::kF) {
+        live[key].first = 1e300;
+        unreleased.push_back(key);
+      }
+      if (IsBackward(t.action.kind) && live[key].second == 0) {
+        live[key].second = t.start - std::max(1.0, booking.lead_factor) * costs.ReloadTime(t.action.stage);
+      }
+    }
+    for (int w = 0; w < p; ++w) {
+      std::vector<double> moments;
+      const double peak = sim.peak_memory[w];
+      for (const MemoryPoint& m : sim.memory_curve[w]) {
+        if (m.units >= peak - 1e-9) moments.push_back(m.time);
+      }
+      std::vector<std::pair<int, int>> score;  // (-moments covered, index in lifespan order)
+      for (int i = 0; i < static_cast<int>(ok[w].size()); ++i) {
+        if (taken[w][i]) continue;
+        const int64_t key = (static_cast<int64_t>(w) << 48) ^ StashKey(ok[w][i].stage, ok[w][i].microbatch);
+        const auto& [from, to] = live[key];
+        int covered = 0;
+        for (double t : moments) covered += from <= t && t < to;
+        score.push_back({-covered, i});
+      }
+      std::sort(score.begin(), score.end());
+      for (int j = 0; j < batch[w] && j < static_cast<int>(score.size()); ++j) {
+        const int i = score[j].second;
+        taken[w][i] = true;
+        order[w].push_back(ok[w][i]);
+        chosen.push_back(ok[w][i]);
+      }
+    }
+    if (chosen.size() == total) break;
+    PT_ASSIGN_OR_RETURN(OffloadPlan plan, InsertOffloads(compute, costs, chosen, booking));
+    sim = std::move(plan.sim);
+    // A stash the booking dropped stays in `chosen`: it is resident like any other.
+  }
+  return order;
+}
+
+}  // namespace
+
 absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel& costs,
                                        const OffloadOptions& options) {
   PT_ASSIGN_OR_RETURN(auto candidates, OffloadCandidates(compute, costs, options));
@@ -284,6 +361,11 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
     PT_ASSIGN_OR_RETURN(OffloadPlan waiting_all, build(all));
     booking.wait_for_copies = waiting_all.sim.makespan <= max_makespan &&
                               Peak(waiting_all.sim) < Peak(strict_all.sim) - 1e-9;
+  }
+  // Partial modes take stashes in the greedy re-simulated order (full and none take all/none).
+  if (options.mode == OffloadMode::kHalf || options.mode == OffloadMode::kFraction ||
+      options.mode == OffloadMode::kSelective) {
+    PT_ASSIGN_OR_RETURN(ok, GreedyOrder(compute, costs, ok, booking));
   }
   switch (options.mode) {
     case OffloadMode::kNone:

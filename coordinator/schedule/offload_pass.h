@@ -24,13 +24,17 @@
 //
 // Modes:
 //   full       every eligible stash (PO-F)
-//   half       per worker, the longest-lifespan eligible stashes up to half of the worker's
-//              stashes (PO-H; on interleaved schedules these are the early chunks)
-//   selective  per worker, the longest-lifespan eligible stashes, fewest first, until the
+// The partial modes take each worker's eligible stashes in a greedy re-simulated order: each
+// round adds the stashes whose offloaded window covers the most of the worker's current peak
+// moments (longest lifespan first among equals), re-plans and re-simulates, so the next round
+// follows the peak wherever it moved (about 32 rounds; the curve falls faster than linearly).
+//   half       per worker, the first eligible stashes in that order up to half of the worker's
+//              stashes (PO-H)
+//   selective  per worker, the first eligible stashes in that order, fewest first, until the
 //              worker's simulated peak <= memory_limit; ResourceExhausted (with the smallest
 //              peak full offload reaches) when even all eligible ones do not get there
-//   fraction   per worker, the longest-lifespan ceil(fraction * stashes) eligible ones (the
-//              selective curve, bench/offload)
+//   fraction   per worker, the first ceil(fraction * stashes) eligible ones in that order
+//              (the selective curve, bench/offload)
 // Every mode but none plans both bookings and keeps the waiting one when its simulated step time
 // is within (1 + max_slowdown) of the schedule without offload and its peak is lower (warm-up
 // forwards with slack, e.g. 1F1B: flat peak up to k = 2/3 at no cost); else the strict one.

@@ -198,31 +198,36 @@ TEST(OffloadPassTest, VScheduleOffloadKeepsItsBubble) {
 }
 
 // Selective offload: peak falls better than linearly in the offloaded fraction.
-TEST(OffloadPassTest, SelectiveCurveFallsFasterThanLinearAtHalf) {
+// The partial modes pick stashes greedily by re-simulation (where the peak is now), so peak
+// memory falls faster than linearly in the offloaded fraction over the whole curve.
+TEST(OffloadPassTest, SelectiveCurveIsBelowTheLineEverywhere) {
   PipelineSpec spec;
   spec.num_workers = 8;
   spec.num_microbatches = 16;
   auto s = Generate("interleaved-1f1b", spec);
   ASSERT_TRUE(s.ok());
   const CostModel c = WithLink(spec, 2, 0.25);
-  std::vector<double> peaks;
-  const std::vector<double> fractions = {0, 0.125, 0.25, 0.5, 0.75, 1.0};
-  for (double f : fractions) {
+  std::vector<double> peaks, offloaded;
+  for (int i = 0; i <= 16; ++i) {
     OffloadOptions o;
     o.mode = OffloadMode::kFraction;
-    o.fraction = f;
+    o.fraction = i / 16.0;
     auto plan = AddOffload(*s, c, o);
     ASSERT_TRUE(plan.ok()) << plan.status();
     peaks.push_back(Peak(plan->sim));
-    std::printf("fraction %.3f peak %.3f\n", f, peaks.back());
+    offloaded.push_back(static_cast<double>(plan->offloaded) / plan->stashes);
+    std::printf("fraction %.4f offloaded %.3f peak %.3f\n", o.fraction, offloaded.back(),
+                peaks.back());
   }
-  // Monotone, and at half the stashes offloaded already below the straight line (11.5 -> 5
-  // against 6.5). KNOWN GAP: not below the line everywhere (0.125: 10.5 vs 10.25; 0.75: 5 vs
-  // 4); the per-worker longest-lifespan order ignores which stashes are alive at the peak.
-  for (size_t i = 1; i < fractions.size(); ++i) EXPECT_LE(peaks[i], peaks[i - 1]);
-  const double line_half = peaks.front() + 0.5 * (peaks.back() - peaks.front());
-  EXPECT_LT(peaks[3], line_half);
-  EXPECT_LT(peaks.back(), peaks.front() / 4);
+  // Unit-cost chunks hold 0.5 units: exact multiples. 11.5 -> 1.5 units.
+  EXPECT_DOUBLE_EQ(peaks.front(), 11.5);
+  EXPECT_DOUBLE_EQ(peaks.back(), 1.5);
+  for (size_t i = 1; i + 1 < peaks.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "point " << i);
+    EXPECT_LE(peaks[i], peaks[i - 1]);
+    const double line = peaks.front() + offloaded[i] / offloaded.back() * (peaks.back() - peaks.front());
+    EXPECT_LT(peaks[i], line - 0.1);
+  }
 }
 
 TEST(OffloadPassTest, SelectiveMeetsTheBudgetOrSaysTheSmallestPeak) {
