@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "coordinator/schedule/codec/plan_proto.h"
 #include "glog/logging.h"
+#include "worker/service/host_lock.h"
 
 namespace pipetrain::worker {
 namespace {
@@ -153,6 +154,7 @@ absl::StatusOr<v1::PrepareResponse> WorkerAgent::Prepare(const v1::PrepareReques
   auto session = WorkerSession::Create(request, options_.session, std::move(listener));
   v1::PrepareResponse response;
   if (session.ok() && request.profile()) {
+    const HostLock alone(options_.profile_lock_path);  // one profiling worker per machine
     absl::StatusOr<std::vector<StageProfile>> profile = (*session)->Profile();
     if (!profile.ok()) {
       session = absl::Status(profile.status().code(),

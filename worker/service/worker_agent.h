@@ -43,6 +43,8 @@ struct WorkerAgentOptions {
   std::string host;
   int cpu_cores = 0;
   int compute_threads = 1;
+  // Machine-wide lock held during the profiling step (host_lock.h); empty: none.
+  std::string profile_lock_path;
   SessionOptions session;
   absl::Duration heartbeat_interval = absl::Seconds(1);  // until the coordinator says otherwise
   absl::Duration max_backoff = absl::Seconds(5);

@@ -121,6 +121,7 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   options.host = cpus.host;
   options.cpu_cores = cpus.cpus;
   options.compute_threads = std::max(1, config.session.blas_threads);
+  options.profile_lock_path = "/tmp/pipetrain-profile.lock";
   {
     // The host link as this worker's copy engine sees it (with its cap), for offload planning.
     kernels::CpuBackend probe_backend;
