@@ -75,6 +75,10 @@ std::string FormatJobStatus(const v1::Job& job) {
                           job.steps_done() > 0
                               ? absl::StrFormat("%8.3f", job.measured_bubble_ratio())
                               : std::string("       -"));
+    if (pred.shared_cpu_step_s() > 0) {
+      absl::StrAppend(&out, "    (predicted with a device per worker; measured, it also counts "
+                            "the time a worker waits for a shared core)\n");
+    }
     if (job.tokens_per_s() > 0) {
       absl::StrAppendFormat(&out, "  tokens/s                  %8.0f\n", job.tokens_per_s());
     }

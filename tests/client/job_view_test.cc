@@ -43,6 +43,7 @@ TEST(JobViewTest, StatusShowsThePlanAndPredictedNextToMeasuredMemory) {
   EXPECT_THAT(out, HasSubstr("rank 1: 1.000 / -\n"));
   EXPECT_THAT(out, Not(HasSubstr("checkpoints:")));
   EXPECT_THAT(out, Not(HasSubstr("recoveries:")));
+  EXPECT_THAT(out, Not(HasSubstr("shared core")));
 }
 
 TEST(JobViewTest, StatusShowsCheckpointsAndTheNewestRecoveries) {
@@ -82,6 +83,7 @@ TEST(JobViewTest, StepTimeIsTheSharedCoreSimulationWhenWorkersShareCores) {
   job.mutable_plan()->mutable_prediction()->set_shared_cpu_note("4 CPU workers share 2 cores");
   EXPECT_THAT(FormatJobStatus(job), HasSubstr("step time        0.1310 s    0.1367 s\n"
                                               "    (4 CPU workers share 2 cores)\n"));
+  EXPECT_THAT(FormatJobStatus(job), HasSubstr("waits for a shared core"));
 }
 
 }  // namespace
