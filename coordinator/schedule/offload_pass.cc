@@ -363,6 +363,7 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
                               Peak(waiting_all.sim) < Peak(strict_all.sim) - 1e-9;
   }
   // Partial modes take stashes in the greedy re-simulated order (full and none take all/none).
+  std::vector<std::vector<OffloadCandidate>> by_lifespan = ok;
   if (options.mode == OffloadMode::kHalf || options.mode == OffloadMode::kFraction ||
       options.mode == OffloadMode::kSelective) {
     PT_ASSIGN_OR_RETURN(ok, GreedyOrder(compute, costs, ok, booking));
@@ -421,6 +422,16 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
     }
   }
   PT_ASSIGN_OR_RETURN(OffloadPlan plan, build(count));
+  if (options.mode == OffloadMode::kHalf || options.mode == OffloadMode::kFraction) {
+    // The same counts in plain lifespan order (the paper's PO-H) when that peaks lower.
+    std::swap(ok, by_lifespan);
+    PT_ASSIGN_OR_RETURN(OffloadPlan longest, build(count));
+    if (Peak(longest.sim) < Peak(plan.sim) - 1e-9) {
+      plan = std::move(longest);
+    } else {
+      std::swap(ok, by_lifespan);
+    }
+  }
   if (options.mode != OffloadMode::kSelective && options.mode != OffloadMode::kNone) {
     // Never worse than no offload: a worker whose peak rose (copies in flight plus early
     // reloads outweighing what was freed) keeps its activations.
