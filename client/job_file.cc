@@ -48,7 +48,7 @@ nlohmann::json ToJson(const YAML::Node& node) {
 void ToYaml(const nlohmann::json& j, int indent, std::ostringstream& out) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     out << std::string(indent, ' ') << it.key() << ":";
-    if (it->is_object()) {
+    if (it->is_object() && !it->empty()) {  // an empty message stays `{}`: set, not null
       out << "\n";
       ToYaml(*it, indent + 2, out);
     } else {
@@ -65,9 +65,16 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::str
     json = text;
   } else {
     try {
-      json = ToJson(YAML::Load(text)).dump();
+      const YAML::Node root = YAML::Load(text);
+      if (!root.IsMap()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": expected a mapping of JobSpec fields (name, model, training, ...)"));
+      }
+      json = ToJson(root).dump();
     } catch (const YAML::Exception& e) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": not valid YAML: ", e.what()));
+    } catch (const nlohmann::json::exception& e) {  // dump() throws on invalid UTF-8
+      return absl::InvalidArgumentError(absl::StrCat(name, ": not valid UTF-8: ", e.what()));
     }
   }
   v1::JobSpec spec;
@@ -88,7 +95,10 @@ absl::StatusOr<v1::JobSpec> LoadJobSpec(const std::string& path) {
 std::string JobSpecToYaml(const v1::JobSpec& spec) {
   auto json = schedule::ToJson(spec);
   std::ostringstream out;
-  if (json.ok()) ToYaml(nlohmann::json::parse(*json), 0, out);
+  if (!json.ok()) return "";
+  const nlohmann::json fields = nlohmann::json::parse(*json);
+  if (fields.empty()) return "{}\n";  // an empty file would not read back as a spec
+  ToYaml(fields, 0, out);
   return out.str();
 }
 

@@ -1,0 +1,56 @@
+// Job files (client/job_file.h): regressions found by tests/fuzz/job_file_fuzzer.
+#include "client/job_file.h"
+
+#include "client/default_job.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace pipetrain::client {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+TEST(JobFileTest, InvalidUtf8IsAnErrorNotATerminate) {
+  // Used to escape as nlohmann::json::type_error (316) and terminate the client.
+  const absl::StatusOr<v1::JobSpec> spec = ParseJobSpec("name: \"a\xbd\"\n", "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), StartsWith("job.yaml: not valid UTF-8: "));
+}
+
+TEST(JobFileTest, EmptyOrScalarYamlSaysAMappingIsExpected) {
+  for (const char* text : {"", "# only a comment\n", "42\n", "- a\n- b\n"}) {
+    const absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(spec.ok()) << text;
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(spec.status().message(),
+              "job.yaml: expected a mapping of JobSpec fields (name, model, training, ...)");
+  }
+}
+
+// The YAML rendering (--print-default-job, templates) reads back as the same spec.
+void ExpectRoundTrip(const v1::JobSpec& spec) {
+  const std::string yaml = JobSpecToYaml(spec);
+  const absl::StatusOr<v1::JobSpec> again = ParseJobSpec(yaml, "rendered.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+  EXPECT_TRUE(MessageDifferencer::Equals(spec, *again)) << yaml << "\n" << again->DebugString();
+}
+
+TEST(JobFileTest, RenderingReadsBackAsTheSameSpec) {
+  ExpectRoundTrip(DefaultJobSpec());
+  // An empty spec used to render as an empty file, which does not read back.
+  EXPECT_EQ(JobSpecToYaml(v1::JobSpec()), "{}\n");
+  ExpectRoundTrip(v1::JobSpec());
+  // A set but empty message used to render as `optimizer:` (null: read back as unset).
+  v1::JobSpec spec = DefaultJobSpec();
+  spec.mutable_training()->clear_optimizer();
+  spec.mutable_training()->mutable_optimizer();
+  EXPECT_THAT(JobSpecToYaml(spec), HasSubstr("  optimizer: {}\n"));
+  ExpectRoundTrip(spec);
+}
+
+}  // namespace
+}  // namespace pipetrain::client
