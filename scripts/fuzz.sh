@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of JobSpec validation and planning (libFuzzer + AddressSanitizer):
-# builds tests/fuzz/job_spec_fuzzer with clang++ into build-fuzz/ and runs it for a bounded time
-# from the seeds in tests/fuzz/seeds/ (text protos, encoded with protoc). A broken contract or a
-# crash fails the script and prints the input that did it; the input stays in
-# build-fuzz/fuzz-crashes/ (rerun it: build-fuzz/tests/fuzz/job_spec_fuzzer FILE).
+# Coverage-guided fuzzing (libFuzzer + AddressSanitizer) with clang++ into build-fuzz/, for a
+# bounded time, of two targets in tests/fuzz/:
+#   job_spec_fuzzer  bytes as a binary JobSpec -> validation and planning (2/3 of the time),
+#                    seeds: tests/fuzz/seeds/*.textproto, encoded with protoc;
+#   job_file_fuzzer  text as a YAML and a JSON job file, as the client reads it (1/3),
+#                    seeds: tests/fuzz/seeds_text/.
+# Both use tests/fuzz/job_spec.dict. A broken contract or a crash fails the script and prints the
+# input that did it (as text, and hex); the input stays in build-fuzz/fuzz-crashes/ (rerun it:
+# build-fuzz/tests/fuzz/<target> FILE). The corpora grow in build-fuzz/fuzz-corpus*/.
 #
-# Usage: scripts/fuzz.sh [SECONDS]   (default: $PIPETRAIN_FUZZ_SECONDS, else 60)
+# Usage: scripts/fuzz.sh [SECONDS]   (default: $PIPETRAIN_FUZZ_SECONDS, else 60; docs/fuzzing.md)
 # Without clang++ or libFuzzer it says so and exits 0 (the g++ build fuzzes the same contract
 # deterministically in ctest: coordinator_fuzz_test).
 set -euo pipefail
@@ -29,29 +33,44 @@ if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DPIPETRAIN_FUZZ=ON \
     -DPIPETRAIN_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo ${FUZZ_CMAKE_ARGS:-} >/dev/null
 fi
-cmake --build "$build" -j "${JOBS:-$(nproc)}" --target job_spec_fuzzer
+cmake --build "$build" -j "${JOBS:-$(nproc)}" --target job_spec_fuzzer job_file_fuzzer
 echo "fuzz: built in $(( $(date +%s) - start )) s"
 
-corpus="$build/fuzz-corpus"
 crashes="$build/fuzz-crashes"
-mkdir -p "$corpus" "$crashes"
+mkdir -p "$build/fuzz-corpus" "$build/fuzz-corpus-text" "$crashes"
 for seed in tests/fuzz/seeds/*.textproto; do
   protoc --encode=pipetrain.v1.JobSpec -I proto pipetrain/v1/job.proto \
-    < "$seed" > "$corpus/seed-$(basename "$seed" .textproto)"
+    < "$seed" > "$build/fuzz-corpus/seed-$(basename "$seed" .textproto)"
 done
 
-fuzzer="$build/tests/fuzz/job_spec_fuzzer"
-echo "fuzz: $fuzzer for ${budget} s over $(ls "$corpus" | wc -l) corpus inputs"
-if ! "$fuzzer" -max_total_time="$budget" -print_final_stats=1 -artifact_prefix="$crashes/" \
-     -rss_limit_mb=4096 -timeout=10 "$corpus" 2> "$build/fuzz.log"; then
-  tail -n 60 "$build/fuzz.log"
-  for input in "$crashes"/*; do
-    [ -f "$input" ] || continue
-    echo "---- $input (hex):"
+# fuzz TARGET SECONDS CORPUS SEEDS...: runs one target; on failure prints the inputs and exits 1.
+fuzz() {
+  local target=$1 seconds=$2 log="$build/fuzz-$1.log"
+  shift 2
+  [ "$seconds" -ge 1 ] || seconds=1  # 0 would mean no limit
+  echo "fuzz: $target for $seconds s"
+  touch "$crashes/.start-$target"
+  if "$build/tests/fuzz/$target" -max_total_time="$seconds" -print_final_stats=1 \
+       -dict=tests/fuzz/job_spec.dict -artifact_prefix="$crashes/$target-" -rss_limit_mb=4096 \
+       -timeout=10 "$@" 2> "$log"; then
+    grep -E "^(stat::number_of_executed_units|stat::new_units_added|Done)" "$log" || true
+    return 0
+  fi
+  tail -n 60 "$log"
+  find "$crashes" -name "$target-*" -newer "$crashes/.start-$target" | while read -r input; do
+    echo "---- $input as text:"
+    if [ "$target" = job_spec_fuzzer ]; then
+      protoc --decode=pipetrain.v1.JobSpec -I proto pipetrain/v1/job.proto < "$input" ||
+        echo "(not decodable)"
+    else
+      cat -v "$input"; echo
+    fi
+    echo "---- hex:"
     od -A d -t x1 "$input" | head -n 20
   done
   echo "fuzz: FAILED (see above; inputs in $crashes/)"
   exit 1
-fi
-grep -E "^(stat::number_of_executed_units|stat::new_units_added|Done)" "$build/fuzz.log" || true
+}
+fuzz job_spec_fuzzer $(( budget - budget / 3 )) "$build/fuzz-corpus"
+fuzz job_file_fuzzer $(( budget / 3 )) "$build/fuzz-corpus-text" tests/fuzz/seeds_text
 echo "fuzz: passed ($(( $(date +%s) - start )) s in all)"
