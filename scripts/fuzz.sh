@@ -56,7 +56,12 @@ fuzz() {
     grep -E "^(stat::number_of_executed_units|stat::new_units_added|Done)" "$log" || true
     return 0
   fi
-  tail -n 60 "$log"
+  # From the first report (a broken contract, or a sanitizer's/libFuzzer's ERROR) on.
+  if grep -qE "contract broken|ERROR:" "$log"; then
+    sed -n -E '/contract broken|ERROR:/,$p' "$log" | head -n 120
+  else
+    tail -n 60 "$log"
+  fi
   find "$crashes" -name "$target-*" -newer "$crashes/.start-$target" | while read -r input; do
     echo "---- $input as text:"
     if [ "$target" = job_spec_fuzzer ]; then
