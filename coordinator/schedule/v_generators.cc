@@ -274,6 +274,14 @@ bool Better(const VPlan& a, const std::optional<VPlan>& best) {
 
 constexpr double kNoLimit = 1e300;
 
+// A candidate's predicted span at full m; kNoLimit if none (it runs last and is never skipped).
+double Prediction(const std::vector<std::pair<int, double>>& predicted, int index) {
+  for (const auto& [i, span] : predicted) {
+    if (i == index) return span;
+  }
+  return kNoLimit;
+}
+
 }  // namespace
 
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
@@ -289,6 +297,8 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
   // 2p microbatches carries over; only the best few run at full m.
   const int screen_m = std::max(2 * p, 24);
   std::vector<int> finalists = all;
+  std::vector<std::pair<int, double>> predicted;  // (candidate, predicted span at full m)
+  const double slack = BusiestWork(costs, p);       // one microbatch of the busiest worker
   if (m > screen_m && all.size() > 2) {
     // Only the best two and the best of each family (pattern, greedy, block) matter below, so a
     // candidate is stopped once its span is certain to exceed both the second-best span so far
@@ -383,11 +393,35 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
                                    [&](int index) { return index < 0 && outrun(-index - 1); }),
                     finalists.end());
     if (std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
+    // Predict each finalist's span at full m from a second, shorter prefix: past the warm-up
+    // every extra microbatch adds one steady-state period, so the two prefixes' difference
+    // cancels warm-up and cool-down. Full-m runs then go best-predicted first, and a finalist
+    // predicted worse than the best full-m span so far by more than one microbatch of the
+    // busiest worker's work (the greedy's steady state is not exactly periodic) is skipped:
+    // re-running every finalist at full m cost more than the whole screening.
+    const int short_m = screen_m - std::max(1, screen_m / 4);
+    for (int index : finalists) {
+      const double at_screen = screened(index);
+      if (at_screen >= kNoLimit) continue;  // pruned in the screening: no estimate, runs
+      bool pruned = false;
+      std::optional<VPlan> r = RunCandidate(index, p, short_m, costs, cap, patterns, variants,
+                                            name, error, kNoLimit, /*record=*/false, &pruned);
+      if (!r) continue;
+      // No steady state is faster than the busiest worker's work per microbatch (a shorter
+      // difference means the short prefix had not left the warm-up yet).
+      const double rate = std::max(slack, (at_screen - r->max_span) / (screen_m - short_m));
+      predicted.emplace_back(index, at_screen + rate * (m - screen_m));
+    }
+    std::stable_sort(finalists.begin(), finalists.end(), [&](int a, int b) {
+      return Prediction(predicted, a) < Prediction(predicted, b);
+    });
   }
   // Full m: a candidate that cannot beat the best so far (or beat_span) is stopped early.
   std::optional<VPlan> best;
   for (int index : finalists) {
     if (index >= static_cast<int>(variants.size())) continue;
+    const double guess = Prediction(predicted, index);
+    if (best && guess < kNoLimit && guess > best->max_span + slack) continue;
     bool pruned = false;
     const double bound = best ? std::min(best->max_span, beat_span) : beat_span;
     std::optional<VPlan> r = RunCandidate(index, p, m, costs, cap, patterns, variants, name, error,
