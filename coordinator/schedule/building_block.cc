@@ -174,30 +174,32 @@ Schedule RepeatBlock(const BuildingBlock& block, int num_microbatches, std::stri
     for (int i = 0; i < static_cast<int>(block.passes.size()); ++i) {
       mine[block.stage_to_worker[block.passes[i].stage]].push_back(i);
     }
+    // Each pass's current key is kept and only the picked one is recomputed (the merge runs
+    // over every action of every candidate block in the V generators' screening).
     std::vector<int> next;
+    std::vector<Key> current;
     for (int w = 0; w < block.num_workers; ++w) {
       const std::vector<int>& ids = mine[w];
       auto key = [&](int k) {
         const BlockPass& pass = block.passes[ids[k]];
         return Key(pass.offset + next[k] * block.interval, pass.chain, next[k], ids[k]);
       };
-      next.assign(ids.size(), 0);
+      const int n_ids = static_cast<int>(ids.size());
+      next.assign(n_ids, 0);
+      current.clear();
+      for (int k = 0; k < n_ids; ++k) current.push_back(key(k));
       auto& list = schedule.worker_actions[w];
       list.reserve(ids.size() * num_microbatches);
       const size_t total = ids.size() * static_cast<size_t>(num_microbatches);
       for (size_t n = 0; n < total; ++n) {
         int pick = -1;
-        Key best;
-        for (int k = 0; k < static_cast<int>(ids.size()); ++k) {
+        for (int k = 0; k < n_ids; ++k) {
           if (next[k] >= num_microbatches) continue;
-          const Key x = key(k);
-          if (pick < 0 || x < best) {
-            pick = k;
-            best = x;
-          }
+          if (pick < 0 || current[k] < current[pick]) pick = k;
         }
         const BlockPass& pass = block.passes[ids[pick]];
         list.push_back(Action{pass.kind, pass.stage, next[pick]++});
+        current[pick] = key(pick);
       }
     }
     return schedule;
