@@ -56,15 +56,14 @@ class VGreedy {
     r_.peak.assign(p_, 0.0);
     leaves_ = 1;
     while (leaves_ < p_) leaves_ *= 2;
-    tree_.assign(2 * leaves_, kInf);
+    pending_.push_back(kInf);  // index p_: the padding leaves, never pending
+    tree_.assign(2 * leaves_, p_);
+    for (int w = 0; w < p_; ++w) tree_[leaves_ + w] = w;
     for (int w = 0; w < p_; ++w) Wake(w, 0.0);
     long remaining = 6L * p_ * m_;
-    while (tree_[1] < kInf) {
-      // The earliest pending decision (ties: lowest worker), found down the min-tree.
-      int node = 1;
-      while (node < leaves_)
-        node = tree_[2 * node] <= tree_[2 * node + 1] ? 2 * node : 2 * node + 1;
-      const int w = node - leaves_;
+    while (pending_[tree_[1]] < kInf) {
+      // The earliest pending decision (ties: lowest worker) is the tree's winner.
+      const int w = tree_[1];
       now_ = pending_[w];
       SetPending(w, kInf);
       if (Decide(w)) --remaining;
@@ -99,10 +98,13 @@ class VGreedy {
 
   void SetPending(int w, double time) {
     pending_[w] = time;
-    int node = leaves_ + w;
-    tree_[node] = time;
-    for (node /= 2; node >= 1; node /= 2) {
-      tree_[node] = std::min(tree_[2 * node], tree_[2 * node + 1]);
+    // Replay the matches on w's path; once a match's winner is another worker both before and
+    // after, nothing above it changes.
+    for (int node = (leaves_ + w) / 2; node >= 1; node /= 2) {
+      const int left = tree_[2 * node], right = tree_[2 * node + 1];
+      const int winner = pending_[left] <= pending_[right] ? left : right;
+      if (winner == tree_[node] && winner != w) break;
+      tree_[node] = winner;
     }
   }
   void Wake(int w, double time) { SetPending(w, time); }
@@ -249,9 +251,10 @@ class VGreedy {
   std::vector<double> clock_, first_, pending_, mem_;
   std::vector<double> rem_;  // per worker: work not yet committed
   double abort_at_ = kInf;
-  // Min-tree over the workers' pending decision times (kInf = asleep until notified).
+  // Tournament tree over the workers' pending decision times (kInf = asleep until notified):
+  // each node holds the worker that wins below it (earliest, ties: lowest), leaves at leaves_.
   int leaves_ = 1;
-  std::vector<double> tree_;
+  std::vector<int> tree_;
   double now_ = 0.0;
   VGreedyResult r_;
 };

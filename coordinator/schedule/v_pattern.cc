@@ -130,17 +130,19 @@ void Reorder(int p, int m, std::vector<Line>& lines, bool warmup_too, bool impli
     }
   }
   // Only the warm-up (phase 0) and cool-down (phase 2) move; the steady state (phase 1) stays.
+  // Visited in (slot, worker) order, generated directly (sorting them cost more than the moves).
   const int first_bu = pos[at(0, kBU, 0)], last_f0 = pos[at(0, kF0, m - 1)];
-  for (int w = 0; w < p; ++w) {
-    const int n = static_cast<int>(lines[w].size());
-    for (int t = warmup_too ? 0 : n; t < std::min(first_bu, n); ++t) {
-      if (lines[w][t].type != kNone) order.emplace_back(t, w);
-    }
-    for (int t = std::max(last_f0 + 1, first_bu); t < n; ++t) {
-      if (lines[w][t].type != kNone) order.emplace_back(t, w);
+  size_t longest = 0;
+  for (const Line& l : lines) longest = std::max(longest, l.size());
+  const int cool = std::max(last_f0 + 1, first_bu);
+  for (int t = 0; t < static_cast<int>(longest); ++t) {
+    if (t < first_bu ? !warmup_too : t < cool) continue;
+    for (int w = 0; w < p; ++w) {
+      if (t < static_cast<int>(lines[w].size()) && lines[w][t].type != kNone) {
+        order.emplace_back(t, w);
+      }
     }
   }
-  std::sort(order.begin(), order.end());
   for (const auto& [slot, w] : order) {
     const Node x = lines[w][slot];
     if (x.type == kNone) continue;
