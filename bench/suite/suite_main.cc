@@ -3,7 +3,8 @@
 //
 // BENCHMARKS.md keeps whatever lies outside the generated block (the markers below), so
 // hand-written sections survive a rerun; a file without markers is kept below the block under
-// "Earlier one-off measurements".
+// "Earlier one-off measurements". A run of some sections (--sections) replaces only those and
+// keeps the others from the previous run, each with its own provenance line.
 //
 // Usage: pipetrain_bench --out DIR [--quick] [--repeats N] [--transport-bench PATH]
 //                        [--kernels-bench PATH] [--offload-bench PATH] [--sections gen,emulated,cpu,frontier,offload,
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -45,6 +47,37 @@ bool WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
   return static_cast<bool>(out);
+}
+
+// The suite's sections in the order they appear, each with the heading it starts with.
+struct SectionKind {
+  const char* id;
+  const char* heading;
+};
+constexpr SectionKind kSections[] = {
+    {"gen", "## Schedule generation speed"},
+    {"emulated", "## Every schedule side by side: emulated backend"},
+    {"frontier", "## Throughput-memory frontier"},
+    {"cpu", "## Every schedule side by side: real CPU compute"},
+    {"offload", "## Offload"},
+    {"external", "## Transport bandwidth and kernel efficiency"},
+};
+
+// The generated block of an existing BENCHMARKS.md, by section id (each from its heading to the
+// next "## " heading); empty when there is none.
+std::map<std::string, std::string> OldSections(const std::string& old) {
+  std::map<std::string, std::string> out;
+  const size_t b = old.find(kBegin), e = old.find(kEnd);
+  if (b == std::string::npos || e == std::string::npos || e < b) return out;
+  const std::string block = old.substr(b, e - b);
+  for (const SectionKind& kind : kSections) {
+    const size_t at = block.find(std::string("\n") + kind.heading);
+    if (at == std::string::npos) continue;
+    const size_t next = block.find("\n## ", at + 1);
+    out[kind.id] = block.substr(at + 1, next == std::string::npos ? std::string::npos
+                                                                 : next + 1 - (at + 1));
+  }
+  return out;
 }
 
 // The new BENCHMARKS.md: `generated` replaces the block between the markers of `old`.
@@ -124,30 +157,57 @@ int main(int argc, char** argv) {
   ::mkdir(fig_dir.c_str(), 0755);
 
   const Stamp start = Now();
-  std::vector<Section> sections;
-  auto add = [&](const char* name, Section s) {
+  std::map<std::string, Section> sections;  // by id
+  auto add = [&](const char* id, const char* name, Section s) {
     std::fprintf(stderr, "pipetrain_bench: %s done (%s)\n", name, Now().date.c_str());
-    sections.push_back(std::move(s));
+    sections[id] = std::move(s);
   };
-  if (Wanted(options, "gen")) add("generation speed", GenerationSpeed(options));
+  if (Wanted(options, "gen")) add("gen", "generation speed", GenerationSpeed(options));
   std::vector<Comparison> emulated;
   if (Wanted(options, "emulated") || Wanted(options, "frontier")) {
     Section s = EmulatedComparison(options, &emulated);
-    if (Wanted(options, "emulated")) add("emulated comparison", std::move(s));
+    if (Wanted(options, "emulated")) add("emulated", "emulated comparison", std::move(s));
   }
-  if (Wanted(options, "frontier")) add("frontier", Frontier(options, emulated));
-  if (Wanted(options, "cpu")) add("cpu comparison", CpuComparison(options));
-  if (Wanted(options, "offload")) add("offload", Offload(options));
-  if (Wanted(options, "external")) add("transport and kernels", TransportAndKernels(options));
+  if (Wanted(options, "frontier")) add("frontier", "frontier", Frontier(options, emulated));
+  if (Wanted(options, "cpu")) add("cpu", "cpu comparison", CpuComparison(options));
+  if (Wanted(options, "offload")) add("offload", "offload", Offload(options));
+  if (Wanted(options, "external")) {
+    add("external", "transport and kernels", TransportAndKernels(options));
+  }
   const Stamp end = Now();
 
+  // A run of some sections keeps the others from the previous run (each section states its own
+  // date, machine, load and command).
+  const std::string path = options.out_dir + "/BENCHMARKS.md";
+  const std::string old = ReadFile(path);
+  const std::map<std::string, std::string> kept =
+      options.sections.empty() ? std::map<std::string, std::string>{} : OldSections(old);
   std::string generated = absl::StrCat(
       "\n## Suite run\n\n", "Started ", start.date, ", finished ", end.date, ". Machine: ",
       start.machine, ". ", start.load, " at the start, ", end.load.substr(13),
       " at the end (the box is shared; see each section's own load). Command: `",
       options.command, "`", options.quick ? " (**quick mode**: smoke-test sizes only)" : "",
       ".\n\n");
-  for (const Section& s : sections) {
+  if (!options.sections.empty()) {
+    std::vector<std::string> kept_ids;
+    for (const SectionKind& kind : kSections) {
+      if (kept.count(kind.id) > 0 && sections.count(kind.id) == 0) kept_ids.push_back(kind.id);
+    }
+    if (!kept_ids.empty()) {
+      absl::StrAppend(&generated, "This run measured only ",
+                      absl::StrJoin(options.sections, ", "),
+                      "; the other sections (", absl::StrJoin(kept_ids, ", "),
+                      ") are kept from an earlier run, each with its own date and command.\n\n");
+    }
+  }
+  for (const SectionKind& kind : kSections) {
+    auto ran = sections.find(kind.id);
+    if (ran == sections.end()) {
+      auto old_section = kept.find(kind.id);
+      if (old_section != kept.end()) generated += old_section->second;
+      continue;
+    }
+    const Section& s = ran->second;
     generated += s.markdown;
     for (const Figure& f : s.figures) {
       if (!WriteFile(fig_dir + "/" + f.file, f.svg)) {
@@ -156,8 +216,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  const std::string path = options.out_dir + "/BENCHMARKS.md";
-  if (!WriteFile(path, Merge(ReadFile(path), generated))) {
+  if (!WriteFile(path, Merge(old, generated))) {
     std::fprintf(stderr, "cannot write %s\n", path.c_str());
     return 1;
   }
