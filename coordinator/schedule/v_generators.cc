@@ -37,7 +37,9 @@ double BusiestWork(const CostModel& costs, int p) {
 
 // The greedy engine's search space for a cap: priority rules x in-flight limits K (chunk-0
 // microbatches a worker may hold before their chunk-0 B; 0 = limited by memory only).
-std::vector<VVariant> GreedyVariants(int p, double cap_chunks, bool full) {
+// A limit K >= `no_limit_from` never binds (memory stops a worker first) and would repeat the
+// K = 0 candidates.
+std::vector<VVariant> GreedyVariants(int p, double cap_chunks, bool full, double no_limit_from) {
   std::vector<int> ks = {0};
   if (full) {
     for (double x : {0.75, 1.0}) {
@@ -46,6 +48,8 @@ std::vector<VVariant> GreedyVariants(int p, double cap_chunks, bool full) {
     ks.push_back(p);
     std::sort(ks.begin(), ks.end());
     ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+    ks.erase(std::remove_if(ks.begin() + 1, ks.end(), [&](int k) { return k >= no_limit_from; }),
+             ks.end());
   }
   // (b_older_first, f1_first, wait): the rules that won somewhere on the tested grid.
   struct Rule {
@@ -144,7 +148,17 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
   }
   double chunk = 0.0;
   for (const StageCost& c : costs.stages) chunk = std::max(chunk, c.activation);
-  std::vector<VVariant> variants = GreedyVariants(p, chunk > 0 ? cap / chunk : 2.0 * p, full);
+  // The limit counts chunk-0 microbatches between their F and chunk-0 B, each holding its whole
+  // chunk-0 activation a0, and an F needs mem + a0 <= cap: K >= floor(cap / a0) cannot bind.
+  // (Every worker: the one with the smallest a0 admits the most.)
+  double no_limit_from = 0.0;
+  for (int w = 0; w < p; ++w) {
+    const double a0 = costs.stages[w].activation;
+    no_limit_from = a0 > 0 ? std::max(no_limit_from, std::floor((cap + 1e-6) / a0)) : 1e300;
+    if (a0 <= 0) break;
+  }
+  std::vector<VVariant> variants =
+      GreedyVariants(p, chunk > 0 ? cap / chunk : 2.0 * p, full, no_limit_from);
   if (blocks) {
     for (VVariant& v : BlockVariants()) variants.push_back(std::move(v));
     for (VVariant& v : SearchedBlockVariants(p, costs, cap)) variants.push_back(std::move(v));
