@@ -1,8 +1,11 @@
 // Tests of the V-shape family, the building-block lifespan bound and the auto planner. Every
 // number comes from the one Simulate and every schedule passes the one ValidateSchedule.
 #include <algorithm>
+#include <iterator>
 #include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "coordinator/schedule/auto_planner.h"
 #include "coordinator/schedule/building_block.h"
@@ -127,26 +130,86 @@ TEST(VLawsTest, VHalfBeats1F1BWithUnequalCosts) {
   }
 }
 
-// Acceptance criterion NOT met with comm > 0 (docs/SCHEDULES.md): 1:2:1 with comm 0.2 fails at
-// p=3,4 m=64, p=6 m>=12, p=8,12,16 m>=2p (p=16 m=64: 0.305 vs 1F1B 0.259); 1:2:1 comm 0.1 and
-// 1:1.5:0.5 comm 0.2 fail similarly (1:1:1 comm 0.2 passes). Why: the memory cap does not grow
-// with comm, but every one of the ~4p hops of a microbatch's chain lengthens its lifespans by
-// comm, so at (p+2)//2 units the steady state needs a longer period: the block search finds no
-// block that fits at the busiest worker's work per microbatch, only ~10% above it, a steady
-// bubble 1F1B (p units, whose in-flight count grows with comm) does not pay. Kept disabled, over
-// the full grid, so the gap stays visible.
-TEST(VLawsTest, DISABLED_VHalfBeats1F1BWithComm) {
+// V-Half below 1F1B with comm 0.2 (F:B:W 1:1:1, 1:2:1, 1:1.5:0.5; p 2..16, m p/2p/4p/64):
+// met at 49 of the 81 cells, NOT met at the 32 listed below (docs/SCHEDULES.md, "V-Half with
+// transfer cost"). All 1:1:1 cells and every p = 2 cell are met; 1:2:1 fails at p=3,4 m=64,
+// p=8 m>=4p and p=6,12,16 m>=2p; 1:1.5:0.5 fails at every p >= 3 except m = p at p = 3, 4, 6.
+// Why: the cap (p+2)//2 does not grow with comm, while a V microbatch's chain crosses 4p-4
+// worker boundaries (1F1B's: 2p-2) with chunks half as long, so comm lengthens every lifespan
+// and the V needs more memory to keep its steady state; with 1F1B's memory (p units) V-ZB beats
+// 1F1B in every one of these cells, so the memory cap, not the V placement, is what loses. The
+// lost cells' bubbles are pinned (upper bounds: they may only fall) and must stay within
+// V-Half's memory; every other cell must beat 1F1B.
+struct LostCell {
+  int p, m;
+  double b, w;    // f = 1
+  double bubble;  // V-Half's bubble now (rounded up)
+};
+constexpr LostCell kLostWithComm[] = {
+    {3, 6, 1.5, 0.5, 0.3169},   // 1F1B 0.3077
+    {3, 12, 1.5, 0.5, 0.2300},  // 1F1B 0.2105
+    {3, 64, 2, 1, 0.1121},      // 1F1B 0.0909
+    {3, 64, 1.5, 0.5, 0.1412},  // 1F1B 0.1095
+    {4, 8, 1.5, 0.5, 0.3416},   // 1F1B 0.3370
+    {4, 16, 1.5, 0.5, 0.2459},  // 1F1B 0.2332
+    {4, 64, 2, 1, 0.1233},      // 1F1B 0.1111
+    {4, 64, 1.5, 0.5, 0.1537},  // 1F1B 0.1312
+    {6, 12, 2, 1, 0.3583},      // 1F1B 0.3478
+    {6, 12, 1.5, 0.5, 0.3980},  // 1F1B 0.3640
+    {6, 24, 2, 1, 0.2815},      // 1F1B 0.2357
+    {6, 24, 1.5, 0.5, 0.3130},  // 1F1B 0.2547
+    {6, 64, 2, 1, 0.2215},      // 1F1B 0.1432
+    {6, 64, 1.5, 0.5, 0.2437},  // 1F1B 0.1645
+    {8, 8, 1.5, 0.5, 0.5485},   // 1F1B 0.5219
+    {8, 16, 1.5, 0.5, 0.4200},  // 1F1B 0.3766
+    {8, 32, 2, 1, 0.2580},      // 1F1B 0.2453
+    {8, 32, 1.5, 0.5, 0.3285},  // 1F1B 0.2649
+    {8, 64, 2, 1, 0.1993},      // 1F1B 0.1710
+    {8, 64, 1.5, 0.5, 0.2710},  // 1F1B 0.1926
+    {12, 12, 1.5, 0.5, 0.5586}, // 1F1B 0.5349
+    {12, 24, 2, 1, 0.3886},     // 1F1B 0.3717
+    {12, 24, 1.5, 0.5, 0.4325}, // 1F1B 0.3888
+    {12, 48, 2, 1, 0.3009},     // 1F1B 0.2547
+    {12, 48, 1.5, 0.5, 0.3378}, // 1F1B 0.2749
+    {12, 64, 2, 1, 0.2748},     // 1F1B 0.2176
+    {12, 64, 1.5, 0.5, 0.3089}, // 1F1B 0.2387
+    {16, 16, 1.5, 0.5, 0.5635}, // 1F1B 0.5411
+    {16, 32, 2, 1, 0.3951},     // 1F1B 0.3774
+    {16, 32, 1.5, 0.5, 0.4368}, // 1F1B 0.3947
+    {16, 64, 2, 1, 0.3052},     // 1F1B 0.2593
+    {16, 64, 1.5, 0.5, 0.3413}, // 1F1B 0.2798
+};
+
+TEST(VLawsTest, VHalfVs1F1BWithComm) {
+  int lost = 0;
   for (int p : {2, 3, 4, 6, 8, 12, 16}) {
-    for (int m : {p, 2 * p, 4 * p, 64}) {
-      if (m < p) continue;
-      for (auto [f, b, w, c] : {std::tuple{1.0, 1.0, 1.0, 0.2}, std::tuple{1.0, 2.0, 1.0, 0.2},
-                                std::tuple{1.0, 1.5, 0.5, 0.2}}) {
-        const PipelineSpec spec = Spec(p, m, f, b, w, c);
-        EXPECT_LT(RunGen("v-half", spec).bubble, RunGen("1f1b", spec).bubble)
-            << "p=" << p << " m=" << m << " costs " << f << ":" << b << ":" << w << " comm " << c;
+    std::vector<int> ms = {p, 2 * p, 4 * p};
+    if (64 > 4 * p) ms.push_back(64);
+    for (int m : ms) {
+      for (auto [f, b, w] : {std::tuple{1.0, 1.0, 1.0}, std::tuple{1.0, 2.0, 1.0},
+                             std::tuple{1.0, 1.5, 0.5}}) {
+        const PipelineSpec spec = Spec(p, m, f, b, w, 0.2);
+        const std::string where = "p=" + std::to_string(p) + " m=" + std::to_string(m) +
+                                  " costs 1:" + std::to_string(b) + ":" + std::to_string(w);
+        const Measured got = RunGen("v-half", spec);
+        const double one_f_one_b = RunGen("1f1b", spec).bubble;
+        EXPECT_LE(got.peak, (p + 2) / 2 + 1e-9) << where;
+        const LostCell* cell = nullptr;
+        for (const LostCell& c : kLostWithComm) {
+          if (c.p == p && c.m == m && c.b == b && c.w == w) cell = &c;
+        }
+        if (cell == nullptr) {
+          EXPECT_LT(got.bubble, one_f_one_b) << where;
+          continue;
+        }
+        ++lost;
+        EXPECT_GE(got.bubble, one_f_one_b) << where << ": now won, remove it from kLostWithComm";
+        EXPECT_LE(got.bubble, cell->bubble) << where;
+        EXPECT_LT(RunGen("v-zb", spec).bubble, one_f_one_b) << where << " at 1F1B's memory";
       }
     }
   }
+  EXPECT_EQ(lost, static_cast<int>(std::size(kLostWithComm)));
 }
 
 // Against the authors' fixed V-Min / V-Half pattern (SCHEDULING_SPEC.md §2.6, without their
