@@ -407,16 +407,22 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
                                    [&](int index) { return index < 0 && outrun(-index - 1); }),
                     finalists.end());
     if (std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
-    // Predict each finalist's span at full m from a second, shorter prefix: past the warm-up
-    // every extra microbatch adds one steady-state period, so the two prefixes' difference
-    // cancels warm-up and cool-down. Full-m runs then go best-predicted first, and a finalist
-    // predicted worse than the best full-m span so far by more than one microbatch of the
-    // busiest worker's work (the greedy's steady state is not exactly periodic) is skipped:
-    // re-running every finalist at full m cost more than the whole screening.
+    // Predict each finalist's span at full m. A pattern or repeated block is periodic: past the
+    // warm-up every extra microbatch adds one steady-state period, so the difference of two
+    // prefixes (the screen and a shorter one) cancels warm-up and cool-down. The greedy is not
+    // periodic (its rate over a prefix can be above its later one), so it gets the optimistic
+    // estimate: from the screen on, no bubble at all. Full-m runs then go best-predicted first,
+    // and a finalist predicted worse than the best full-m span so far by more than one
+    // microbatch of the busiest worker's work is skipped: re-running every finalist at full m
+    // cost more than the whole screening.
     const int short_m = screen_m - std::max(1, screen_m / 4);
     for (int index : finalists) {
       const double at_screen = screened(index);
       if (at_screen >= kNoLimit) continue;  // pruned in the screening: no estimate, runs
+      if (family(index) == 1) {
+        predicted.emplace_back(index, at_screen + slack * (m - screen_m));
+        continue;
+      }
       bool pruned = false;
       std::optional<VPlan> r = RunCandidate(index, p, short_m, costs, cap, patterns, variants,
                                             name, error, kNoLimit, /*record=*/false, &pruned);
