@@ -87,8 +87,9 @@ int main(int argc, char** argv) {
                        "(selective: until --memory-budget is met)")
       ->capture_default_str();
   plan_cmd->add_option("--offload-ratio", plan.offload_ratio,
-                       "Host link as the offload ratio k: one chunk's copy time each way over "
-                       "its F+B+W time; 0 = no link. With --schedule auto and --memory-budget, "
+                       "Host link as the offload ratio k: one chunk's copy time out and back "
+                       "over its F+B+W time (PipeOffload's k; <= 1 hides a full offload); "
+                       "0 = no link. With --schedule auto and --memory-budget, "
                        "auto also considers offload plans");
   plan_cmd->add_option("--device", plan.device,
                        "Compute k from a device preset (a100, h100, h200) and --hidden, "

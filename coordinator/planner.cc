@@ -154,7 +154,9 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions
         " needs the host link bandwidth: set memory.host_link_bytes_per_s, or run workers that "
         "measured theirs at start-up"));
   }
-  if (offload && f + b + w > 0) pspec.offload_ratio = bytes / host_link / (f + b + w);
+  // k: a worker share's stash out and back over its F+B+W (offload_ratio.h).
+  const double ratio = f + b + w > 0 && host_link > 0 ? 2 * bytes / host_link / (f + b + w) : 0;
+  if (offload) pspec.offload_ratio = ratio;
   if (policy == v1::OFFLOAD_POLICY_AUTO && name != "auto") pspec.offload_ratio = 0;
   PT_ASSIGN_OR_RETURN(schedule::Schedule compute, schedule::Generate(name, pspec));
   if (offload && name != "auto") {
@@ -165,7 +167,7 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions
              : policy == v1::OFFLOAD_POLICY_FULL ? schedule::OffloadMode::kFull
                                                  : schedule::OffloadMode::kSelective;
     schedule::PipelineSpec link = pspec;
-    link.offload_ratio = bytes / host_link / (f + b + w);
+    link.offload_ratio = ratio;
     const schedule::CostModel share = schedule::CostModelFor(link, compute.ChunksPerWorker());
     bool needed = policy != v1::OFFLOAD_POLICY_AUTO;
     if (!needed && budget > 0) {

@@ -1,9 +1,10 @@
 // Offload figures from the simulator (deterministic): 
 //  1. selective offload: peak activation memory vs offloaded fraction on interleaved-1f1b
-//     (p = 8, m = 16, v = 2) for k = 0.25, with the straight line from no offload to full
+//     (p = 8, m = 16, v = 2) for k = 0.5, with the straight line from no offload to full
 //     offload; written as an SVG plot (argv[1], default docs/offload_selective_curve.svg);
 //  2. full offload as p grows (layers per worker fixed, m = 2p): peak and bubble against the
-//     same schedule without offload, for k = 0.25, 0.5 and 1, on 1f1b and interleaved-1f1b.
+//     same schedule without offload, for k = 0.5, 2/3, 1 and 4/3 (offload_ratio.h: the copy
+//     time out and back over F+B+W), on 1f1b and interleaved-1f1b.
 // Prints markdown tables for docs/BENCHMARKS.md.
 #include <algorithm>
 #include <cmath>
@@ -99,9 +100,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(sched.status().message()).c_str());
     return 1;
   }
-  const ps::CostModel costs = WithRatio(spec, 2, 0.25);
+  const ps::CostModel costs = WithRatio(spec, 2, 0.5);
   std::vector<Point> pts;
-  std::printf("Selective offload, interleaved-1f1b p=8 m=16 v=2, unit costs, k=0.25\n\n");
+  std::printf("Selective offload, interleaved-1f1b p=8 m=16 v=2, unit costs, k=0.5\n\n");
   std::printf("| requested fraction | offloaded | peak (units) | linear interpolation | makespan |\n");
   std::printf("|---|---|---|---|---|\n");
   std::vector<std::string> rows;
@@ -127,14 +128,14 @@ int main(int argc, char** argv) {
                 plans[i].second.offloaded, plans[i].second.stashes, pts[i].fraction, pts[i].peak,
                 line, plans[i].second.sim.makespan);
   }
-  std::ofstream(svg_path) << Svg(pts, "Selective offload: interleaved-1f1b, p=8, m=16, k=0.25");
+  std::ofstream(svg_path) << Svg(pts, "Selective offload: interleaved-1f1b, p=8, m=16, k=0.5");
   std::printf("\nwrote %s\n\n", svg_path.c_str());
 
   std::printf("Full offload as p grows (layers per worker fixed, m = 2p, unit costs)\n\n");
   std::printf("| schedule | k | p | peak without | peak with full offload | offloaded | bubble without | bubble with | bubble +pp |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string name : {"1f1b", "interleaved-1f1b"})
-  for (double k : {0.25, 0.5, 1.0}) {
+  for (double k : {0.5, 2.0 / 3, 1.0, 4.0 / 3}) {
     for (int p : {4, 8, 16, 32}) {
       ps::PipelineSpec s;
       s.num_workers = p;

@@ -103,7 +103,7 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int rounds = 5;
-  double faster = 1;  // cap = the plan's link x this (the plan itself stays the k = 0.2 one)
+  double faster = 1;  // cap = the plan's link x this (the plan itself stays the k = 0.4 one)
   if (argc > 1) absl::SimpleAtoi(argv[1], &rounds);
   if (argc > 2) absl::SimpleAtod(argv[2], &faster);
   if (argc > 3) absl::SimpleAtoi(argv[3], &g_steps);
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(base.status().message()).c_str());
     return 1;
   }
-  double link = 0;  // every stage's copy <= 0.2 of its modelled F+B+W
+  double link = 0;  // every stage's copy, each way, <= 0.2 of its modelled F+B+W (k = 0.4)
   for (const auto& c : base->costs.stages) link = std::max(link, c.activation / (0.2 * (c.f + c.b + c.w)));
   pt::v1::JobSpec spec = plain;
   spec.mutable_memory()->set_offload(pt::v1::OFFLOAD_POLICY_FULL);
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     for (const auto& a : list) offloads += a.kind == pt::schedule::ActionKind::kOffload;
   }
   std::printf("interleaved-1f1b p=%d m=%d, 8 layers h=%d ffn=%d mbs=8, %d steps a run; %d "
-              "OFFLOADs per step; plan for a %.3g B/s link (k = 0.2 modelled), copy cap %.3g B/s; "
+              "OFFLOADs per step; plan for a %.3g B/s link (k = 0.4 modelled: out and back 0.4 of F+B+W), copy cap %.3g B/s; "
               "predicted step %.1f ms without, %.1f ms with; predicted peak rank 0 %.0f -> %.0f "
               "bytes\n\n",
               kWorkers, kMicrobatches, g_hidden, 4 * g_hidden, g_steps, offloads, link,

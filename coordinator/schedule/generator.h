@@ -32,8 +32,8 @@ struct PipelineSpec {
   // Peak activation memory allowed per worker (units); 0 = unlimited. Generators that take a
   // memory limit (ZB-H1/H2, V-*, auto) respect it or fail with ResourceExhausted.
   double memory_limit = 0.0;
-  // Offload ratio k of the host link (offload_ratio.h): one chunk's copy time, each way, over
-  // its f + b + w. 0 = no host link: `auto` then plans without offload. When > 0 and
+  // Offload ratio k of the host link (offload_ratio.h): one chunk's copy time out and back over
+  // its f + b + w (each way k/2 of it, both directions alike). 0 = no host link: `auto` then plans without offload. When > 0 and
   // memory_limit is set, `auto` also considers offload plans (auto_planner.h).
   double offload_ratio = 0.0;
   // Microbatches per interleaving group for "interleaved-group" (generalised interleaved 1F1B);

@@ -35,21 +35,23 @@ DeviceLink WithMeasuredLink(DeviceLink preset, double measured_d2h, double measu
 }
 
 absl::StatusOr<double> OffloadRatio(int hidden, int seq_len, const DeviceLink& device) {
-  const double link = std::min(device.d2h_bytes_per_s, device.h2d_bytes_per_s);
-  if (hidden <= 0 || seq_len <= 0 || !(device.flops_per_s > 0) || !(link > 0)) {
+  if (hidden <= 0 || seq_len <= 0 || !(device.flops_per_s > 0) || !(device.d2h_bytes_per_s > 0) ||
+      !(device.h2d_bytes_per_s > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "offload ratio needs hidden > 0, seq_len > 0, flops_per_s > 0 and both link bandwidths "
         "> 0 (got hidden=", hidden, " seq_len=", seq_len, " flops_per_s=", device.flops_per_s,
         " d2h=", device.d2h_bytes_per_s, " h2d=", device.h2d_bytes_per_s, ")"));
   }
-  return 10.0 / (3.0 * (6.0 * hidden + seq_len)) * device.flops_per_s / link;
+  const double seconds_per_byte_round_trip =
+      0.5 / device.d2h_bytes_per_s + 0.5 / device.h2d_bytes_per_s;
+  return 10.0 / (3.0 * (6.0 * hidden + seq_len)) * device.flops_per_s * seconds_per_byte_round_trip;
 }
 
 double OffloadRatioOf(const CostModel& costs, int stage) {
   const StageCost& s = costs.stages[stage];
   const double compute = s.f + s.b + s.w;
-  const double copy = std::max(costs.OffloadTime(stage), costs.ReloadTime(stage));
-  return compute > 0 ? copy / compute : (copy > 0 ? 1e300 : 0.0);
+  const double round_trip = costs.OffloadTime(stage) + costs.ReloadTime(stage);
+  return compute > 0 ? round_trip / compute : (round_trip > 0 ? 1e300 : 0.0);
 }
 
 double MaxOffloadRatio(const CostModel& costs) {

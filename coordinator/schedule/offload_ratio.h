@@ -1,12 +1,19 @@
-// Offload ratio k (PipeOffload, PAPERS.md): the time to move one layer's stored activations one
-// way over the host link divided by that layer's F+B+W compute time. k <= 1 means a full offload
-// (every activation to host and back) can be hidden behind compute; k in (1, 2] still hides an
-// offload of about half of them (PO-H); beyond that only a selected part.
+// Offload ratio k (PipeOffload, PAPERS.md): the time to move one layer's stored activations to
+// host memory and back (D2H + H2D) divided by that layer's F+B+W compute time. k <= 1 means the
+// round trip of every activation fits in the compute it must hide behind, even on a link that
+// moves one direction at a time, so a full offload (PO-F) can be hidden; k in (1, 2] still hides
+// about half of them (PO-H); beyond that only a selected part.
 //
-// From the model shape: per token and layer F+B+W costs 12h(6h+s) FLOPs (F: 24h^2 + 4hs, B and
-// W about as much each) and the stash is about 40h bytes (16-bit activations with fused
-// attention), so k = 10 / (3 (6h + s)) x FLOP/s / (link bytes/s), the paper's formula. From a
-// cost model the same ratio is read directly: copy time of a stage's stash / (f + b + w).
+// Why the round trip: the paper's formula is k = 10 / (3 (6h + s)) x FLOP/s / (link bytes/s),
+// i.e. 40h bytes per token and layer over the 12h(6h+s) FLOPs of F+B+W (F: 24h^2 + 4hs, B and W
+// about as much each). The authors' implementation stores about 20h bytes per token and layer
+// (16-bit, fused attention, layernorm/GeLU outputs and dropout masks recomputed: Korthikanti et
+// al.'s 34h less 14h) and moves each one-way copy in (k/2)(F+B+W) (SCHEDULING_SPEC.md section 5:
+// offload_time = k/2): the 40h is out and back. PAPERS.md's "one way" wording would make k = 1 a
+// link busy 100% of the time in each direction, which no pipeline warm-up can hide (the forwards
+// before the first backward come faster than one per F+B+W).
+// From a cost model the same ratio is read directly: (offload + reload time of a stage's stash)
+// / (f + b + w).
 //
 // Device presets give a sustained FLOP/s and the host link's bytes/s each way; measured copy
 // bandwidth (workers measure theirs at start-up) overrides the preset's link.
@@ -42,11 +49,12 @@ absl::StatusOr<DeviceLink> FindDevicePreset(absl::string_view name);
 DeviceLink WithMeasuredLink(DeviceLink preset, double measured_d2h_bytes_per_s,
                             double measured_h2d_bytes_per_s);
 
-// k from the model shape (h hidden size, s sequence length) for a device; uses the slower of the
-// two link directions. InvalidArgument for non-positive inputs.
+// k from the model shape (h hidden size, s sequence length) for a device: the paper's formula
+// with the link's two directions averaged as times (half the 40h bytes each way).
+// InvalidArgument for non-positive inputs.
 absl::StatusOr<double> OffloadRatio(int hidden, int seq_len, const DeviceLink& device);
 
-// k of one stage under a cost model: max(OffloadTime, ReloadTime) / (f + b + w).
+// k of one stage under a cost model: (OffloadTime + ReloadTime) / (f + b + w).
 double OffloadRatioOf(const CostModel& costs, int stage);
 // The largest k over the stages.
 double MaxOffloadRatio(const CostModel& costs);
