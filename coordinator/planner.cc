@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "coordinator/job_spec_validation.h"
+#include "coordinator/schedule/auto_planner.h"
 #include "coordinator/schedule/codec/plan_proto.h"
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/offload_pass.h"
@@ -158,7 +160,15 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions
   const double ratio = f + b + w > 0 && host_link > 0 ? 2 * bytes / host_link / (f + b + w) : 0;
   if (offload) pspec.offload_ratio = ratio;
   if (policy == v1::OFFLOAD_POLICY_AUTO && name != "auto") pspec.offload_ratio = 0;
-  PT_ASSIGN_OR_RETURN(schedule::Schedule compute, schedule::Generate(name, pspec));
+  absl::StatusOr<schedule::Schedule> generated = schedule::Generate(name, pspec);
+  if (!generated.ok() && generated.status().code() == absl::StatusCode::kResourceExhausted &&
+      budget > 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("memory.device_budget_bytes: ",
+                                                     generated.status().message(), " (units of ",
+                                                     bytes, " bytes)"));
+  }
+  PT_RETURN_IF_ERROR(generated.status());
+  schedule::Schedule compute = *std::move(generated);
   if (offload && name != "auto") {
     // A named schedule: the policy's pass (AUTO: selective, only if it does not fit).
     schedule::OffloadOptions o;
@@ -185,24 +195,55 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions
       compute = std::move(plan->schedule);
     }
   }
-  PT_ASSIGN_OR_RETURN(schedule::Schedule with_transfers, schedule::AddTransfers(compute));
-
+  // `auto` chose on the uniform per-share model; per-stage sizes and transfers (below) can put a
+  // worker over a budget that model said fits. Then the other plans that fit it are tried,
+  // fastest first, and the first that fits in bytes is taken.
   PlannedJob planned;
   planned.bytes_per_unit = bytes;
-  PT_ASSIGN_OR_RETURN(planned.costs,
-                      StageCosts(config, with_transfers.num_stages, mbs, options));
-  if (host_link > 0) planned.costs.d2h_bytes_per_s = planned.costs.h2d_bytes_per_s = host_link;
-  PT_ASSIGN_OR_RETURN(planned.sim, schedule::Simulate(with_transfers, planned.costs));
+  std::vector<schedule::Schedule> fallbacks;
+  size_t next_fallback = 1;  // fallbacks[0] is `compute` itself (FittingAutoPlans' first)
+  double smallest = std::numeric_limits<double>::infinity();
+  std::string smallest_name, first_name;
+  for (;;) {
+    PT_ASSIGN_OR_RETURN(schedule::Schedule with_transfers, schedule::AddTransfers(compute));
+    PT_ASSIGN_OR_RETURN(schedule::CostModel costs,
+                        StageCosts(config, with_transfers.num_stages, mbs, options));
+    if (host_link > 0) costs.d2h_bytes_per_s = costs.h2d_bytes_per_s = host_link;
+    PT_ASSIGN_OR_RETURN(schedule::SimResult sim, schedule::Simulate(with_transfers, costs));
+    const double peak = *std::max_element(sim.peak_memory.begin(), sim.peak_memory.end());
+    if (!(budget > 0) || peak <= budget) {
+      planned.schedule = std::move(with_transfers);
+      planned.costs = std::move(costs);
+      planned.sim = std::move(sim);
+      break;
+    }
+    if (first_name.empty()) first_name = with_transfers.name;
+    if (peak < smallest) {
+      smallest = peak;
+      smallest_name = with_transfers.name;
+    }
+    if (name == "auto" && fallbacks.empty()) fallbacks = schedule::FittingAutoPlans(pspec);
+    if (name != "auto") {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "memory.device_budget_bytes: schedule %s needs %.0f activation bytes on its busiest "
+          "worker, over the budget of %.0f; try schedule auto, v-half or v-min, more workers, a "
+          "smaller training.microbatch_size, or offload",
+          with_transfers.name, peak, budget));
+    }
+    if (next_fallback >= fallbacks.size()) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "memory.device_budget_bytes: no plan fits the budget of %.0f activation bytes per "
+          "worker once per-stage sizes and transfers are counted (%d plans fit the uniform "
+          "model, the fastest %s); the smallest achievable peak is %.0f bytes (%s); try more "
+          "workers, a smaller training.microbatch_size, or %s",
+          budget, static_cast<int>(fallbacks.size()), first_name, smallest, smallest_name,
+          offload ? "a faster host link (memory.host_link_bytes_per_s)"
+                  : "activation offload (memory.offload)"));
+    }
+    compute = std::move(fallbacks[next_fallback++]);
+  }
   const double peak = *std::max_element(planned.sim.peak_memory.begin(),
                                         planned.sim.peak_memory.end());
-  if (budget > 0 && peak > budget) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "memory.device_budget_bytes: schedule %s needs %.0f activation bytes on its busiest "
-        "worker, over the budget of %.0f; try schedule auto, v-half or v-min, more workers, a "
-        "smaller training.microbatch_size, or offload",
-        with_transfers.name, peak, budget));
-  }
-  planned.schedule = std::move(with_transfers);
   planned.plan = schedule::PlanToProto(planned.schedule, planned.costs, &planned.sim);
   planned.plan.mutable_prediction()->clear_peak_activation_units();
   for (double peak_bytes : planned.sim.peak_memory) {

@@ -168,6 +168,31 @@ std::string ExplainChoice(const PipelineSpec& spec, const std::vector<PlanCandid
   return out;
 }
 
+namespace {
+
+std::string AutoName(const PlanCandidate& row) {
+  return absl::StrCat("auto:", row.name, row.offload == "none" ? "" : "+offload-" + row.offload);
+}
+
+}  // namespace
+
+std::vector<Schedule> FittingAutoPlans(const PipelineSpec& spec) {
+  std::vector<Tried> tried = TryAll(spec);
+  // MakeAuto's choice first, then the other fitting rows by makespan.
+  std::stable_sort(tried.begin(), tried.end(), [](const Tried& a, const Tried& b) {
+    if (a.row.chosen != b.row.chosen) return a.row.chosen;
+    if (a.row.fits != b.row.fits) return a.row.fits;
+    return a.row.makespan < b.row.makespan;
+  });
+  std::vector<Schedule> out;
+  for (Tried& t : tried) {
+    if (!t.row.fits) break;
+    out.push_back(std::move(*t.schedule));
+    out.back().name = AutoName(t.row);
+  }
+  return out;
+}
+
 absl::StatusOr<Schedule> MakeAuto(const PipelineSpec& spec) {
   std::vector<Tried> tried = TryAll(spec);
   double smallest = std::numeric_limits<double>::infinity();
@@ -175,8 +200,7 @@ absl::StatusOr<Schedule> MakeAuto(const PipelineSpec& spec) {
   for (Tried& t : tried) {
     if (t.row.chosen) {
       Schedule s = std::move(*t.schedule);
-      s.name = absl::StrCat("auto:", t.row.name,
-                            t.row.offload == "none" ? "" : "+offload-" + t.row.offload);
+      s.name = AutoName(t.row);
       return s;
     }
     if (t.row.generated && t.row.peak < smallest) {

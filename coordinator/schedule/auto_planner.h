@@ -55,6 +55,12 @@ std::string ExplainChoice(const PipelineSpec& spec, const std::vector<PlanCandid
 // The registry's "auto" generator.
 absl::StatusOr<Schedule> MakeAuto(const PipelineSpec& spec);
 
+// Every candidate that fits, fastest simulated makespan first (ties in the order tried, so the
+// first is MakeAuto's choice), named as MakeAuto names its choice. For callers that re-check
+// each plan under a finer cost model than the spec's uniform one (the job planner: per-stage
+// bytes and transfers) and take the first that still fits. Empty when nothing fits.
+std::vector<Schedule> FittingAutoPlans(const PipelineSpec& spec);
+
 }  // namespace pipetrain::schedule
 
 #endif  // PIPETRAIN_COORDINATOR_SCHEDULE_AUTO_PLANNER_H_

@@ -1,5 +1,6 @@
 // Executor protocol checks on hand-written action lists: missing inputs, leftovers, lost peers
-// and device out-of-memory are clean errors that name the action and the step.
+// device out-of-memory and an activation budget exceeded are clean errors that name the action
+// and the step.
 #include "worker/runtime/executor.h"
 
 #include <gtest/gtest.h>
@@ -119,6 +120,31 @@ TEST(Executor, DeviceOutOfMemoryNamesTheAction) {
   auto results = RunInProcess(s, w.raw, 1, &hub);
   ASSERT_EQ(results.status().code(), absl::StatusCode::kResourceExhausted) << results.status();
   EXPECT_NE(results.status().message().find("action 0F0"), std::string::npos) << results.status();
+}
+
+// The job's activation budget (memory.device_budget_bytes): counted on the stashes the plan
+// predicts, not on weights or transient buffers; at the budget a step runs, one byte under it
+// fails at the action that went over.
+TEST(Executor, ActivationBudgetFailsTheActionThatGoesOver) {
+  auto s = TwoWorkers({F0, SA0, RG0, BW0}, {RA1, F1, BW1, SG1});
+  {
+    Workers w(2, 2);
+    FakeTransportHub hub(2);
+    ExecutorOptions o;
+    o.activation_budget_bytes = 4096;  // one F's stash
+    auto results = RunInProcess(s, w.raw, 2, &hub, o);
+    ASSERT_TRUE(results.ok()) << results.status();
+  }
+  Workers w(2, 2);
+  FakeTransportHub hub(2);
+  ExecutorOptions o;
+  o.activation_budget_bytes = 4095;
+  auto results = RunInProcess(s, w.raw, 1, &hub, o);
+  ASSERT_EQ(results.status().code(), absl::StatusCode::kResourceExhausted) << results.status();
+  EXPECT_NE(results.status().message().find("action 0F0: memory.device_budget_bytes: rank 0 "
+                                            "holds 4096 activation bytes, over the budget of 4095"),
+            std::string::npos)
+      << results.status();
 }
 
 }  // namespace

@@ -2,11 +2,14 @@
 // TCP on loopback): the planner's offload plan (memory.offload FULL, host link given) run with
 // the workers' copy thread capped at that link produces the reference losses bitwise (the same
 // as the run without offload), and every rank's measured peak activation bytes equal the
-// planner's simulated prediction, which is below the prediction without offload.
+// planner's simulated prediction, which is below the prediction without offload. And the planner
+// over memory budgets: the plan `auto` chooses (schedules and offload plans) fits the budget in
+// simulation and in the measured run; an infeasible budget says the smallest achievable peak.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -144,6 +147,73 @@ TEST(OffloadProcessesTest, SameLossesAndMeasuredPeakEqualsPredictedWithTheLinkCa
   // Not a timing assertion (noisy shared machine): the figure for docs/BENCHMARKS.md.
   std::printf("step time (steps 1..%d, both ranks): without offload %.1f ms, with %.1f ms (%.3fx)\n",
               kSteps - 1, time_without, time_with, time_with / time_without);
+}
+
+
+// Planner over budgets (issue 7): schedule auto, offload policy AUTO, a fast host link. At each
+// budget the chosen plan's simulated peak fits, the processes measure exactly that peak on every
+// rank (so it fits too) and train the reference losses; tighter budgets pick lower-memory plans;
+// a budget below what any plan reaches fails with the smallest achievable peak.
+TEST(OffloadProcessesTest, PlannerOverBudgetsFitsInSimulationAndInTheMeasuredRun) {
+  constexpr int kP = 4, kM = 8, kBudgetSteps = 2;
+  v1::JobSpec spec = testing::SmallJob("auto", kP, kM, kBudgetSteps);
+  auto unlimited = coordinator::PlanJob(spec);
+  ASSERT_TRUE(unlimited.ok()) << unlimited.status();
+  double link = 0;  // each stage's copy at most 1/5 of its modelled F+B+W each way (k <= 0.4)
+  for (const schedule::StageCost& c : unlimited->costs.stages) {
+    link = std::max(link, c.activation / (0.2 * (c.f + c.b + c.w)));
+  }
+  spec.mutable_memory()->set_offload(v1::OFFLOAD_POLICY_AUTO);
+  spec.mutable_memory()->set_host_link_bytes_per_s(link);
+  const double unit = unlimited->bytes_per_unit;  // one microbatch's activations, a worker share
+  const std::vector<double> reference = testing::ReferenceLosses(spec);
+  std::set<std::string> chosen;
+  double last_peak = 1e300;
+  for (double units : {4.0, 3.0, 2.0, 1.5}) {
+    const int64_t budget = std::llround(units * unit);
+    SCOPED_TRACE(::testing::Message() << "budget " << units << " units = " << budget << " bytes");
+    spec.mutable_memory()->set_device_budget_bytes(budget);
+    auto planned = coordinator::PlanJob(spec);
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    const double peak =
+        *std::max_element(planned->sim.peak_memory.begin(), planned->sim.peak_memory.end());
+    EXPECT_LE(peak, budget) << planned->schedule.name;
+    EXPECT_LE(peak, last_peak + 1e-6);
+    last_peak = peak;
+    chosen.insert(planned->schedule.name);
+    std::printf("budget %.1f units (%lld bytes): %s, predicted peak %.0f bytes, step %.4f s\n",
+                units, static_cast<long long>(budget), planned->schedule.name.c_str(), peak,
+                planned->sim.makespan);
+    const auto runs = RunProcesses(spec, *planned, link);
+    ASSERT_EQ(runs.size(), static_cast<size_t>(kP));
+    const int loss_rank = planned->schedule.WorkerOf(planned->schedule.num_stages - 1);
+    for (int r = 0; r < kP; ++r) {
+      ASSERT_EQ(runs[r].size(), static_cast<size_t>(kBudgetSteps)) << "rank " << r;
+      for (int step = 0; step < kBudgetSteps; ++step) {
+        EXPECT_EQ(runs[r].at(step).peak, std::llround(planned->sim.peak_memory[r]))
+            << planned->schedule.name << " rank " << r << " step " << step;
+        EXPECT_LE(runs[r].at(step).peak, budget) << "rank " << r << " step " << step;
+        if (r == loss_rank) {
+          double loss = 0;
+          ASSERT_TRUE(absl::SimpleAtod(runs[r].at(step).loss, &loss));
+          EXPECT_EQ(loss, reference[step]) << planned->schedule.name << " step " << step;
+        }
+      }
+    }
+  }
+  EXPECT_GE(chosen.size(), 3u) << "tighter budgets should change the plan";
+  EXPECT_TRUE(std::any_of(chosen.begin(), chosen.end(), [](const std::string& n) {
+    return n.find("offload") != std::string::npos;
+  })) << "the tightest budgets need an offload plan";
+  // Below what every schedule and offload plan reaches: a clear refusal naming the field.
+  spec.mutable_memory()->set_device_budget_bytes(std::llround(0.1 * unit));
+  auto none = coordinator::PlanJob(spec);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(none.status().message().find("memory.device_budget_bytes"), std::string::npos)
+      << none.status();
+  EXPECT_NE(none.status().message().find("smallest achievable peak"), std::string::npos)
+      << none.status();
 }
 
 }  // namespace

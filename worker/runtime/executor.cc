@@ -158,6 +158,14 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
     if (absl::Status status = Run(action, step, &timing.bytes); !status.ok()) {
       return Annotate(status, action, step);
     }
+    if (options_.activation_budget_bytes > 0 &&
+        runner_->peak_activation_bytes() > options_.activation_budget_bytes) {
+      return Annotate(absl::ResourceExhaustedError(absl::StrCat(
+                          "memory.device_budget_bytes: rank ", rank_, " holds ",
+                          runner_->peak_activation_bytes(), " activation bytes, over the budget of ",
+                          options_.activation_budget_bytes)),
+                      action, step);
+    }
     timing.end_ns = NowNs() - step_start;
     result.timings.push_back(timing);
   }

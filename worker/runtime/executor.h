@@ -44,6 +44,11 @@ struct StepResult {
 
 struct ExecutorOptions {
   absl::Duration recv_timeout = absl::Seconds(60);  // bound on any single wait for a peer
+  // The job's memory.device_budget_bytes: peak activation bytes this rank may hold (the planner
+  // plans for it); a step that goes over fails with ResourceExhausted at the action that did.
+  // Weights, gradients, optimizer state and an action's transient buffers are not counted:
+  // the budget is the plan's activation budget, as the planner predicts it. 0 = none.
+  int64_t activation_budget_bytes = 0;
 };
 
 class Executor {

@@ -59,9 +59,6 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
   const int m = sched.num_microbatches;
   kernels::CpuBackendOptions backend_options;
   backend_options.blas_threads = options.blas_threads;
-  if (request.spec().memory().device_budget_bytes() > 0) {
-    backend_options.device_budget_bytes = request.spec().memory().device_budget_bytes();
-  }
   session->backend_ = std::make_unique<kernels::CpuBackend>(backend_options);
 
   std::vector<int> my_stages;
@@ -151,7 +148,9 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
   PT_ASSIGN_OR_RETURN(session->transport_, TcpTransport::Connect(topts, std::move(listener)));
   session->executor_ =
       std::make_unique<Executor>(session->schedule_, rank, session->runner_.get(),
-                                 session->transport_.get(), ExecutorOptions{options.recv_timeout});
+                                 session->transport_.get(),
+                                 ExecutorOptions{options.recv_timeout,
+                                                 request.spec().memory().device_budget_bytes()});
   return session;
 }
 
