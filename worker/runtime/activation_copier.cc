@@ -1,7 +1,9 @@
 #include "worker/runtime/activation_copier.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,12 +17,24 @@ int64_t NowNs() {
       .count();
 }
 
+void SleepUntilNs(int64_t ns) {
+  std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns)));
+}
+
 absl::Status Memcpy(float* dst, const float* src, int64_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::Status CopyTicket::Wait() const {
+  done_.WaitForNotification();
+  if (NowNs() < ready_ns_) SleepUntilNs(ready_ns_);
+  return status_;
+}
+
+bool CopyTicket::done() const { return done_.HasBeenNotified() && NowNs() >= ready_ns_; }
 
 ActivationCopier::ActivationCopier(kernels::Backend* backend, ActivationCopierOptions options)
     : backend_(backend), options_(std::move(options)) {
@@ -92,6 +106,15 @@ absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
   if (offload) job.ticket->held_bytes_ = job.ticket->bytes_;
   std::shared_ptr<CopyTicket> ticket = job.ticket;
   absl::MutexLock lock(&mu_);
+  Lane& lane = lanes_[offload || !options_.duplex ? 0 : 1];
+  int64_t begin = std::max(NowNs(), lane.ready_ns);
+  if (job.after) begin = std::max(begin, job.after->ready_ns_);  // set at its issue, immutable
+  ticket->ready_ns_ =
+      begin + (options_.bandwidth_bytes_per_s > 0
+                   ? static_cast<int64_t>(static_cast<double>(ticket->bytes_) /
+                                          options_.bandwidth_bytes_per_s * 1e9)
+                   : 0);
+  lane.ready_ns = ticket->ready_ns_;
   ++stats_.jobs;
   if (offload) {
     stats_.offloaded_bytes += ticket->bytes_;
@@ -99,23 +122,17 @@ absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
   } else {
     stats_.reloaded_bytes += ticket->bytes_;
   }
-  lanes_[offload || !options_.duplex ? 0 : 1].queue.push_back(std::move(job));
+  lane.queue.push_back(std::move(job));
   return ticket;
 }
 
 absl::Status ActivationCopier::RunJob(Job& job) {
-  const auto start = std::chrono::steady_clock::now();
   const auto& copy = options_.raw_copy ? options_.raw_copy : Memcpy;
   for (const Segment& s : job.segments) {
     if (absl::Status status = copy(s.dst, s.src, s.bytes); !status.ok()) {
       return absl::Status(status.code(), absl::StrCat(job.offload ? "offload" : "reload",
                                                       " copy failed: ", status.message()));
     }
-  }
-  if (options_.bandwidth_bytes_per_s > 0) {
-    const double seconds = static_cast<double>(job.ticket->bytes_) / options_.bandwidth_bytes_per_s;
-    std::this_thread::sleep_until(start +
-                                  std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9)));
   }
   return absl::OkStatus();
 }
@@ -136,11 +153,17 @@ void ActivationCopier::Loop(int lane_index) {
       ++lane.running;
     }
     CopyTicket& ticket = *job.ticket;
-    absl::Status after = job.after ? job.after->Wait() : absl::OkStatus();
+    // The OFFLOAD's bytes must be on the host before they are read back; its link time is
+    // already in this job's ready time.
+    absl::Status after = absl::OkStatus();
+    if (job.after) {
+      job.after->done_.WaitForNotification();
+      after = job.after->status_;
+    }
     ticket.start_ns_ = NowNs();
     ticket.status_ = after.ok() ? RunJob(job) : after;
     job.release_after.clear();  // RELOAD: the host copy
-    ticket.end_ns_ = NowNs();
+    ticket.end_ns_ = std::max(NowNs(), ticket.ready_ns_);  // bytes copied and the link done
     absl::MutexLock lock(&mu_);
     if (!ticket.status_.ok() && first_error_.ok()) first_error_ = ticket.status_;
     ticket.done_.Notify();  // before running drops, so a drained copier has only done tickets
@@ -149,16 +172,22 @@ void ActivationCopier::Loop(int lane_index) {
 }
 
 absl::Status ActivationCopier::Drain() {
-  absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (const Lane& l : lanes_) {
-      if (!l.queue.empty() || l.running != 0) return false;
-    }
-    return true;
-  };
-  mu_.Await(absl::Condition(&idle));
-  absl::Status status = first_error_;
-  first_error_ = absl::OkStatus();
+  absl::Status status;
+  int64_t ready = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (const Lane& l : lanes_) {
+        if (!l.queue.empty() || l.running != 0) return false;
+      }
+      return true;
+    };
+    mu_.Await(absl::Condition(&idle));
+    for (const Lane& l : lanes_) ready = std::max(ready, l.ready_ns);
+    status = first_error_;
+    first_error_ = absl::OkStatus();
+  }
+  if (NowNs() < ready) SleepUntilNs(ready);  // the link delivers what it was given
   return status;
 }
 

@@ -33,8 +33,15 @@
 // pass books copies so it does not happen.
 //
 // The raw copy is a function (CPU: memcpy; a CUDA backend plugs in cudaMemcpyAsync on a copy
-// stream + a pinned host pool). An optional bandwidth cap (bytes/s, per direction) makes each job
-// last at least bytes / bandwidth, to reproduce a PCIe-like regime on a CPU machine.
+// stream + a pinned host pool). An optional bandwidth cap (bytes/s, per direction) reproduces a
+// PCIe-like regime on a CPU machine: each lane is a link that moves one job at a time in issue
+// order, and a job's completion time is fixed when it is issued, ready = max(issue, the lane's
+// previous job ready, for a RELOAD its OFFLOAD's ready) + bytes / bandwidth, exactly the
+// simulator's copy engine. A ticket is done once its bytes are copied and its ready time has
+// passed; the copy thread only moves bytes. Timing the link on the copy thread instead (copy,
+// then sleep out the rest) made a copy's end depend on when the OS ran that thread: woken next
+// to a busy compute thread it often waited for the compute action to end (measured: a 0.96 ms
+// copy issued before a 0.8 ms compute done after 1.8 ms about half the time, idle machine).
 //
 // Thread-safety: StartOffload/StartReload/ReleaseSource/Drain are called from one thread (the
 // executor's); stats() and tickets' accessors are thread-safe.
@@ -64,16 +71,18 @@ namespace pipetrain::worker {
 // Completion of one copy job. Status and times are written before done is notified.
 class CopyTicket {
  public:
-  // Blocks until the copy has finished; returns its status.
-  absl::Status Wait() const {
-    done_.WaitForNotification();
-    return status_;
-  }
-  bool done() const { return done_.HasBeenNotified(); }
+  // Blocks until the copy has finished (bytes copied, and the link's ready time passed);
+  // returns its status.
+  absl::Status Wait() const;
+  bool done() const;
   int64_t bytes() const { return bytes_; }
-  // steady_clock nanoseconds; valid once done().
+  // steady_clock nanoseconds, valid once done(): when the copy thread began the raw copy, and
+  // when the job finished (bytes copied and the link's ready time reached). Uncapped, the
+  // raw copy's own window.
   int64_t start_ns() const { return start_ns_; }
   int64_t end_ns() const { return end_ns_; }
+  // steady_clock nanoseconds at which the (bandwidth-capped) link delivers it; set at issue.
+  int64_t ready_ns() const { return ready_ns_; }
   // Device bytes an OFFLOAD still holds (until ActivationCopier::ReleaseSource).
   int64_t held_device_bytes() const { return held_bytes_; }
 
@@ -86,10 +95,11 @@ class CopyTicket {
   int64_t bytes_ = 0;
   int64_t start_ns_ = 0;
   int64_t end_ns_ = 0;
+  int64_t ready_ns_ = 0;
 };
 
 struct ActivationCopierOptions {
-  // 0 = unlimited; otherwise each job takes at least bytes / bandwidth seconds.
+  // 0 = unlimited; otherwise each lane delivers bytes / bandwidth seconds per job, in order.
   double bandwidth_bytes_per_s = 0;
   // Raw copy of `bytes` from src to dst (different memory kinds). Defaults to memcpy (CPU
   // backend: host RAM on both sides). Runs on the copy thread.
@@ -124,8 +134,8 @@ class ActivationCopier {
       std::shared_ptr<CopyTicket> after = nullptr);
   // Frees the device copies an OFFLOAD ticket holds; the ticket must be done. Returns the bytes.
   int64_t ReleaseSource(CopyTicket& ticket);
-  // Waits until every queued job has finished; returns the first copy error since the last
-  // Drain (or OK).
+  // Waits until every queued job has finished (copied, and delivered by the capped link);
+  // returns the first copy error since the last Drain (or OK).
   absl::Status Drain();
 
   CopierStats stats() const;
@@ -146,7 +156,8 @@ class ActivationCopier {
   // One copy thread and its FIFO. Lane 0: D2H (and H2D when not duplex); lane 1: H2D.
   struct Lane {
     std::deque<Job> queue;
-    int64_t running = 0;  // jobs popped and not yet finished
+    int64_t running = 0;     // jobs popped and not yet finished
+    int64_t ready_ns = 0;    // the link is busy until then (the last issued job's ready time)
   };
 
   absl::StatusOr<std::shared_ptr<CopyTicket>> Start(absl::Span<kernels::Tensor* const> slots,
