@@ -142,7 +142,7 @@ std::vector<OffloadPoint> OffloadFrontierPoints(int p, int m) {
 std::string OffloadNote() {
   return absl::StrFormat(
       "offload plans are simulated with issue 7's offload pass (coordinator/schedule/"
-      "offload_pass.h) at offload ratio k = %.2f (a stage's copy time over its F+B+W; duplex "
+      "offload_pass.h) at offload ratio k = %.2f (a stage's copy time out and back over its F+B+W; duplex "
       "host link)", kRatio);
 }
 
@@ -242,7 +242,16 @@ Section Offload(const SuiteOptions& options) {
         "as `", command, "` (issue 7's deterministic simulation; see its header for the "
         "settings).\n\n",
         ok ? out : absl::StrCat("**failed**:\n\n```\n", out, "\n```\n"),
-        ok ? "\n![selective offload](bench/offload_selective_curve.svg)\n\n" : "\n");
+        ok ? "\n![selective offload](bench/offload_selective_curve.svg)\n\n" : "\n",
+        "Where full offload stays flat in p: 1F1B up to k = 4/3 (its warm-up forwards have "
+        "slack, so the pass lets them wait for their copies at no step-time cost; past 4/3 a "
+        "steady-state copy outlasts the backward after its forward). Interleaved orders up to "
+        "k = 2/3: worker 0 opens with 2p chunk forwards back to back, a stash every F/2, and one "
+        "copy engine moves one in (k/2)(F+B+W)/2, slower than a forward past k = 2/3; the pass "
+        "still offloads the steady-state stashes there but the warm-up's stay, and postponing "
+        "those forwards costs step time (3% at k = 1, p = 32) "
+        "(tests/schedule_offload: OffloadPassTest.InterleavedWarmupLimitsFlatOffloadToTwoThirds)."
+        "\n\n");
   }
   const Stamp end = Now();
   plot.caption = Caption(options, start, end);
@@ -253,7 +262,9 @@ Section Offload(const SuiteOptions& options) {
       "Simulated with issue 7's offload pass (`AddOffload`, modes none / half / full) on the "
       "suite's unit-cost job (F = B = W = 1 per worker share, m = 4p), so layers per worker stay "
       "fixed as p grows; the host link is duplex and gives offload ratio k = ", Fixed(kRatio, 2),
-      " (a stage's copy time / its F+B+W). Peak = the largest worker's simulated peak, in units "
+      " (PipeOffload's k: a stage's copy time out and back over its F+B+W, each way k/2; "
+      "coordinator/schedule/offload_ratio.h says why). Peak = the largest worker's simulated "
+      "peak, in units "
       "of one microbatch's activations for a worker's share.\n\n",
       table, "\n![offload memory](bench/offload_memory.svg)\n\n",
       "Measured on the emulated backend (p = 4 and 8, 1F1B, F = B = W = ", Fixed(unit * 1e3, 1),
