@@ -28,6 +28,27 @@ CostModel WithLink(const PipelineSpec& spec, int v, double k) {
   return c;
 }
 
+// The flat-in-p setting: `name` on p workers, m = 2p, unit costs per worker share, link at k.
+struct Scaled {
+  Schedule schedule;
+  CostModel costs;
+  SimResult base;  // without offload
+};
+Scaled ScaledJob(const std::string& name, int p, double k, int group_size = 0) {
+  PipelineSpec spec;
+  spec.num_workers = p;
+  spec.num_microbatches = 2 * p;
+  spec.group_size = group_size;
+  absl::StatusOr<Schedule> s = Generate(name, spec);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return {};
+  Scaled out{*s, WithLink(spec, s->ChunksPerWorker(), k), {}};
+  absl::StatusOr<SimResult> base = Simulate(out.schedule, out.costs);
+  EXPECT_TRUE(base.ok()) << base.status();
+  if (base.ok()) out.base = *base;
+  return out;
+}
+
 TEST(OffloadRatioTest, PaperFormulaAndPresets) {
   auto a100 = FindDevicePreset("A100");
   auto h100 = FindDevicePreset("h100");
@@ -100,18 +121,12 @@ TEST(OffloadPassTest, FullOffloadPeakFlatInPAndBubbleWithin2Points) {
   for (double k : {0.5, 0.65}) {
     double first_peak = -1;
     for (int p : {4, 8, 16, 32}) {
-      PipelineSpec spec;
-      spec.num_workers = p;
-      spec.num_microbatches = 2 * p;
-      spec.group_size = name == std::string("interleaved-group") ? p / 2 : 0;
-      auto s = Generate(name, spec);
-      ASSERT_TRUE(s.ok()) << s.status();
-      const CostModel c = WithLink(spec, s->ChunksPerWorker(), k);
-      auto base = Simulate(*s, c);
-      ASSERT_TRUE(base.ok());
+      const Scaled job =
+          ScaledJob(name, p, k, name == std::string("interleaved-group") ? p / 2 : 0);
+      const SimResult* base = &job.base;
       OffloadOptions o;
       o.mode = OffloadMode::kFull;
-      auto plan = AddOffload(*s, c, o);
+      auto plan = AddOffload(job.schedule, job.costs, o);
       ASSERT_TRUE(plan.ok()) << plan.status();
       EXPECT_TRUE(ValidateSchedule(plan->schedule).ok());
       SCOPED_TRACE(::testing::Message() << name << " k=" << k << " p=" << p);
@@ -133,14 +148,10 @@ TEST(OffloadPassTest, FullOffloadPeakFlatInPAndBubbleWithin2Points) {
 TEST(OffloadPassTest, InterleavedWarmupLimitsFlatOffloadToTwoThirds) {
   std::vector<double> peaks;
   for (int p : {4, 8, 16, 32}) {
-    PipelineSpec spec;
-    spec.num_workers = p;
-    spec.num_microbatches = 2 * p;
-    auto s = Generate("interleaved-1f1b", spec);
-    ASSERT_TRUE(s.ok()) << s.status();
-    const CostModel c = WithLink(spec, 2, 0.8);
-    auto base = Simulate(*s, c);
-    ASSERT_TRUE(base.ok());
+    const Scaled job = ScaledJob("interleaved-1f1b", p, 0.8);
+    const Schedule* s = &job.schedule;
+    const CostModel& c = job.costs;
+    const SimResult* base = &job.base;
     int burst = 0;  // worker 0's forwards in [0, p): back to back
     for (const TimedAction& t : base->timeline) {
       if (t.worker == 0 && t.action.kind == ActionKind::kF && t.end <= p + 1e-9) ++burst;
@@ -168,14 +179,10 @@ TEST(OffloadPassTest, WaitingForWarmupCopiesKeeps1F1BFlatUpToKOne) {
   for (double k : {0.5, 1.0, 1.3}) {
     double first_peak = -1;
     for (int p : {4, 8, 16, 32}) {
-      PipelineSpec spec;
-      spec.num_workers = p;
-      spec.num_microbatches = 2 * p;
-      auto s = Generate("1f1b", spec);
-      ASSERT_TRUE(s.ok()) << s.status();
-      const CostModel c = WithLink(spec, 1, k);
-      auto base = Simulate(*s, c);
-      ASSERT_TRUE(base.ok());
+      const Scaled job = ScaledJob("1f1b", p, k);
+      const Schedule* s = &job.schedule;
+      const CostModel& c = job.costs;
+      const SimResult* base = &job.base;
       OffloadOptions o;
       o.mode = OffloadMode::kFull;
       auto plan = AddOffload(*s, c, o);
