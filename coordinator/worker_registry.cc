@@ -131,14 +131,14 @@ absl::StatusOr<std::string> WorkerRegistry::Register(const WorkerRegistration& r
 }
 
 HeartbeatResult WorkerRegistry::Heartbeat(const std::string& worker_id, const std::string& job_id,
-                                          bool leaving) {
+                                          bool leaving, const std::string& name) {
   HeartbeatResult result;
   bool available = false;
   std::string lost_job, lost_reason;
   {
     absl::MutexLock lock(&mu_);
     auto it = workers_.find(worker_id);
-    if (it == workers_.end()) {
+    if (it == workers_.end() || (!name.empty() && name != it->second.registration.name)) {
       result.reregister = !leaving;
       return result;
     }

@@ -86,9 +86,11 @@ class WorkerRegistry {
   absl::Duration heartbeat_interval() const;
   absl::Duration heartbeat_timeout() const { return options_.heartbeat_timeout; }
   // `job_id`: the job the worker says it runs (empty when idle). `leaving`: the worker is
-  // shutting down; it becomes LOST at once (the lost listener hears of its job).
+  // shutting down; it becomes LOST at once (the lost listener hears of its job). `name` (empty:
+  // not checked): the name it registered with; an id registered under another name is another
+  // worker's (ids restart with the coordinator): reregister, and nothing else changes.
   HeartbeatResult Heartbeat(const std::string& worker_id, const std::string& job_id,
-                            bool leaving = false);
+                            bool leaving = false, const std::string& name = "");
   // A worker found unreachable (an Abort to it failed): LOST, so no job is given it until it
   // heartbeats again. The lost listener is not called (the caller already handles its job).
   void MarkLost(const std::string& worker_id);

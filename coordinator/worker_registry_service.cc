@@ -45,7 +45,8 @@ grpc::Status WorkerRegistryServiceImpl::Heartbeat(grpc::ServerContext*,
                                    absl::StrCat("step: ", request->step(), " is negative")));
   }
   HeartbeatResult result =
-      registry_->Heartbeat(request->worker_id(), request->job_id(), request->leaving());
+      registry_->Heartbeat(request->worker_id(), request->job_id(), request->leaving(),
+                           request->name());
   response->set_reregister(result.reregister);
   for (std::string& id : result.abort_job_ids) response->add_abort_job_ids(std::move(id));
   return grpc::Status::OK;

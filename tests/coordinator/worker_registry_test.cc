@@ -134,5 +134,31 @@ TEST(WorkerRegistryTest, LeavingAndUnreachableWorkersAreLost) {
   EXPECT_FALSE(registry.Heartbeat("worker-999999", "", /*leaving=*/true).reregister);
 }
 
+// Ids restart with a new coordinator: a worker still heartbeating with its old id may name a
+// worker the new one registered. Its name gives it away: it is asked to register again, and the
+// other worker's entry is untouched (not kept alive, not marked leaving).
+TEST(WorkerRegistryTest, HeartbeatWithAnotherWorkersIdMustReregister) {
+  WorkerRegistry registry({absl::Milliseconds(100)});
+  std::vector<std::string> lost;
+  registry.SetListeners(
+      [&](const std::string& w, const std::string&, const std::string&) { lost.push_back(w); },
+      nullptr);
+  WorkerRegistration b = Valid();
+  b.name = "w1";
+  const std::string id = registry.Register(b).value();
+  // "w0" held the same id under the previous coordinator.
+  EXPECT_TRUE(registry.Heartbeat(id, "", false, "w0").reregister);
+  EXPECT_FALSE(registry.Heartbeat(id, "", true, "w0").reregister);  // leaving: nothing to do
+  EXPECT_EQ(registry.CountByState().lost, 0) << "w0 leaving must not make w1 lost";
+  EXPECT_TRUE(lost.empty());
+  // Its own name (or none, for old workers) is the ordinary heartbeat.
+  EXPECT_FALSE(registry.Heartbeat(id, "", false, "w1").reregister);
+  EXPECT_FALSE(registry.Heartbeat(id, "").reregister);
+  absl::SleepFor(absl::Milliseconds(150));
+  registry.Heartbeat(id, "", false, "w0");  // does not count as w1's heartbeat
+  registry.ExpireLost();
+  EXPECT_EQ(registry.CountByState().lost, 1);
+}
+
 }  // namespace
 }  // namespace pipetrain::coordinator

@@ -121,6 +121,8 @@ TEST(WorkerAgentTest, ShutdownEndsWithOneLeavingHeartbeat) {
   EXPECT_TRUE(beats.back().leaving());
   EXPECT_EQ(beats.back().worker_id(), "worker-000001");
   for (size_t i = 0; i + 1 < beats.size(); ++i) EXPECT_FALSE(beats[i].leaving()) << i;
+  // Every heartbeat names the worker, so a restarted coordinator can tell a stale id apart.
+  for (const v1::HeartbeatRequest& b : beats) EXPECT_EQ(b.name(), "test-worker");
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(coordinator.heartbeats().size(), beats.size());  // nothing after it
   EXPECT_EQ(a.agent->Prepare(OneRankJob(a.transport_address, 0)).status().code(),

@@ -77,6 +77,7 @@ void WorkerAgent::Shutdown() {
     leaving.set_step(step_);
   }
   leaving.set_leaving(true);
+  leaving.set_name(options_.name);
   // Tell the coordinator first, so it recovers the job now rather than after the heartbeat
   // deadline. Best effort: it may be away.
   if (!leaving.worker_id().empty()) {
@@ -333,6 +334,7 @@ void WorkerAgent::HeartbeatLoop() {
         req.set_step(step_);
         generation = generation_;
       }
+      req.set_name(options_.name);  // an id from a previous coordinator may be another's now
       auto r = coordinator_->Heartbeat(req);
       if (r.ok() && r->reregister()) {
         absl::MutexLock lock(&mu_);
