@@ -147,8 +147,8 @@ void ConnectRawPeer(int* fd, std::unique_ptr<TcpTransport>* transport) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
   ASSERT_EQ(::connect(*fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const uint32_t hello[2] = {0x4f4c4548, 0};  // "HELO", rank 0
-  ASSERT_EQ(::send(*fd, hello, sizeof(hello), 0), 8);
+  const uint32_t hello[4] = {0x4f4c4548, 0, 0, 0};  // "HELO", rank 0, session tag 0 (64 bits)
+  ASSERT_EQ(::send(*fd, hello, sizeof(hello), 0), 16);
   auto connected = accept.get();
   ASSERT_TRUE(connected.ok()) << connected.status();
   *transport = std::move(*connected);
@@ -233,6 +233,72 @@ TEST(FakeTransport, DelayDelaysDelivery) {
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));  // the send did not block
   ASSERT_TRUE(hub.endpoint(1)->Recv(0, k, Soon()).ok());
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(140));
+}
+
+// A worker keeps its listening socket between jobs and each transport accepts on a duplicate:
+// closing the duplicate (the transport ending) leaves the port listening and reserved.
+TEST(TcpTransport, ListenerDuplicateLeavesThePortListening) {
+  auto listener = TcpListener::Bind("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const int port = (*listener)->port();
+  {
+    auto duplicate = (*listener)->Duplicate();
+    ASSERT_TRUE(duplicate.ok()) << duplicate.status();
+    EXPECT_EQ((*duplicate)->port(), port);
+    EXPECT_NE((*duplicate)->fd(), (*listener)->fd());
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+      << "the port stopped listening when the duplicate closed";
+  ::close(fd);
+  EXPECT_FALSE(TcpListener::Bind("127.0.0.1", port).ok()) << "the port is still ours";
+}
+
+// The accepting side takes only peers of its own session: a dial left over from an earlier
+// attempt (another tag) waiting in the backlog is closed, the right one becomes the link.
+TEST(TcpTransport, DialFromAnotherSessionIsNotTakenForALink) {
+  auto listener = TcpListener::Bind("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const std::string address = absl::StrCat("127.0.0.1:", (*listener)->port());
+  // The stale dial: rank 0 of session 7 connects and says hello before rank 1 accepts.
+  int stale = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>((*listener)->port()));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(::connect(stale, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const uint32_t hello[4] = {0x4f4c4548, 0, 7, 0};  // "HELO", rank 0, session tag 7
+  ASSERT_EQ(::send(stale, hello, sizeof(hello), 0), 16);
+  auto accept = std::async(std::launch::async, [&] {
+    TcpTransportOptions o;
+    o.rank = 1;
+    o.addresses = {"127.0.0.1:1", address};
+    o.peers = {0};
+    o.session_tag = 8;
+    o.connect_timeout = absl::Seconds(10);
+    return TcpTransport::Connect(o, std::move(*listener));
+  });
+  TcpTransportOptions o;
+  o.rank = 0;
+  o.addresses = {"127.0.0.1:1", address};
+  o.peers = {1};
+  o.session_tag = 8;
+  auto dial = TcpTransport::Connect(o, nullptr);
+  ASSERT_TRUE(dial.ok()) << dial.status();
+  auto accepted = accept.get();
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  const MessageKey k{0, 0, 0, TensorRole::kActivation};
+  ASSERT_TRUE((*dial)->Send(1, MakeMessage(k, 2, 2, 1.0f)).ok());
+  auto got = (*accepted)->Recv(0, k, Soon());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->data, std::vector<float>({1, 2, 3, 4}));
+  char byte;
+  EXPECT_EQ(::recv(stale, &byte, 1, 0), 0) << "the stale dial was not closed";
+  ::close(stale);
 }
 
 }  // namespace

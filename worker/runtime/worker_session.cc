@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cstdio>
 #include <set>
@@ -145,6 +146,9 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
   topts.addresses = addresses;
   topts.peers.assign(peers.begin(), peers.end());
   topts.connect_timeout = options.connect_timeout;
+  // A dial left from an earlier attempt of this job (or another job) is not taken for a link.
+  const std::string tag = absl::StrCat(request.job_id(), "#", request.attempt());
+  topts.session_tag = XXH3_64bits(tag.data(), tag.size());
   PT_ASSIGN_OR_RETURN(session->transport_, TcpTransport::Connect(topts, std::move(listener)));
   session->executor_ =
       std::make_unique<Executor>(session->schedule_, rank, session->runner_.get(),

@@ -129,25 +129,32 @@ absl::StatusOr<v1::PrepareResponse> WorkerAgent::Prepare(const v1::PrepareReques
     rank_ = request.rank();
     attempt_ = request.attempt();
     ++generation_;
-    listener = std::move(listener_);
-  }
-  if (listener == nullptr) {  // the previous job's transport consumed it: bind the port again
-    const std::string& address = options_.transport_address;
-    int port = 0;
-    absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
-    auto bound = TcpListener::Bind(address.substr(0, address.rfind(':')), port);
-    if (!bound.ok()) {
-      absl::MutexLock lock(&mu_);
-      job_id_.clear();
-      return bound.status();
+    // The agent keeps its listening socket for its lifetime and each session accepts on a
+    // duplicate: were it closed between jobs, any process's outgoing connection could take the
+    // port as its ephemeral one and the next Prepare could not bind it (seen in a test run:
+    // "Address already in use" on three recovery attempts in a row).
+    if (listener_ == nullptr) {
+      const std::string& address = options_.transport_address;
+      int port = 0;
+      absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
+      auto bound = TcpListener::Bind(address.substr(0, address.rfind(':')), port);
+      if (!bound.ok()) {
+        job_id_.clear();
+        return bound.status();
+      }
+      listener_ = std::move(*bound);
     }
-    listener = std::move(*bound);
+    auto duplicate = listener_->Duplicate();
+    if (!duplicate.ok()) {
+      job_id_.clear();
+      return duplicate.status();
+    }
+    listener = std::move(*duplicate);
   }
   if (request.rank() < 0 || request.rank() >= request.peers_size() ||
       request.peers(request.rank()).address() != options_.transport_address) {
     absl::MutexLock lock(&mu_);
     job_id_.clear();
-    listener_ = std::move(listener);
     return absl::InvalidArgumentError(absl::StrCat(
         "peers[rank=", request.rank(), "].address must be this worker's transport address ",
         options_.transport_address));

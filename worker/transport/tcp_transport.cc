@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -47,6 +48,7 @@ static_assert(sizeof(FrameHeader) == 72);
 struct Hello {
   uint32_t magic;
   int32_t rank;
+  uint64_t session_tag;
 };
 
 absl::Status Errno(absl::string_view what) {
@@ -188,6 +190,12 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Bind(const std::string
   return std::unique_ptr<TcpListener>(new TcpListener(fd, ntohs(addr.sin_port)));
 }
 
+absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Duplicate() const {
+  const int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return Errno(absl::StrCat("duplicating the listener on port ", port_));
+  return std::unique_ptr<TcpListener>(new TcpListener(fd, port_));
+}
+
 TcpListener::~TcpListener() { ::close(fd_); }
 
 TcpTransport::TcpTransport(TcpTransportOptions options)
@@ -224,7 +232,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
-    Hello hello{kHelloMagic, options.rank};
+    Hello hello{kHelloMagic, options.rank, options.session_tag};
     PT_RETURN_IF_ERROR(WriteAll(*fd, &hello, sizeof(hello)));
     TuneSocket(*fd);
     auto link = std::make_unique<Link>();
@@ -247,8 +255,9 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
     if (fd < 0) continue;
     Hello hello{};
     if (!ReadAll(fd, &hello, sizeof(hello)).ok() || hello.magic != kHelloMagic || hello.rank < 0 ||
-        hello.rank >= options.rank || transport->links_[hello.rank] != nullptr) {
-      ::close(fd);  // a stray or duplicate connection; not one of ours
+        hello.rank >= options.rank || hello.session_tag != options.session_tag ||
+        transport->links_[hello.rank] != nullptr) {
+      ::close(fd);  // a stray, stale (other session) or duplicate connection; not one of ours
       continue;
     }
     TuneSocket(fd);

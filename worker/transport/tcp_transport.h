@@ -37,6 +37,9 @@ namespace pipetrain::worker {
 class TcpListener {
  public:
   static absl::StatusOr<std::unique_ptr<TcpListener>> Bind(const std::string& host, int port);
+  // Another descriptor of the same listening socket: closing it leaves this one listening, so
+  // its owner keeps the port while a transport accepts on (and then closes) the duplicate.
+  absl::StatusOr<std::unique_ptr<TcpListener>> Duplicate() const;
   ~TcpListener();
   TcpListener(const TcpListener&) = delete;
   TcpListener& operator=(const TcpListener&) = delete;
@@ -59,6 +62,10 @@ struct TcpTransportOptions {
   // Checksum every payload (XXH3 trailer, verified by the receiver). Costs about a tenth of
   // loopback bandwidth; turn off only where the link's own integrity is trusted.
   bool checksum = true;
+  // Said in the hello; the accepting side takes only peers that say the same (a worker's
+  // listener outlives its jobs, so a dial left over from an earlier attempt can be waiting in
+  // its backlog). Both sides must agree; e.g. a hash of job id and attempt.
+  uint64_t session_tag = 0;
 };
 
 class TcpTransport final : public Transport {
