@@ -3,7 +3,9 @@
 // (without, with) round by round, each run's step time is its fastest step after step 0 (the
 // least disturbed one; the mean is printed too), and the result is the median over rounds of the
 // per-round ratio, next to the ratio of the overall minima.
-// Usage: offload_step_time [rounds=5] [cap multiple=1] [steps=12] [hidden=128]
+// Usage: offload_step_time [rounds=5] [cap multiple=1] [steps=12] [hidden=128] [analytic|calibrated]
+// (calibrated: the planner's device rate is set from one measured run first, so the planned
+// link is k = 0.4 against the real compute; analytic, the default: the planner's fixed rate).
 // With OFFLOAD_BENCH_TRACE_DIR=DIR (DIR/with and DIR/without must exist) the workers also write
 // per-step Chrome traces and JSON step reports there, to see which actions waited.
 #include <algorithm>
@@ -118,18 +120,32 @@ int main(int argc, char** argv) {
   if (argc > 2) absl::SimpleAtod(argv[2], &faster);
   if (argc > 3) absl::SimpleAtoi(argv[3], &g_steps);
   if (argc > 4) absl::SimpleAtoi(argv[4], &g_hidden);
+  const bool calibrated = argc > 5 && std::string(argv[5]) == "calibrated";
   const pt::v1::JobSpec plain = Job();
-  auto base = pt::coordinator::PlanJob(plain);
+  pt::coordinator::PlannerOptions options;
+  auto base = pt::coordinator::PlanJob(plain, options);
   if (!base.ok()) {
     std::fprintf(stderr, "%s\n", std::string(base.status().message()).c_str());
     return 1;
+  }
+  if (calibrated) {
+    // Plan with the compute speed this machine shows (one measured run without offload) instead
+    // of the analytic rate, as the coordinator's profiling step does; the link is then set
+    // against the real F+B+W.
+    const Timing probe = Run(plain, base->plan, 0);
+    if (probe.min_ms <= 0) return 1;
+    options.device_flops_per_s *= base->sim.makespan * 1e3 / probe.min_ms;
+    base = pt::coordinator::PlanJob(plain, options);
+    if (!base.ok()) return 1;
+    std::printf("calibrated: device rate %.3g FLOP/s (measured step %.1f ms)\n",
+                options.device_flops_per_s, probe.min_ms);
   }
   double link = 0;  // every stage's copy, each way, <= 0.2 of its modelled F+B+W (k = 0.4)
   for (const auto& c : base->costs.stages) link = std::max(link, c.activation / (0.2 * (c.f + c.b + c.w)));
   pt::v1::JobSpec spec = plain;
   spec.mutable_memory()->set_offload(pt::v1::OFFLOAD_POLICY_FULL);
   spec.mutable_memory()->set_host_link_bytes_per_s(link);
-  auto planned = pt::coordinator::PlanJob(spec);
+  auto planned = pt::coordinator::PlanJob(spec, options);
   if (!planned.ok()) {
     std::fprintf(stderr, "%s\n", std::string(planned.status().message()).c_str());
     return 1;
