@@ -28,6 +28,7 @@ constexpr std::array<KindNames, kNumActionKinds> kKinds = {{
     {ActionKind::kRecvGrad, "RECV_B", "RG"},
     {ActionKind::kOffload, "OFFLOAD", "OFF"},
     {ActionKind::kReload, "RELOAD", "RL"},
+    {ActionKind::kRelease, "RELEASE", "REL"},
 }};
 
 const KindNames& Names(ActionKind kind) { return kKinds[static_cast<int>(kind)]; }
@@ -46,7 +47,8 @@ bool IsRecv(ActionKind kind) {
 }
 bool IsTransfer(ActionKind kind) { return IsSend(kind) || IsRecv(kind); }
 bool IsOffload(ActionKind kind) {
-  return kind == ActionKind::kOffload || kind == ActionKind::kReload;
+  return kind == ActionKind::kOffload || kind == ActionKind::kReload ||
+         kind == ActionKind::kRelease;
 }
 
 int PeerStage(const Action& action) {
@@ -79,7 +81,7 @@ absl::StatusOr<Action> ParseAction(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat(
         "bad action \"", s, "\": ", why,
         "; expected <stage><kind><microbatch> with kind one of F, I, W, B (or BW), SEND_F, "
-        "RECV_F, SEND_B, RECV_B, OFFLOAD, RELOAD, e.g. \"3F12\""));
+        "RECV_F, SEND_B, RECV_B, OFFLOAD, RELOAD, RELEASE, e.g. \"3F12\""));
   };
   if (i == 0) return bad("missing stage number");
   if (j == i) return bad("missing kind");

@@ -9,6 +9,7 @@
 //   SEND_F / RECV_F   activation transfer      [kSendAct / kRecvAct]
 //   SEND_B / RECV_B   gradient transfer        [kSendGrad / kRecvGrad]
 //   OFFLOAD / RELOAD  activation offload to host memory and back (pipetrain extension)
+//   RELEASE  free the device copy an OFFLOAD was reading from (pipetrain extension)
 // Transfers name the stage on this worker's side: SEND_F of stage s goes to stage s+1, RECV_F
 // of stage s comes from s-1, SEND_B of stage s goes to s-1, RECV_B of stage s comes from s+1.
 //
@@ -35,9 +36,15 @@ enum class ActionKind : uint8_t {
   kRecvGrad,  // receive output gradient of `stage` from stage + 1
   kOffload,   // move the activations F(stage, microbatch) stored to host memory
   kReload,    // bring them back before the backward needs them
+  // Free the device copy of that stash's OFFLOAD, waiting for the copy if it is still running.
+  // Without a RELEASE the device copy is freed at the end of the next compute action after the
+  // OFFLOAD (which waits for the copy); with one, that compute end leaves it alone, so a copy
+  // longer than the next compute need not stall the worker. Placed by the offload pass where the
+  // copy is planned to be done (PipeOffload's OFFLOAD_SEND_END).
+  kRelease,
 };
 
-inline constexpr int kNumActionKinds = 10;
+inline constexpr int kNumActionKinds = 11;
 
 struct Action {
   ActionKind kind = ActionKind::kF;
@@ -51,14 +58,14 @@ bool IsCompute(ActionKind kind);   // F, B, W, BW
 bool IsTransfer(ActionKind kind);  // SEND_*/RECV_*
 bool IsSend(ActionKind kind);
 bool IsRecv(ActionKind kind);
-bool IsOffload(ActionKind kind);   // OFFLOAD, RELOAD
+bool IsOffload(ActionKind kind);   // OFFLOAD, RELOAD, RELEASE
 
 // For a transfer, the stage on the other end (see the header comment). Undefined otherwise.
 int PeerStage(const Action& action);
 
 // The kind's token in the text form ("F", "I", "SEND_F", ...).
 absl::string_view KindToken(ActionKind kind);
-// Short label used by renderers: F, B, W, BW, SA, RA, SG, RG, OFF, RL.
+// Short label used by renderers: F, B, W, BW, SA, RA, SG, RG, OFF, RL, REL.
 absl::string_view KindLabel(ActionKind kind);
 
 // "3F12", "2SEND_F0". Round-trips with ParseAction.

@@ -15,7 +15,8 @@ constexpr double kNotDone = -1.0;
 constexpr uint32_t Bit(ActionKind kind) { return 1u << static_cast<int>(kind); }
 constexpr uint32_t kTransferBits = Bit(ActionKind::kSendAct) | Bit(ActionKind::kRecvAct) |
                                    Bit(ActionKind::kSendGrad) | Bit(ActionKind::kRecvGrad);
-constexpr uint32_t kOffloadBits = Bit(ActionKind::kOffload) | Bit(ActionKind::kReload);
+constexpr uint32_t kOffloadBits =
+    Bit(ActionKind::kOffload) | Bit(ActionKind::kReload) | Bit(ActionKind::kRelease);
 
 // What a blocked worker waits for: one field of one (stage, microbatch) slot, as
 // key * 8 + field. kRunnable: on the stack or running; kFinished: its list is done.
@@ -83,6 +84,8 @@ struct Hot {
 struct Cold {
   double act_arrival = kNotDone, grad_arrival = kNotDone, recv_act = kNotDone, recv_grad = kNotDone,
          offload_end = kNotDone, reload_end = kNotDone;
+  bool explicit_release = false;  // a RELEASE frees this stash's device copy, not a compute end
+  double copy_units = 0.0;        // device copy an OFFLOAD holds until its RELEASE
 };
 
 // One worker's progress (and, for Simulate, its running totals), kept across visits.
@@ -111,7 +114,17 @@ class Engine {
         has_offload_(scan.HasOffload()),
         misplaced_(scan.misplaced),
         hot_(static_cast<size_t>(s.num_stages) * s.num_microbatches),
-        cold_(explicit_ || has_offload_ ? hot_.size() : 0) {}
+        cold_(explicit_ || has_offload_ ? hot_.size() : 0) {
+    if (!has_offload_) return;
+    for (const auto& list : s.worker_actions) {
+      for (const Action& a : list) {
+        if (a.kind == ActionKind::kRelease && a.stage >= 0 && a.stage < n_stages_ &&
+            a.microbatch >= 0 && a.microbatch < s.num_microbatches) {
+          cold_[Key(a.stage, a.microbatch)].explicit_release = true;
+        }
+      }
+    }
+  }
 
   // kRecord: Simulate's run (times, busy/span, memory curve into *result); else the dry run.
   template <bool kRecord>
@@ -270,7 +283,22 @@ class Engine {
             engine = end;
             cold[key].offload_end = end;
             waiters.Signal(w, WaitId(key, kOffloadEnd));
-            me.pending.push_back({end, sc.activation});
+            if (cold[key].explicit_release) {
+              cold[key].copy_units = sc.activation;
+            } else {
+              me.pending.push_back({end, sc.activation});
+            }
+            break;
+          }
+          case ActionKind::kRelease: {
+            // The worker waits for the copy, then the device copy is freed.
+            if (!need(cold[key].offload_end, 0, WaitId(key, kOffloadEnd))) break;
+            start = free;
+            end = std::max(free, ready);
+            if constexpr (kRecord) {
+              if (cold[key].copy_units != 0) event(end, -cold[key].copy_units);
+            }
+            cold[key].copy_units = 0.0;
             break;
           }
           case ActionKind::kReload: {
@@ -432,6 +460,7 @@ class Engine {
       case ActionKind::kRecvGrad:
         return "waiting for SEND_B from " + Producer("stage/microbatch", s + 1, i);
       case ActionKind::kReload:
+      case ActionKind::kRelease:
         return "waiting for OFFLOAD of this stage and microbatch";
     }
     return "waiting";

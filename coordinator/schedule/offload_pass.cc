@@ -140,6 +140,7 @@ absl::StatusOr<OffloadPlan> InsertOffloads(const Schedule& compute, const CostMo
   // Book the copy engines; drop what cannot free anything. Lead = backward start - reload start.
   std::vector<OffloadCandidate> chosen;
   std::vector<double> lead;
+  std::vector<double> copy_end;  // booked end of each chosen stash's D2H copy
   for (int w = 0; w < compute.num_workers; ++w) {
     struct Booked {
       const OffloadCandidate* c;
@@ -162,7 +163,8 @@ absl::StatusOr<OffloadPlan> InsertOffloads(const Schedule& compute, const CostMo
         if (!b.keep) continue;
         const int st = b.c->stage;
         b.d2h_end = std::max(b.f_end, engine) + costs.OffloadTime(st) + shared * costs.ReloadTime(st);
-        if (!options.wait_for_copies && b.d2h_end > b.next_end + 1e-12) {
+        if (!options.wait_for_copies && !options.explicit_release &&
+            b.d2h_end > b.next_end + 1e-12) {
           b.keep = false;  // would stall the worker at the end of the compute after F
           continue;
         }
@@ -190,6 +192,7 @@ absl::StatusOr<OffloadPlan> InsertOffloads(const Schedule& compute, const CostMo
       if (!b.keep) continue;
       chosen.push_back(*b.c);
       lead.push_back(b.b_start - b.h2d_start);
+      copy_end.push_back(b.d2h_end);
     }
   }
   OffloadPlan plan;
@@ -201,6 +204,8 @@ absl::StatusOr<OffloadPlan> InsertOffloads(const Schedule& compute, const CostMo
       const int n = static_cast<int>(list.size());
       // (backward position, action) so reloads before one spot go in backward order.
       std::vector<std::vector<std::pair<int, Action>>> before(n + 1);
+      // (F position, action): releases before one spot go in F order.
+      std::vector<std::vector<std::pair<int, Action>>> release_before(n + 1);
       std::vector<bool> offload_after(n, false);
       for (size_t c = 0; c < chosen.size(); ++c) {
         if (chosen[c].worker != w) continue;
@@ -210,13 +215,42 @@ absl::StatusOr<OffloadPlan> InsertOffloads(const Schedule& compute, const CostMo
         int j = l.f_pos + 1;  // never before the OFFLOAD
         while (j + 1 <= l.b_pos && base.timeline[off[w] + j].end <= target) ++j;
         before[j].push_back({l.b_pos, {ActionKind::kReload, chosen[c].stage, chosen[c].microbatch}});
+        if (options.explicit_release) {
+          // Before the first compute that starts once the copy is booked done, at the latest
+          // before the second forward after F, and never after the RELOAD (at j).
+          int r = l.f_pos + 1, forwards = 0;
+          for (; r < j; ++r) {
+            const Action& x = list[r];
+            if (!IsCompute(x.kind)) continue;
+            if (x.kind == ActionKind::kF && ++forwards == 2) break;
+            if (base.timeline[off[w] + r].start >= copy_end[c] - 1e-12) break;
+          }
+          release_before[r].push_back(
+              {l.f_pos, {ActionKind::kRelease, chosen[c].stage, chosen[c].microbatch}});
+        }
       }
       std::vector<Action>& dst = out.worker_actions[w];
       dst.clear();
       for (int k = 0; k < n; ++k) {
         std::sort(before[k].begin(), before[k].end(),
                   [](const auto& a, const auto& b) { return a.first < b.first; });
+        // RELOADs are issued first (a RELEASE may wait for its copy; the reloads must not), except
+        // that a stash released here is released before its own RELOAD.
+        std::sort(release_before[k].begin(), release_before[k].end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        auto reloaded_here = [&](const Action& a) {
+          for (const auto& [pos, r] : before[k]) {
+            if (r.stage == a.stage && r.microbatch == a.microbatch) return true;
+          }
+          return false;
+        };
+        for (const auto& [pos, a] : release_before[k]) {
+          if (reloaded_here(a)) dst.push_back(a);
+        }
         for (const auto& [pos, a] : before[k]) dst.push_back(a);
+        for (const auto& [pos, a] : release_before[k]) {
+          if (!reloaded_here(a)) dst.push_back(a);
+        }
         dst.push_back(list[k]);
         if (offload_after[k]) dst.push_back({ActionKind::kOffload, list[k].stage, list[k].microbatch});
       }
@@ -342,6 +376,7 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
   std::vector<int> count(compute.num_workers, 0);
   OffloadOptions booking = options;
   booking.wait_for_copies = false;
+  booking.explicit_release = false;
   auto build = [&](const std::vector<int>& counts) {
     std::vector<OffloadCandidate> chosen;
     for (int w = 0; w < compute.num_workers; ++w) {
@@ -352,15 +387,27 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
   PT_ASSIGN_OR_RETURN(SimResult base, Simulate(compute, costs));
   const double max_makespan = base.makespan * (1 + std::max(0.0, options.max_slowdown)) +
                               1e-9 * std::max(1.0, base.makespan);
-  // Waiting booking: worth it when everything offloaded that way stays within the slowdown.
+  // The booking: the one whose plan with everything offloaded peaks lowest within the slowdown
+  // (strict, then waiting, then explicit release on ties).
   if (options.mode != OffloadMode::kNone) {
     std::vector<int> all(compute.num_workers);
     for (int w = 0; w < compute.num_workers; ++w) all[w] = static_cast<int>(ok[w].size());
     PT_ASSIGN_OR_RETURN(OffloadPlan strict_all, build(all));
-    booking.wait_for_copies = true;
-    PT_ASSIGN_OR_RETURN(OffloadPlan waiting_all, build(all));
-    booking.wait_for_copies = waiting_all.sim.makespan <= max_makespan &&
-                              Peak(waiting_all.sim) < Peak(strict_all.sim) - 1e-9;
+    double best = Peak(strict_all.sim);
+    OffloadOptions chosen = booking;
+    for (int variant = 0; variant < 2; ++variant) {
+      OffloadOptions trial = booking;
+      trial.wait_for_copies = variant == 0;
+      trial.explicit_release = variant == 1;
+      std::swap(booking, trial);
+      PT_ASSIGN_OR_RETURN(OffloadPlan plan, build(all));
+      std::swap(booking, trial);
+      if (plan.sim.makespan <= max_makespan && Peak(plan.sim) < best - 1e-9) {
+        best = Peak(plan.sim);
+        chosen = trial;
+      }
+    }
+    booking = chosen;
   }
   // Partial modes take stashes in the greedy re-simulated order (full and none take all/none).
   std::vector<std::vector<OffloadCandidate>> by_lifespan = ok;

@@ -35,9 +35,11 @@
 //              peak full offload reaches) when even all eligible ones do not get there
 //   fraction   per worker, the first ceil(fraction * stashes) eligible ones in that order
 //              (the selective curve, bench/offload)
-// Every mode but none plans both bookings and keeps the waiting one when its simulated step time
-// is within (1 + max_slowdown) of the schedule without offload and its peak is lower (warm-up
-// forwards with slack, e.g. 1F1B: flat peak up to k = 2/3 at no cost); else the strict one.
+// Every mode but none plans three bookings and keeps, among those whose simulated step time is
+// within (1 + max_slowdown) of the schedule without offload, the one with the lowest peak
+// (ties: the simpler): strict; waiting (warm-up forwards with slack, e.g. 1F1B: flat peak up to
+// k = 4/3 at no cost); explicit release (RELEASE actions: 1F1B flat up to k = 2, where a copy
+// each way takes the whole F+B+W).
 //
 // Thread-safety: pure functions.
 #ifndef PIPETRAIN_COORDINATOR_SCHEDULE_OFFLOAD_PASS_H_
@@ -68,8 +70,13 @@ struct OffloadOptions {
   double lead_factor = 1.5;
   // Step time the copy waits may add (fraction of the schedule's without offload).
   double max_slowdown = 0.01;
-  // Internal to the pass's two bookings: keep D2H copies that make the worker wait.
+  // Internal to the pass's bookings: keep D2H copies that make the worker wait ...
   bool wait_for_copies = false;
+  // ... or keep them all and free each device copy with a RELEASE placed where the copy is
+  // booked to be done, at the latest before the second forward after the stash's F (so the
+  // warm-up forwards wait for the link, as with waiting, but a steady-state copy longer than
+  // the next compute does not stall the worker).
+  bool explicit_release = false;
 };
 
 struct OffloadCandidate {

@@ -98,6 +98,7 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
         break;
       case ActionKind::kOffload:
       case ActionKind::kReload:
+      case ActionKind::kRelease:
         break;
     }
     return t;

@@ -252,6 +252,18 @@ class Validator {
       for (int i = 0; i < m_; ++i) {
         const Pos& off = At(ActionKind::kOffload, st, i);
         const Pos& rel = At(ActionKind::kReload, st, i);
+        const Pos& free = At(ActionKind::kRelease, st, i);
+        if (free.Found() && (!off.Found() || free.index < off.index)) {
+          return FailAt(absl::StrCat("RELEASE without an OFFLOAD before it: ",
+                                     Name(ActionKind::kRelease, st, i)),
+                        free, off);
+        }
+        if (free.Found() && rel.Found() && free.index > rel.index) {
+          return FailAt(absl::StrCat("RELEASE after its RELOAD: ",
+                                     Name(ActionKind::kRelease, st, i),
+                                     " must free the offloaded copy before it comes back"),
+                        free, rel);
+        }
         if (!off.Found() && !rel.Found()) continue;
         const Pos f = At(ActionKind::kF, st, i), bwd = Backward(st, i);
         if (rel.Found() && !off.Found()) {

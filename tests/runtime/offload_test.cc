@@ -291,58 +291,63 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-// The offload pass's own plan at k = 0.5 on 1F1B: each warm-up copy (6 ms) outlasts the next
-// forward (4 ms), so the plan makes the worker wait for it at that compute's end. The runtime
-// executes the same wait: measured peak == simulated, and it is the flat 3 units.
-TEST(OffloadEmulatedTest, PassPlanWithWarmupCopyWaitsMeasuresTheSimulatedPeak) {
-  schedule::PipelineSpec spec;
-  spec.num_workers = 4;
-  spec.num_microbatches = 8;
-  spec.f = spec.b = spec.w = 4e-3;
-  auto compute = schedule::Generate("1f1b", spec);
-  ASSERT_TRUE(compute.ok()) << compute.status();
-  constexpr double kBytesPerUnit = 1 << 20;
-  constexpr double kRatio = 0.5;
-  schedule::CostModel costs = schedule::CostModelFor(spec, 1);
-  costs.bytes_per_unit = kBytesPerUnit;
-  const double bandwidth = kBytesPerUnit / (kRatio * (spec.f + spec.b + spec.w));
-  costs.d2h_bytes_per_s = costs.h2d_bytes_per_s = bandwidth;
-  schedule::OffloadOptions options;
-  options.mode = schedule::OffloadMode::kFull;
-  auto offload = schedule::AddOffload(*compute, costs, options);
-  ASSERT_TRUE(offload.ok()) << offload.status();
-  ASSERT_GT(offload->offloaded, 0);
-  auto plan = schedule::AddTransfers(offload->schedule);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  auto sim = schedule::Simulate(*plan, costs);
-  ASSERT_TRUE(sim.ok()) << sim.status();
-  auto sim_plain = schedule::Simulate(*compute, costs);
-  ASSERT_TRUE(sim_plain.ok());
-  EXPECT_DOUBLE_EQ(sim->peak_memory[0], 3.0);
-  EXPECT_DOUBLE_EQ(sim_plain->peak_memory[0], 4.0);
+// The offload pass's own plans on 1F1B, run by the emulated runtime. k = 1 (a copy each way
+// takes half of F+B+W, 6 ms): each warm-up copy outlasts the next forward (4 ms), so the plan
+// makes the worker wait for it at that compute's end, and the runtime executes the same wait.
+// k = 1.6 (9.6 ms each way, longer than the backward after the next forward): the plan frees the
+// device copies with RELEASE actions where the copies are booked to be done. Either way the
+// measured peak equals the simulated one, below the plan without offload.
+TEST(OffloadEmulatedTest, PassPlansWithWaitsAndReleasesMeasureTheSimulatedPeak) {
+  for (const double k : {1.0, 1.6}) {
+    SCOPED_TRACE(::testing::Message() << "k = " << k);
+    schedule::PipelineSpec spec;
+    spec.num_workers = 8;
+    spec.num_microbatches = 16;
+    spec.f = spec.b = spec.w = 4e-3;
+    auto compute = schedule::Generate("1f1b", spec);
+    ASSERT_TRUE(compute.ok()) << compute.status();
+    constexpr double kBytesPerUnit = 1 << 20;
+    schedule::CostModel costs = schedule::CostModelFor(spec, 1);
+    costs.bytes_per_unit = kBytesPerUnit;
+    const double bandwidth = kBytesPerUnit / (k / 2 * (spec.f + spec.b + spec.w));
+    costs.d2h_bytes_per_s = costs.h2d_bytes_per_s = bandwidth;
+    schedule::OffloadOptions options;
+    options.mode = schedule::OffloadMode::kFull;
+    auto offload = schedule::AddOffload(*compute, costs, options);
+    ASSERT_TRUE(offload.ok()) << offload.status();
+    ASSERT_GT(offload->offloaded, 0);
+    EXPECT_EQ(CountKind(offload->schedule, ActionKind::kRelease) > 0, k > 1.5);
+    auto plan = schedule::AddTransfers(offload->schedule);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    auto sim = schedule::Simulate(*plan, costs);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    auto sim_plain = schedule::Simulate(*compute, costs);
+    ASSERT_TRUE(sim_plain.ok());
+    EXPECT_LT(sim->peak_memory[0], sim_plain->peak_memory[0]);
 
-  std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
-  std::vector<std::unique_ptr<EmulatedStageRunner>> runners;
-  std::vector<StageRunner*> raw;
-  for (int r = 0; r < spec.num_workers; ++r) {
-    backends.push_back(std::make_unique<kernels::CpuBackend>());
-    EmulatedStageConfig config{costs, kBytesPerUnit, 256};
-    config.copy_bandwidth_bytes_per_s = bandwidth;
-    runners.push_back(
-        std::make_unique<EmulatedStageRunner>(backends.back().get(), plan->num_stages, config));
-    raw.push_back(runners.back().get());
-  }
-  FakeTransportHub hub(spec.num_workers);
-  auto results = RunInProcess(*plan, raw, /*steps=*/2, &hub);
-  ASSERT_TRUE(results.ok()) << results.status();
-  for (int r = 0; r < spec.num_workers; ++r) {
-    for (const StepResult& step : (*results)[r]) {
-      EXPECT_EQ(step.peak_activation_bytes, std::llround(sim->peak_memory[r] * kBytesPerUnit))
-          << "worker " << r << " step " << step.step;
+    std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
+    std::vector<std::unique_ptr<EmulatedStageRunner>> runners;
+    std::vector<StageRunner*> raw;
+    for (int r = 0; r < spec.num_workers; ++r) {
+      backends.push_back(std::make_unique<kernels::CpuBackend>());
+      EmulatedStageConfig config{costs, kBytesPerUnit, 256};
+      config.copy_bandwidth_bytes_per_s = bandwidth;
+      runners.push_back(
+          std::make_unique<EmulatedStageRunner>(backends.back().get(), plan->num_stages, config));
+      raw.push_back(runners.back().get());
     }
-    EXPECT_EQ(runners[r]->activation_bytes(), 0) << "worker " << r;
-    EXPECT_EQ(runners[r]->copier_stats().offloaded_bytes,
-              runners[r]->copier_stats().reloaded_bytes);
+    FakeTransportHub hub(spec.num_workers);
+    auto results = RunInProcess(*plan, raw, /*steps=*/2, &hub);
+    ASSERT_TRUE(results.ok()) << results.status();
+    for (int r = 0; r < spec.num_workers; ++r) {
+      for (const StepResult& step : (*results)[r]) {
+        EXPECT_EQ(step.peak_activation_bytes, std::llround(sim->peak_memory[r] * kBytesPerUnit))
+            << "worker " << r << " step " << step.step;
+      }
+      EXPECT_EQ(runners[r]->activation_bytes(), 0) << "worker " << r;
+      EXPECT_EQ(runners[r]->copier_stats().offloaded_bytes,
+                runners[r]->copier_stats().reloaded_bytes);
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "coordinator/schedule/cost_model.h"
 #include "coordinator/schedule/simulator.h"
+#include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
 
 namespace pipetrain::schedule {
@@ -111,6 +112,34 @@ TEST(CopyEngineTest, DeviceCopyIsReleasedAtTheNextComputeEndWhichWaitsForIt) {
   EXPECT_DOUBLE_EQ(slow->peak_memory[0], 2.0);
   EXPECT_DOUBLE_EQ(Find(*slow, "0F2").start, 4.0);
   EXPECT_DOUBLE_EQ(slow->makespan, r->makespan + 2.0);
+}
+
+// With a RELEASE for the stash, compute ends leave its device copy alone: the slow copy (3 s,
+// [1,4]) no longer stalls F1's end; F2 runs at [2,3] (3 units held); RELEASE0 after F2 waits
+// for the copy until 4 and frees it there. The validator wants it after its OFFLOAD and before
+// its RELOAD.
+TEST(CopyEngineTest, ReleaseFreesTheDeviceCopyWhereItStandsAndWaitsForALateCopy) {
+  CostModel c = Link(true);
+  c.d2h_bytes_per_s = 4.0 / 3.0;
+  const std::string order = "0F0 0OFFLOAD0 0F1 0F2 0RELEASE0 0B2 0B1 0RELOAD0 0B0";
+  ASSERT_TRUE(ValidateSchedule(OneWorker(3, order)).ok()) << ValidateSchedule(OneWorker(3, order));
+  auto r = Simulate(OneWorker(3, order), c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(Find(*r, "0F2").start, 2.0);
+  EXPECT_DOUBLE_EQ(Find(*r, "0RELEASE0").end, 4.0);
+  EXPECT_DOUBLE_EQ(Find(*r, "0B2").start, 4.0);
+  EXPECT_DOUBLE_EQ(r->peak_memory[0], 3.0);
+  const auto& curve = r->memory_curve[0];
+  EXPECT_DOUBLE_EQ(curve.back().units, 0.0);
+  // Text form round trip, and the validator's two rules.
+  EXPECT_EQ(ToString(*ParseAction("0RELEASE0")), "0RELEASE0");
+  const auto before = ValidateSchedule(
+      OneWorker(3, "0F0 0RELEASE0 0OFFLOAD0 0F1 0F2 0B2 0B1 0RELOAD0 0B0"));
+  EXPECT_NE(before.message().find("RELEASE without an OFFLOAD before it"), std::string::npos)
+      << before;
+  const auto after = ValidateSchedule(
+      OneWorker(3, "0F0 0OFFLOAD0 0F1 0F2 0B2 0B1 0RELOAD0 0RELEASE0 0B0"));
+  EXPECT_NE(after.message().find("RELEASE after its RELOAD"), std::string::npos) << after;
 }
 
 TEST(CopyEngineTest, ReloadAllocatesAtIssueAndGatesTheBackward) {

@@ -139,6 +139,49 @@ TEST(OffloadPassTest, FullOffloadPeakFlatInPAndBubbleWithin2Points) {
   }
 }
 
+// Past k = 4/3 a steady-state copy (k/2 of F+B+W each way) outlasts the backward after the next
+// forward, so waiting for it at that compute's end would stall every period. RELEASE actions
+// free each device copy where its copy is booked to be done instead (PipeOffload's SEND_END):
+// 1F1B's full offload stays flat in p up to k = 1.9, a copy each way taking 95% of F+B+W, at no
+// step-time cost. At k = 2 the link is busy all the time each way: memory still flat, but the
+// step grows by a constant (+3 time units, 1% at p = 32, 4% at p = 8), past the pass's default
+// 1% slowdown, so it keeps the activations there.
+TEST(OffloadPassTest, ReleaseActionsKeep1F1BFlatUpToKNearTwo) {
+  for (double k : {1.6, 1.9}) {
+    double first_peak = -1;
+    for (int p : {8, 16, 32}) {
+      const Scaled job = ScaledJob("1f1b", p, k);
+      OffloadOptions o;
+      o.mode = OffloadMode::kFull;
+      auto plan = AddOffload(job.schedule, job.costs, o);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      SCOPED_TRACE(::testing::Message() << "k=" << k << " p=" << p);
+      EXPECT_TRUE(ValidateSchedule(plan->schedule).ok());
+      int releases = 0;
+      for (const auto& list : plan->schedule.worker_actions) {
+        for (const Action& a : list) releases += a.kind == ActionKind::kRelease;
+      }
+      EXPECT_GT(releases, plan->offloaded / 2);
+      EXPECT_LE(plan->sim.makespan, job.base.makespan * (1 + o.max_slowdown) + 1e-9);
+      EXPECT_LT(plan->sim.bubble_ratio - job.base.bubble_ratio, 0.01);
+      if (first_peak < 0) first_peak = Peak(plan->sim);
+      EXPECT_NEAR(Peak(plan->sim), first_peak, 1e-9) << "base peak " << Peak(job.base);
+      EXPECT_LE(Peak(plan->sim), 5.0);
+    }
+  }
+  // k = 2: flat memory only by giving up step time.
+  OffloadOptions o;
+  o.mode = OffloadMode::kFull;
+  o.max_slowdown = 0.05;
+  for (int p : {8, 32}) {
+    const Scaled job = ScaledJob("1f1b", p, 2.0);
+    auto plan = AddOffload(job.schedule, job.costs, o);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_DOUBLE_EQ(Peak(plan->sim), 6.0) << "p=" << p;
+    EXPECT_NEAR(plan->sim.makespan - job.base.makespan, 3.0, 1e-9) << "p=" << p;
+  }
+}
+
 // Why interleaved orders stop at k = 2/3: worker 0 opens with 2p chunk forwards back to back
 // (F = 1/2 each: chunk 0 of p microbatches, then chunk 1 as they come back round), a stash every
 // 1/2, twice the steady rate; one D2H engine moves one in (k/2) x 1.5, slower than a forward past

@@ -119,7 +119,7 @@ absl::StatusOr<kernels::Tensor> EmulatedStageRunner::Backward(int stage, int mic
   return grad;
 }
 
-absl::Status EmulatedStageRunner::Offload(int stage, int microbatch) {
+absl::Status EmulatedStageRunner::Offload(int stage, int microbatch, bool explicit_release) {
   auto it = store_.find(Key(stage, microbatch));
   if (it == store_.end()) {
     return absl::FailedPreconditionError(absl::StrCat("offload of stage ", stage, " microbatch ",
@@ -127,8 +127,10 @@ absl::Status EmulatedStageRunner::Offload(int stage, int microbatch) {
   }
   PT_ASSIGN_OR_RETURN(
       const int64_t bytes,
-      offloads_.Offload(stage, microbatch, {&it->second.until_b, &it->second.until_w}));
-  // The device copy stays counted until a compute end after its copy (ComputeEnded).
+      offloads_.Offload(stage, microbatch, {&it->second.until_b, &it->second.until_w},
+                        explicit_release));
+  // The device copy stays counted until a compute end after its copy (ComputeEnded) or its
+  // RELEASE.
   offloaded_bytes_ += bytes;
   return absl::OkStatus();
 }
@@ -141,6 +143,12 @@ absl::Status EmulatedStageRunner::Reload(int stage, int microbatch) {
   PT_RETURN_IF_ERROR(
       offloads_.Reload(stage, microbatch, {&it->second.until_b, &it->second.until_w}));
   Account(it->second.until_b.bytes() + it->second.until_w.bytes());
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedStageRunner::Release(int stage, int microbatch) {
+  PT_ASSIGN_OR_RETURN(const int64_t freed, offloads_.Release(stage, microbatch));
+  Account(-freed);
   return absl::OkStatus();
 }
 

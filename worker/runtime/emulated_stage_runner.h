@@ -51,8 +51,9 @@ class EmulatedStageRunner final : public StageRunner {
   absl::Status BackwardWeight(int stage, int microbatch) override;
   absl::StatusOr<kernels::Tensor> Backward(int stage, int microbatch,
                                            kernels::Tensor grad_output) override;
-  absl::Status Offload(int stage, int microbatch) override;
+  absl::Status Offload(int stage, int microbatch, bool explicit_release = false) override;
   absl::Status Reload(int stage, int microbatch) override;
+  absl::Status Release(int stage, int microbatch) override;
   absl::StatusOr<std::optional<double>> EndStep() override;
 
   int64_t activation_bytes() const override { return stored_bytes_; }

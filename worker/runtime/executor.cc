@@ -33,7 +33,13 @@ Executor::Executor(const schedule::Schedule& schedule, int rank, StageRunner* ru
       rank_(rank),
       runner_(runner),
       transport_(transport),
-      options_(options) {}
+      options_(options) {
+  for (const Action& a : schedule_.worker_actions[rank_]) {
+    if (a.kind == ActionKind::kRelease) {
+      explicit_release_.insert((static_cast<int64_t>(a.stage) << 32) | a.microbatch);
+    }
+  }
+}
 
 void Executor::Deliver(int from_stage, int to_stage, int microbatch, Slot slot,
                        kernels::Tensor tensor) {
@@ -130,11 +136,16 @@ absl::Status Executor::Run(const Action& action, int step, int64_t* bytes) {
       return absl::OkStatus();
     }
     case ActionKind::kOffload:
-      PT_RETURN_IF_ERROR(runner_->Offload(s, mb));
+      PT_RETURN_IF_ERROR(runner_->Offload(
+          s, mb, explicit_release_.contains((static_cast<int64_t>(s) << 32) | mb)));
       *bytes = runner_->activation_bytes();
       return absl::OkStatus();
     case ActionKind::kReload:
       PT_RETURN_IF_ERROR(runner_->Reload(s, mb));
+      *bytes = runner_->activation_bytes();
+      return absl::OkStatus();
+    case ActionKind::kRelease:
+      PT_RETURN_IF_ERROR(runner_->Release(s, mb));
       *bytes = runner_->activation_bytes();
       return absl::OkStatus();
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/schedule/measured_timeline.h"
@@ -86,6 +87,8 @@ class Executor {
   const ExecutorOptions options_;
   absl::flat_hash_map<Key, kernels::Tensor> inbox_;   // keyed by the consuming stage
   absl::flat_hash_map<Key, kernels::Tensor> outbox_;  // keyed by the producing stage
+  // (stage, microbatch) of this rank's RELEASE actions: their OFFLOADs are released by them.
+  absl::flat_hash_set<int64_t> explicit_release_;
 };
 
 }  // namespace pipetrain::worker

@@ -131,12 +131,17 @@ absl::StatusOr<kernels::Tensor> ModelStageRunner::Backward(int stage, int microb
   return grad;
 }
 
-absl::Status ModelStageRunner::Offload(int stage, int microbatch) {
+absl::Status ModelStageRunner::Offload(int stage, int microbatch, bool explicit_release) {
   PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
   PT_ASSIGN_OR_RETURN(std::vector<kernels::Tensor*> slots, Slots(c, microbatch));
-  PT_ASSIGN_OR_RETURN(const int64_t bytes, offloads_.Offload(stage, microbatch, slots));
+  PT_ASSIGN_OR_RETURN(const int64_t bytes,
+                      offloads_.Offload(stage, microbatch, slots, explicit_release));
   offloaded_bytes_ += bytes;
   return absl::OkStatus();
+}
+
+absl::Status ModelStageRunner::Release(int stage, int microbatch) {
+  return offloads_.Release(stage, microbatch).status();
 }
 
 absl::Status ModelStageRunner::Reload(int stage, int microbatch) {

@@ -21,7 +21,8 @@ std::string Name(int stage, int microbatch) {
 }  // namespace
 
 absl::StatusOr<int64_t> OffloadTable::Offload(int stage, int microbatch,
-                                              const std::vector<kernels::Tensor*>& slots) {
+                                              const std::vector<kernels::Tensor*>& slots,
+                                              bool explicit_release) {
   if (entries_.contains(Key(stage, microbatch))) {
     return absl::FailedPreconditionError(
         absl::StrCat("offload of ", Name(stage, microbatch), ": already offloaded"));
@@ -31,7 +32,11 @@ absl::StatusOr<int64_t> OffloadTable::Offload(int stage, int microbatch,
                                                                 Name(stage, microbatch))));
   const int64_t bytes = ticket->bytes();
   held_bytes_ += ticket->held_device_bytes();
-  unreleased_.push_back(ticket);
+  if (explicit_release) {
+    awaiting_release_[Key(stage, microbatch)] = ticket;
+  } else {
+    unreleased_.push_back(ticket);
+  }
   entries_[Key(stage, microbatch)] = Entry{State::kOffloaded, std::move(ticket)};
   return bytes;
 }
@@ -73,6 +78,24 @@ absl::Status OffloadTable::AwaitResident(int stage, int microbatch, const char* 
   return ticket->Wait();
 }
 
+absl::StatusOr<int64_t> OffloadTable::Release(int stage, int microbatch) {
+  auto it = awaiting_release_.find(Key(stage, microbatch));
+  if (it == awaiting_release_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "release of ", Name(stage, microbatch), ": no offload copy waits for a RELEASE"));
+  }
+  const std::shared_ptr<CopyTicket> ticket = std::move(it->second);
+  awaiting_release_.erase(it);
+  if (!ticket->done()) {
+    const int64_t start = NowNs();
+    ticket->Wait().IgnoreError();  // the status is reported by Drain at the end of the step
+    release_wait_ns_ += NowNs() - start;
+  }
+  const int64_t freed = copier_->ReleaseSource(*ticket);
+  held_bytes_ -= freed;
+  return freed;
+}
+
 int64_t OffloadTable::ReleaseAtComputeEnd() {
   int64_t freed = 0;
   for (auto& t : unreleased_) {
@@ -91,6 +114,8 @@ int64_t OffloadTable::ReleaseAtComputeEnd() {
 void OffloadTable::ReleaseAll() {
   for (auto& t : unreleased_) held_bytes_ -= copier_->ReleaseSource(*t);
   unreleased_.clear();
+  for (auto& [key, t] : awaiting_release_) held_bytes_ -= copier_->ReleaseSource(*t);
+  awaiting_release_.clear();
 }
 
 absl::Status OffloadTable::EndStep() {

@@ -9,6 +9,8 @@
 //   ReleaseAtComputeEnd()  at the end of every compute action: waits for every offload copy
 //                          issued so far and frees the device copies. Until then they count as
 //                          device bytes (held_device_bytes); see activation_copier.h.
+//   Release(s, mb)         RELEASE: the same for one offload made with explicit_release, which
+//                          compute ends leave alone.
 // Time spent waiting is accumulated (wait_ns) so tests and metrics can tell whether copies
 // were hidden behind compute.
 //
@@ -34,7 +36,11 @@ class OffloadTable {
 
   // FailedPrecondition if (stage, microbatch) is already offloaded. Returns the bytes moved.
   absl::StatusOr<int64_t> Offload(int stage, int microbatch,
-                                  const std::vector<kernels::Tensor*>& slots);
+                                  const std::vector<kernels::Tensor*>& slots,
+                                  bool explicit_release = false);
+  // Waits for the offload copy of (stage, microbatch), made with explicit_release, and frees
+  // its device copy; returns the bytes freed. FailedPrecondition if there is no such copy.
+  absl::StatusOr<int64_t> Release(int stage, int microbatch);
   // FailedPrecondition if (stage, microbatch) is not offloaded (or already reloading).
   absl::Status Reload(int stage, int microbatch, const std::vector<kernels::Tensor*>& slots);
   // OK at once if (stage, microbatch) was never offloaded; waits for its RELOAD copy if one is
@@ -71,6 +77,8 @@ class OffloadTable {
   ActivationCopier* copier_;
   absl::flat_hash_map<int64_t, Entry> entries_;
   std::vector<std::shared_ptr<CopyTicket>> unreleased_;  // offloads holding device copies
+  // Offloads holding device copies until their RELEASE, by stash.
+  absl::flat_hash_map<int64_t, std::shared_ptr<CopyTicket>> awaiting_release_;
   int64_t held_bytes_ = 0;
   int64_t wait_ns_ = 0;
   int64_t waits_ = 0;  // awaits that found the copy unfinished

@@ -42,9 +42,13 @@ class StageRunner {
   // BW: B and W fused.
   virtual absl::StatusOr<kernels::Tensor> Backward(int stage, int microbatch,
                                                    kernels::Tensor grad_output) = 0;
-  // Moves what F(stage, microbatch) stored to host memory / back to the device.
-  virtual absl::Status Offload(int stage, int microbatch) = 0;
+  // Moves what F(stage, microbatch) stored to host memory / back to the device. The device copy
+  // an OFFLOAD reads from is freed at the next compute end, or, with `explicit_release` (the
+  // plan has a RELEASE for it), by Release.
+  virtual absl::Status Offload(int stage, int microbatch, bool explicit_release = false) = 0;
   virtual absl::Status Reload(int stage, int microbatch) = 0;
+  // RELEASE: waits for the stash's offload copy and frees its device copy.
+  virtual absl::Status Release(int stage, int microbatch) = 0;
   // After the step's last action: the optimizer step. Returns the step's loss (mean over
   // microbatches) if this worker holds the last stage.
   virtual absl::StatusOr<std::optional<double>> EndStep() = 0;

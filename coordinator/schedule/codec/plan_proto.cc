@@ -21,6 +21,7 @@ v1::ActionKind KindToProtoImpl(ActionKind kind) {
     case ActionKind::kRecvGrad: return v1::ACTION_KIND_RECV_GRAD;
     case ActionKind::kOffload: return v1::ACTION_KIND_OFFLOAD;
     case ActionKind::kReload: return v1::ACTION_KIND_RELOAD;
+    case ActionKind::kRelease: return v1::ACTION_KIND_RELEASE;
   }
   return v1::ACTION_KIND_UNSPECIFIED;
 }
@@ -37,11 +38,12 @@ absl::StatusOr<ActionKind> KindFromProto(v1::ActionKind kind) {
     case v1::ACTION_KIND_RECV_GRAD: return ActionKind::kRecvGrad;
     case v1::ACTION_KIND_OFFLOAD: return ActionKind::kOffload;
     case v1::ACTION_KIND_RELOAD: return ActionKind::kReload;
+    case v1::ACTION_KIND_RELEASE: return ActionKind::kRelease;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("plan.workers[].actions[].kind: unknown action kind ", kind,
                        "; allowed: F, B, W, BW, SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD, "
-                       "OFFLOAD, RELOAD"));
+                       "OFFLOAD, RELOAD, RELEASE"));
   }
 }
 
