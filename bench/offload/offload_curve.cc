@@ -3,7 +3,7 @@
 //     (p = 8, m = 16, v = 2) for k = 0.5, with the straight line from no offload to full
 //     offload; written as an SVG plot (argv[1], default docs/offload_selective_curve.svg);
 //  2. full offload as p grows (layers per worker fixed, m = 2p): peak and bubble against the
-//     same schedule without offload, for k = 0.5, 2/3, 1 and 4/3 (offload_ratio.h: the copy
+//     same schedule without offload, for k = 0.5, 2/3, 1, 4/3, 1.6 and 1.9 (offload_ratio.h: the copy
 //     time out and back over F+B+W), on 1f1b and interleaved-1f1b.
 // Prints markdown tables for docs/BENCHMARKS.md.
 #include <algorithm>
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   std::printf("| schedule | k | p | peak without | peak with full offload | offloaded | bubble without | bubble with | bubble +pp |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string name : {"1f1b", "interleaved-1f1b"})
-  for (double k : {0.5, 2.0 / 3, 1.0, 4.0 / 3}) {
+  for (double k : {0.5, 2.0 / 3, 1.0, 4.0 / 3, 1.6, 1.9}) {
     for (int p : {4, 8, 16, 32}) {
       ps::PipelineSpec s;
       s.num_workers = p;

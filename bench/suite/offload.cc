@@ -243,9 +243,11 @@ Section Offload(const SuiteOptions& options) {
         "settings).\n\n",
         ok ? out : absl::StrCat("**failed**:\n\n```\n", out, "\n```\n"),
         ok ? "\n![selective offload](bench/offload_selective_curve.svg)\n\n" : "\n",
-        "Where full offload stays flat in p: 1F1B up to k = 4/3 (its warm-up forwards have "
+        "Where full offload stays flat in p: 1F1B up to k = 1.9 (its warm-up forwards have "
         "slack, so the pass lets them wait for their copies at no step-time cost; past 4/3 a "
-        "steady-state copy outlasts the backward after its forward). Interleaved orders up to "
+        "steady-state copy outlasts the backward after its forward, and RELEASE actions free "
+        "each device copy where its copy is booked done instead; at k = 2 the link is busy all "
+        "the time and the pass keeps the activations). Interleaved orders up to "
         "k = 2/3: worker 0 opens with 2p chunk forwards back to back, a stash every F/2, and one "
         "copy engine moves one in (k/2)(F+B+W)/2, slower than a forward past k = 2/3; the pass "
         "still offloads the steady-state stashes there but the warm-up's stay, and postponing "

@@ -38,8 +38,8 @@
 // Every mode but none plans three bookings and keeps, among those whose simulated step time is
 // within (1 + max_slowdown) of the schedule without offload, the one with the lowest peak
 // (ties: the simpler): strict; waiting (warm-up forwards with slack, e.g. 1F1B: flat peak up to
-// k = 4/3 at no cost); explicit release (RELEASE actions: 1F1B flat up to k = 2, where a copy
-// each way takes the whole F+B+W).
+// k = 4/3 at no cost); explicit release (RELEASE actions: 1F1B flat up to k = 1.9, a copy each
+// way taking 95% of F+B+W).
 //
 // Thread-safety: pure functions.
 #ifndef PIPETRAIN_COORDINATOR_SCHEDULE_OFFLOAD_PASS_H_

@@ -9,9 +9,9 @@
 // about as much each). The authors' implementation stores about 20h bytes per token and layer
 // (16-bit, fused attention, layernorm/GeLU outputs and dropout masks recomputed: Korthikanti et
 // al.'s 34h less 14h) and moves each one-way copy in (k/2)(F+B+W) (SCHEDULING_SPEC.md section 5:
-// offload_time = k/2): the 40h is out and back. PAPERS.md's "one way" wording would make k = 1 a
-// link busy 100% of the time in each direction, which no pipeline warm-up can hide (the forwards
-// before the first backward come faster than one per F+B+W).
+// offload_time = k/2): the 40h is out and back. Under PAPERS.md's "one way" wording k = 1 would
+// be a link busy 100% of the time in each direction (here k = 2), where full offload keeps
+// memory flat only by stretching the step (offload_pass.h).
 // From a cost model the same ratio is read directly: (offload + reload time of a stage's stash)
 // / (f + b + w).
 //

@@ -114,7 +114,7 @@ TEST(GroupedInterleavedTest, ValidForGroupSizesFromHalfPToM) {
 
 // Full offload keeps the peak per worker flat as p grows (layers per worker fixed), with the
 // bubble within 2 percentage points of the same schedule's: interleaved orders up to k = 2/3
-// (InterleavedWarmupLimitsFlatOffloadToTwoThirds says why not beyond), 1F1B up to k = 4/3
+// (InterleavedWarmupLimitsFlatOffloadToTwoThirds says why not beyond), 1F1B up to k = 1.9
 // (the next test).
 TEST(OffloadPassTest, FullOffloadPeakFlatInPAndBubbleWithin2Points) {
   for (const char* name : {"interleaved-1f1b", "interleaved-group"})
