@@ -98,6 +98,31 @@ int CountOffloads(const schedule::Schedule& s) {
   return n;
 }
 
+// Every rank ran `steps` steps, measured exactly the predicted peak (and within `budget` when
+// one is given), and the loss rank logged the reference losses.
+void ExpectRunAsPredicted(const coordinator::PlannedJob& planned,
+                          const std::vector<std::map<int, StepLine>>& runs, int steps,
+                          const std::vector<double>& reference, int64_t budget = 0) {
+  const int p = static_cast<int>(planned.sim.peak_memory.size());
+  ASSERT_EQ(runs.size(), static_cast<size_t>(p));
+  const int loss_rank = planned.schedule.WorkerOf(planned.schedule.num_stages - 1);
+  for (int r = 0; r < p; ++r) {
+    ASSERT_EQ(runs[r].size(), static_cast<size_t>(steps)) << "rank " << r;
+    for (int step = 0; step < steps; ++step) {
+      EXPECT_EQ(runs[r].at(step).peak, std::llround(planned.sim.peak_memory[r]))
+          << planned.schedule.name << " rank " << r << " step " << step;
+      if (budget > 0) {
+        EXPECT_LE(runs[r].at(step).peak, budget) << "rank " << r << " step " << step;
+      }
+      if (r == loss_rank) {
+        double loss = 0;
+        ASSERT_TRUE(absl::SimpleAtod(runs[r].at(step).loss, &loss));
+        EXPECT_EQ(loss, reference[step]) << planned.schedule.name << " step " << step;
+      }
+    }
+  }
+}
+
 TEST(OffloadProcessesTest, SameLossesAndMeasuredPeakEqualsPredictedWithTheLinkCapOn) {
   v1::JobSpec plain = testing::SmallJob("interleaved-1f1b", 2, 4, kSteps);
   auto base = coordinator::PlanJob(plain);
@@ -184,22 +209,8 @@ TEST(OffloadProcessesTest, PlannerOverBudgetsFitsInSimulationAndInTheMeasuredRun
     std::printf("budget %.1f units (%lld bytes): %s, predicted peak %.0f bytes, step %.4f s\n",
                 units, static_cast<long long>(budget), planned->schedule.name.c_str(), peak,
                 planned->sim.makespan);
-    const auto runs = RunProcesses(spec, *planned, link);
-    ASSERT_EQ(runs.size(), static_cast<size_t>(kP));
-    const int loss_rank = planned->schedule.WorkerOf(planned->schedule.num_stages - 1);
-    for (int r = 0; r < kP; ++r) {
-      ASSERT_EQ(runs[r].size(), static_cast<size_t>(kBudgetSteps)) << "rank " << r;
-      for (int step = 0; step < kBudgetSteps; ++step) {
-        EXPECT_EQ(runs[r].at(step).peak, std::llround(planned->sim.peak_memory[r]))
-            << planned->schedule.name << " rank " << r << " step " << step;
-        EXPECT_LE(runs[r].at(step).peak, budget) << "rank " << r << " step " << step;
-        if (r == loss_rank) {
-          double loss = 0;
-          ASSERT_TRUE(absl::SimpleAtod(runs[r].at(step).loss, &loss));
-          EXPECT_EQ(loss, reference[step]) << planned->schedule.name << " step " << step;
-        }
-      }
-    }
+    ExpectRunAsPredicted(*planned, RunProcesses(spec, *planned, link), kBudgetSteps, reference,
+                         budget);
   }
   EXPECT_GE(chosen.size(), 3u) << "tighter budgets should change the plan";
   EXPECT_TRUE(std::any_of(chosen.begin(), chosen.end(), [](const std::string& n) {
@@ -247,21 +258,7 @@ TEST(OffloadProcessesTest, ReleasePlanOnASlowLinkTrainsExactlyAndMeasuresThePred
   ASSERT_GT(releases, 0) << planned->plan.explanation();
   EXPECT_LT(planned->sim.peak_memory[0], base->sim.peak_memory[0]);
   const std::vector<double> reference = testing::ReferenceLosses(spec);
-  const auto runs = RunProcesses(spec, *planned, link);
-  ASSERT_EQ(runs.size(), static_cast<size_t>(kP));
-  const int loss_rank = planned->schedule.WorkerOf(planned->schedule.num_stages - 1);
-  for (int r = 0; r < kP; ++r) {
-    ASSERT_EQ(runs[r].size(), static_cast<size_t>(kReleaseSteps)) << "rank " << r;
-    for (int step = 0; step < kReleaseSteps; ++step) {
-      EXPECT_EQ(runs[r].at(step).peak, std::llround(planned->sim.peak_memory[r]))
-          << "rank " << r << " step " << step;
-      if (r == loss_rank) {
-        double loss = 0;
-        ASSERT_TRUE(absl::SimpleAtod(runs[r].at(step).loss, &loss));
-        EXPECT_EQ(loss, reference[step]) << "step " << step;
-      }
-    }
-  }
+  ExpectRunAsPredicted(*planned, RunProcesses(spec, *planned, link), kReleaseSteps, reference);
 }
 
 }  // namespace
