@@ -214,6 +214,24 @@ void PrintTo(const EmuCase& c, std::ostream* os) {
   *os << c.schedule << " p=" << c.p << " m=" << c.m << " bw=" << c.bandwidth;
 }
 
+// p emulated workers (each its own CPU backend), copy threads capped at `bandwidth` (0: memcpy).
+struct EmulatedWorkers {
+  EmulatedWorkers(int p, int num_stages, const schedule::CostModel& costs, double bytes_per_unit,
+                  double bandwidth) {
+    for (int r = 0; r < p; ++r) {
+      backends.push_back(std::make_unique<kernels::CpuBackend>());
+      EmulatedStageConfig config{costs, bytes_per_unit, 256};
+      config.copy_bandwidth_bytes_per_s = bandwidth;
+      runners.push_back(
+          std::make_unique<EmulatedStageRunner>(backends.back().get(), num_stages, config));
+      raw.push_back(runners.back().get());
+    }
+  }
+  std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
+  std::vector<std::unique_ptr<EmulatedStageRunner>> runners;
+  std::vector<StageRunner*> raw;
+};
+
 class OffloadEmulatedTest : public ::testing::TestWithParam<EmuCase> {};
 
 TEST_P(OffloadEmulatedTest, MeasuredPeakEqualsSimulatedPeak) {
@@ -244,17 +262,10 @@ TEST_P(OffloadEmulatedTest, MeasuredPeakEqualsSimulatedPeak) {
   auto sim_plain = schedule::Simulate(*transfers, costs);
   ASSERT_TRUE(sim_plain.ok());
 
-  std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
-  std::vector<std::unique_ptr<EmulatedStageRunner>> runners;
-  std::vector<StageRunner*> raw;
-  for (int r = 0; r < c.p; ++r) {
-    backends.push_back(std::make_unique<kernels::CpuBackend>());
-    EmulatedStageConfig config{costs, kBytesPerUnit, 256};
-    config.copy_bandwidth_bytes_per_s = c.bandwidth;
-    runners.push_back(
-        std::make_unique<EmulatedStageRunner>(backends.back().get(), plan.num_stages, config));
-    raw.push_back(runners.back().get());
-  }
+  EmulatedWorkers workers(c.p, plan.num_stages, costs, kBytesPerUnit, c.bandwidth);
+  auto& backends = workers.backends;
+  auto& runners = workers.runners;
+  auto& raw = workers.raw;
   FakeTransportHub hub(c.p);
   auto results = RunInProcess(plan, raw, /*steps=*/2, &hub);
   ASSERT_TRUE(results.ok()) << results.status();
@@ -325,17 +336,9 @@ TEST(OffloadEmulatedTest, PassPlansWithWaitsAndReleasesMeasureTheSimulatedPeak) 
     ASSERT_TRUE(sim_plain.ok());
     EXPECT_LT(sim->peak_memory[0], sim_plain->peak_memory[0]);
 
-    std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
-    std::vector<std::unique_ptr<EmulatedStageRunner>> runners;
-    std::vector<StageRunner*> raw;
-    for (int r = 0; r < spec.num_workers; ++r) {
-      backends.push_back(std::make_unique<kernels::CpuBackend>());
-      EmulatedStageConfig config{costs, kBytesPerUnit, 256};
-      config.copy_bandwidth_bytes_per_s = bandwidth;
-      runners.push_back(
-          std::make_unique<EmulatedStageRunner>(backends.back().get(), plan->num_stages, config));
-      raw.push_back(runners.back().get());
-    }
+    EmulatedWorkers workers(spec.num_workers, plan->num_stages, costs, kBytesPerUnit, bandwidth);
+    auto& runners = workers.runners;
+    auto& raw = workers.raw;
     FakeTransportHub hub(spec.num_workers);
     auto results = RunInProcess(*plan, raw, /*steps=*/2, &hub);
     ASSERT_TRUE(results.ok()) << results.status();
