@@ -12,29 +12,6 @@ namespace {
 
 constexpr double kTol = 1e-9;
 
-// Largest per-stage costs (chunk level) and the busiest worker's work per microbatch.
-struct ChunkCosts {
-  double f = 0, b = 0, w = 0, comm = 0, work = 0;
-};
-
-ChunkCosts Largest(int p, const CostModel& costs) {
-  ChunkCosts c;
-  c.comm = costs.comm;
-  for (const StageCost& s : costs.stages) {
-    c.f = std::max(c.f, s.f);
-    c.b = std::max(c.b, s.b);
-    c.w = std::max(c.w, s.w);
-  }
-  for (int i = 0; i < p; ++i) {
-    const StageCost& x = costs.stages[i];
-    const StageCost& y = costs.stages[2 * p - 1 - i];
-    c.work = std::max(c.work, x.f + x.b + x.w + y.f + y.b + y.w);
-  }
-  return c;
-}
-
-int Slots(double x, double q) { return x <= kTol ? 0 : static_cast<int>(std::ceil(x / q - 1e-6)); }
-
 // A partial block: phases of worker i's four chain passes and how it was reached.
 struct Node {
   int x = 0, y = 0, z = 0, u = 0;  // F chunk 0, F chunk 1, B chunk 1, B chunk 0 (slot mod k)
@@ -46,12 +23,12 @@ struct Node {
 class Search {
  public:
   Search(int p, const CostModel& costs, const VBlockSearchOptions& opt) : p_(p), costs_(costs), opt_(opt) {
-    const ChunkCosts c = Largest(p, costs);
+    const VChunkCosts c = LargestVChunkCosts(p, costs);
     q_ = c.work / std::clamp(opt.slots, 1, 32);
-    f_ = std::max(1, Slots(c.f, q_));
-    b_ = std::max(1, Slots(c.b, q_));
-    w_ = std::max(1, Slots(c.w, q_));
-    c_ = Slots(c.comm, q_);
+    f_ = std::max(1, GridSlots(c.f, q_));
+    b_ = std::max(1, GridSlots(c.b, q_));
+    w_ = std::max(1, GridSlots(c.w, q_));
+    c_ = GridSlots(c.comm, q_);
     k_ = std::max(std::clamp(opt.slots, 1, 32), 2 * (f_ + b_ + w_)) + std::clamp(opt.extra_slots, 0, 8);
     // A period must fit a 64-bit set; very uneven per-stage costs can exceed it (Run: no blocks).
     full_ = k_ >= 64 ? ~uint64_t{0} : (uint64_t{1} << k_) - 1;
@@ -201,18 +178,7 @@ class Search {
       w[n - 1 - i] = b[n - 1 - i] + b_ + d1;
       w[i] = b[i] + b_ + d0;
     }
-    BuildingBlock block;
-    block.num_workers = p_;
-    block.stage_to_worker = VPlacement(p_);
-    block.interval = k_ * q_;
-    block.passes.resize(3 * n);
-    for (int s = 0; s < n; ++s) {
-      const StageCost& c = costs_.stages[s];
-      block.passes[3 * s] = {ActionKind::kF, s, f[s] * q_, c.f, s};
-      block.passes[3 * s + 1] = {ActionKind::kB, s, b[s] * q_, c.b, n + (n - 1 - s)};
-      block.passes[3 * s + 2] = {ActionKind::kW, s, w[s] * q_, c.w, 2 * n + (n - 1 - s)};
-    }
-    return block;
+    return VBlockFromSlots(p_, costs_, f, b, w, q_, k_);
   }
 
   const int p_;
@@ -225,6 +191,44 @@ class Search {
 
 }  // namespace
 
+VChunkCosts LargestVChunkCosts(int num_workers, const CostModel& costs) {
+  VChunkCosts c;
+  c.comm = costs.comm;
+  for (const StageCost& s : costs.stages) {
+    c.f = std::max(c.f, s.f);
+    c.b = std::max(c.b, s.b);
+    c.w = std::max(c.w, s.w);
+  }
+  for (int i = 0; i < num_workers; ++i) {
+    const StageCost& x = costs.stages[i];
+    const StageCost& y = costs.stages[2 * num_workers - 1 - i];
+    c.work = std::max(c.work, x.f + x.b + x.w + y.f + y.b + y.w);
+  }
+  return c;
+}
+
+BuildingBlock VBlockFromSlots(int num_workers, const CostModel& costs, const std::vector<long>& f,
+                              const std::vector<long>& b, const std::vector<long>& w, double q,
+                              int period_slots) {
+  const int n = 2 * num_workers;
+  BuildingBlock block;
+  block.num_workers = num_workers;
+  block.stage_to_worker = VPlacement(num_workers);
+  block.interval = period_slots * q;
+  block.passes.resize(3 * n);
+  for (int s = 0; s < n; ++s) {
+    const StageCost& c = costs.stages[s];
+    block.passes[3 * s] = {ActionKind::kF, s, f[s] * q, c.f, s};
+    block.passes[3 * s + 1] = {ActionKind::kB, s, b[s] * q, c.b, n + (n - 1 - s)};
+    block.passes[3 * s + 2] = {ActionKind::kW, s, w[s] * q, c.w, 2 * n + (n - 1 - s)};
+  }
+  return block;
+}
+
+int GridSlots(double x, double q) {
+  return x <= kTol ? 0 : static_cast<int>(std::ceil(x / q - 1e-6));
+}
+
 std::vector<BuildingBlock> SearchVBlocks(int num_workers, const CostModel& costs,
                                          const VBlockSearchOptions& options) {
   if (num_workers < 2 || static_cast<int>(costs.stages.size()) != 2 * num_workers) return {};
@@ -233,14 +237,14 @@ std::vector<BuildingBlock> SearchVBlocks(int num_workers, const CostModel& costs
 }
 
 int ChooseVBlockSlots(int num_workers, const CostModel& costs) {
-  const ChunkCosts c = Largest(num_workers, costs);
+  const VChunkCosts c = LargestVChunkCosts(num_workers, costs);
   int best = 24;
   double best_err = 1e300;
   for (int k : {6, 8, 10, 12, 16, 20, 24}) {
     const double q = c.work / k;
     double err = 0.0;
     for (double x : {c.f, c.b, c.w, c.comm}) {
-      if (x > kTol) err += Slots(x, q) * q - x;
+      if (x > kTol) err += GridSlots(x, q) * q - x;
     }
     err /= c.work;
     if (err < best_err - 1e-6) {

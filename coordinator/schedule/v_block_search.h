@@ -38,6 +38,22 @@ struct VBlockSearchOptions {
   int max_results = 4;   // complete blocks returned, cheapest first
 };
 
+// The grid's inputs: the largest per-stage (chunk) F, B, W, the comm, and the busiest worker's
+// work per microbatch (its period).
+struct VChunkCosts {
+  double f = 0, b = 0, w = 0, comm = 0, work = 0;
+};
+VChunkCosts LargestVChunkCosts(int num_workers, const CostModel& costs);
+
+// Slots of width q a cost takes (rounded up; 0 for no cost).
+int GridSlots(double x, double q);
+
+// The V block (VPlacement) with stage s's F, B, W at slots f[s], b[s], w[s] of width q,
+// repeating every period_slots; durations are the real costs.
+BuildingBlock VBlockFromSlots(int num_workers, const CostModel& costs, const std::vector<long>& f,
+                              const std::vector<long>& b, const std::vector<long>& w, double q,
+                              int period_slots);
+
 // Blocks for p >= 2 workers (VPlacement), cheapest first; empty when none exists on this grid.
 std::vector<BuildingBlock> SearchVBlocks(int num_workers, const CostModel& costs,
                                          const VBlockSearchOptions& options);

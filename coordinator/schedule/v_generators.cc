@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "coordinator/schedule/v_block_search.h"
 #include "coordinator/schedule/v_greedy.h"
+#include "coordinator/schedule/v_modulo_block.h"
 #include "coordinator/schedule/v_pattern.h"
 #include "coordinator/schedule/v_zbv.h"
 
@@ -123,6 +124,33 @@ std::vector<VVariant> SearchedBlockVariants(int p, const CostModel& costs, doubl
       out.push_back(std::move(v));
     }
     if (fits) break;
+  }
+  // Modulo-scheduled blocks (v_modulo_block.h), their peak exact: the shortest period, up to
+  // 20% above the busiest worker's work, at which the beam finds blocks within the cap. The
+  // work's own period first (it often fits), else a bisection over the longer ones (a longer
+  // period rarely fits worse); each search is bounded.
+  const int slots = ModuloGridSlots(p, costs);
+  ModuloBlockOptions modulo;
+  modulo.beam = std::clamp(512 / p, 8, 32);  // as the searched blocks': linear in p x beam
+  modulo.max_steps = 12'000'000 / p;         // and narrower where the period has many layouts
+  std::vector<BuildingBlock> shortest = ModuloVBlocks(p, costs, cap, modulo);
+  int found_at = 0;
+  for (int lo = 1, hi = shortest.empty() ? slots / 5 : 0; lo <= hi;) {
+    modulo.extra_slots = (lo + hi) / 2;
+    std::vector<BuildingBlock> found = ModuloVBlocks(p, costs, cap, modulo);
+    if (found.empty()) {
+      lo = modulo.extra_slots + 1;
+    } else {
+      shortest = std::move(found);
+      found_at = modulo.extra_slots;
+      hi = modulo.extra_slots - 1;
+    }
+  }
+  for (size_t k = 0; k < shortest.size(); ++k) {
+    VVariant v;
+    v.label = absl::StrCat("modulo block ", slots, "+", found_at, " slots #", k);
+    v.fixed_block = std::move(shortest[k]);
+    out.push_back(std::move(v));
   }
   return out;
 }

@@ -8,8 +8,9 @@
 //   - the memory-capped greedy engine (v_greedy.h) under a few priority rules x in-flight limits;
 //   - for v-min / v-half / v-zb / v-adaptive, the authors' fixed V-Min / V-Half slot patterns
 //     (v_pattern.h), real-cost timed, so they are never worse than that pattern when it fits;
-//   - for v-half, repeated building blocks: a few fixed shapes (building_block.h) and blocks
-//     searched with the real costs (v_block_search.h).
+//   - for v-half, repeated building blocks: a few fixed shapes (building_block.h), blocks
+//     searched with the real costs (v_block_search.h) and modulo-scheduled blocks whose peak is
+//     checked exactly during the search, at the shortest period that fits (v_modulo_block.h).
 // For m > 2p candidates are ranked on a 2p-microbatch prefix; the best two, the patterns and the
 // fallback greedy run at full m. zb-v and v-zb also run the ZB-V wave scheduler (v_zbv.h, the
 // authors' §2.5 algorithm with real costs and lazy W's); it wins at cap p (zb-v: against the one
@@ -26,7 +27,7 @@
 // paper); with 1:2:1 <= 0.11 and 1:1.5:0.5 <= 0.14 at m >= 2p; v-min <= 0.75x 1F1B's (~0.7x);
 // v-half <= 0.6x (0.35-0.6x); with 1:2:1 and 1:1.5:0.5 (comm 0) below 1F1B on the tested grid
 // p 2..16 (1:1.5:0.5 p=16 m=64: 0.163 vs 0.190). KNOWN GAP: with comm > 0 and B > F v-half can
-// be above 1F1B at large m (1:2:1, comm 0.2, p=16, m=64: 0.305 vs 0.259; docs/SCHEDULES.md).
+// be above 1F1B at large m (1:2:1, comm 0.2, p=16, m=64: 0.276 vs 0.259; docs/SCHEDULES.md).
 // How V-Min degrades with unequal F/B/W: its cap is sized for unit costs. The chunk-0 lifespan
 // on worker 0 is a round trip, ~p(F+B); in-flight microbatches needed = that / (F+B+W). When B
 // or F dominates this exceeds the cap, the steady state is memory-starved and a per-microbatch

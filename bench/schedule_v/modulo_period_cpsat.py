@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Is there ONE V-shape building block that repeats every `period` within a memory cap?
+
+An independent check of coordinator/schedule/v_modulo_block.h (docs/SCHEDULES.md, Known gaps):
+the same question as a CP-SAT model, sharing no code with pipetrain. Integer time (pick a unit
+in which all costs are whole numbers, e.g. 0.1: 1:2:1 -> chunk F=5 B=10 W=5, comm 0.2 -> 2).
+
+Model: microbatch 0's F/B/W of every stage (V placement: worker i holds stages i and 2p-1-i),
+chain dependencies with comm between workers; modulo the period no two passes of a worker
+overlap (each pass is placed at its phase and one period later, which catches wrap-around);
+memory: at every F start (where the count can rise) the copies alive of both chunks, with
+alive = [F start, W end), sum to at most cap_chunks (V-Half at p workers: 2 * ((p+2)//2)).
+
+Needs `pip install ortools` (not a pipetrain dependency; research only).
+Example: modulo_period_cpsat.py --p 6 --costs 5,10,5 --comm 2 --period 43 --cap-chunks 8
+prints INFEASIBLE (and FEASIBLE at --period 44).
+"""
+import argparse
+
+from ortools.sat.python import cp_model
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--p", type=int, required=True, help="workers")
+    ap.add_argument("--costs", required=True, help="chunk F,B,W in integer time units")
+    ap.add_argument("--comm", type=int, default=0, help="transfer time between workers")
+    ap.add_argument("--period", type=int, required=True, help="block period")
+    ap.add_argument("--cap-chunks", type=int, required=True, help="peak, in chunk activations")
+    ap.add_argument("--seconds", type=float, default=60.0, help="solver time limit")
+    a = ap.parse_args()
+    p, T = a.p, a.period
+    f, b, w = (int(x) for x in a.costs.split(","))
+    n = 2 * p
+    worker = lambda s: s if s < p else n - 1 - s
+    comm = lambda s, t: 0 if worker(s) == worker(t) else a.comm
+    horizon = 40 * T
+    m = cp_model.CpModel()
+    F = [m.NewIntVar(0, horizon, f"F{s}") for s in range(n)]
+    B = [m.NewIntVar(0, horizon, f"B{s}") for s in range(n)]
+    W = [m.NewIntVar(0, horizon, f"W{s}") for s in range(n)]
+    m.Add(F[0] == 0)
+    for s in range(n - 1):
+        m.Add(F[s + 1] >= F[s] + f + comm(s, s + 1))
+    m.Add(B[n - 1] >= F[n - 1] + f)
+    for s in range(n - 1, 0, -1):
+        m.Add(B[s - 1] >= B[s] + b + comm(s, s - 1))
+    for s in range(n):
+        m.Add(W[s] >= B[s] + b)
+    intervals = {i: [] for i in range(p)}
+    for s in range(n):
+        for start, length in ((F[s], f), (B[s], b), (W[s], w)):
+            wraps = m.NewIntVar(0, horizon // T + 1, "")
+            phase = m.NewIntVar(0, T - 1, "")
+            m.Add(start == wraps * T + phase)
+            for shift in (0, T):
+                at = m.NewIntVar(0, 2 * T, "")
+                m.Add(at == phase + shift)
+                intervals[worker(s)].append(m.NewIntervalVar(at, length, at + length, ""))
+    for i in intervals:
+        m.AddNoOverlap(intervals[i])
+    big = 100  # periods: keeps the divisions' numerators positive
+
+    def alive(t, first, end):  # copies with first + jT <= t < end + jT
+        x = m.NewIntVar(0, 3 * big, "")
+        y = m.NewIntVar(0, 3 * big, "")
+        m.AddDivisionEquality(x, t - first + big * T, T)
+        m.AddDivisionEquality(y, t - end + big * T, T)
+        return x - y
+
+    for i in range(p):
+        j = n - 1 - i
+        for t in (F[i], F[j]):
+            m.Add(alive(t, F[i], W[i] + w) + alive(t, F[j], W[j] + w) <= a.cap_chunks)
+    m.Minimize(sum(W[s] + w - F[s] for s in range(n)))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = a.seconds
+    solver.parameters.num_workers = 2
+    status = solver.Solve(m)
+    print(solver.StatusName(status))
+
+
+if __name__ == "__main__":
+    main()
