@@ -29,6 +29,9 @@
 // state and order. Shutdown() leaves running jobs RECOVERING in the store (their workers are
 // aborted), so they resume when the coordinator comes back.
 //
+// Implementation: job_manager.cc (the API, records, persistence, events), job_launch.cc (queue
+// to running workers), job_recovery.cc (lost workers, rewinds, checkpoints).
+//
 // Events carry the Job without its plan's action lists (GetJob has them); step events carry no
 // `losses` either (the terminal event and the first event of a watch do).
 //
