@@ -66,7 +66,7 @@ class Search {
       s.g_fixed = 2 * f_ + b_ + s.t0;
       if (Admit(0, s)) next.push_back(s);
     }
-    level[0] = Prune(next, 0);
+    level[0] = Prune(next);
     const int hf = f_ + c_, hb = b_ + c_;
     auto hops_after = [&](int i) { return static_cast<long>(p_ - 1 - i) * (2 * hf + 2 * hb); };
     for (int i = 0; i + 1 < p_; ++i) {
@@ -108,7 +108,7 @@ class Search {
           }
         }
       }
-      level[i + 1] = Prune(next, i + 1);
+      level[i + 1] = Prune(next);
       if (level[i + 1].empty()) return {};
     }
     // The tip's turns close the chain: G = fixed part + both turns.
@@ -211,7 +211,7 @@ class Search {
 
   // One state per phase tuple (least G so far, then most slack); half the beam by least G, half
   // by most slack.
-  std::vector<State> Prune(std::vector<State>& all, int) const {
+  std::vector<State> Prune(const std::vector<State>& all) const {
     auto key = [&](const State& s) {
       return ((int64_t{s.x} * kMaxSlots + s.y) * kMaxSlots + s.z) * kMaxSlots + s.u;
     };

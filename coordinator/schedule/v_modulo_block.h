@@ -3,9 +3,10 @@
 //
 // A block repeats every `period`; worker i runs, modulo the period, its four chain passes (F of
 // chunk 0 "x", F of chunk 1 "y", B of chunk 1 "z", B of chunk 0 "u") and two W's without
-// overlap. Time is a grid of slots on which the costs are exact whenever a grid of <= 64 slots
-// per period allows it (1:2:1 with comm 0.2: 40 slots), else rounded up (the grid then only
-// shapes the ORDER; the caller times the repeated block with the real costs).
+// overlap. Time is a grid of slots on which the costs are exact whenever 20..60 slots per
+// busiest-worker work allow it (1:2:1 with comm 0.2: 40 slots of 0.1), else rounded up (the grid
+// then only shapes the ORDER; the caller times the repeated block with the real costs). A period
+// has at most 128 slots.
 //
 // A beam goes over workers 0..p-1. Its state is worker i's four phases; a step picks worker
 // i+1's local layout (the relative phases of y, z, u to x, from the table of layouts where all
@@ -36,10 +37,10 @@
 namespace pipetrain::schedule {
 
 struct ModuloBlockOptions {
-  int beam = 32;            // states kept per worker, at most
+  int beam = 32;             // states kept per worker, at most
   long max_steps = 1500000;  // transitions per search: the beam narrows to stay within
-  int extra_slots = 0;      // period = busiest worker's work + this many grid slots
-  int max_results = 3;      // complete blocks returned, shortest first
+  int extra_slots = 0;       // period = busiest worker's work + this many grid slots
+  int max_results = 3;       // complete blocks returned, shortest first
 };
 
 // Blocks for p >= 2 workers (VPlacement) whose repeated peak is <= cap (memory units) on every
@@ -47,7 +48,8 @@ struct ModuloBlockOptions {
 std::vector<BuildingBlock> ModuloVBlocks(int num_workers, const CostModel& costs, double cap,
                                          const ModuloBlockOptions& options);
 
-// Slots per busiest-worker work for the grid (see above); ModuloVBlocks uses it.
+// Slots per busiest-worker work: the smallest of 20..60 on which every cost is whole, else the
+// least rounding error among a few (see above); ModuloVBlocks uses it.
 int ModuloGridSlots(int num_workers, const CostModel& costs);
 
 }  // namespace pipetrain::schedule
