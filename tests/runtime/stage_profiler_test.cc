@@ -99,6 +99,17 @@ TEST(StageProfilerTest, ProfilingLeavesTrainingBitwiseUnchanged) {
   }
 }
 
+// Warm median, not the fastest: the first repeat (cold) is dropped; a stall cannot move it past
+// 1.25x the fastest.
+TEST(StageProfilerTest, TypicalSecondsIsTheWarmMedianCapped) {
+  EXPECT_DOUBLE_EQ(TypicalSeconds({2.0, 1.0, 1.2, 1.1, 1.3}), 1.15);  // median of 1.0 1.1 1.2 1.3
+  EXPECT_DOUBLE_EQ(TypicalSeconds({2.0, 1.0, 1.1, 1.2}), 1.1);        // odd count: the middle
+  EXPECT_DOUBLE_EQ(TypicalSeconds({1.6, 1.0, 45.0, 44.0, 1.0}), 1.25);  // stalls: capped
+  EXPECT_DOUBLE_EQ(TypicalSeconds({1.0, 3.0}), 1.25);  // two repeats: both kept, capped
+  EXPECT_DOUBLE_EQ(TypicalSeconds({0.7}), 0.7);
+  EXPECT_DOUBLE_EQ(TypicalSeconds({}), 0.0);
+}
+
 TEST(StageProfilerTest, RejectsZeroRepeats) {
   schedule::PipelineSpec spec;
   spec.num_workers = 1;

@@ -8,15 +8,22 @@
 namespace pipetrain::worker {
 namespace {
 
-double Fastest(const std::vector<double>& v) {
-  return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
-}
-
 double Seconds(std::chrono::steady_clock::time_point from) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
 }
 
 }  // namespace
+
+double TypicalSeconds(std::vector<double> repeats) {
+  if (repeats.empty()) return 0.0;
+  const double fastest = *std::min_element(repeats.begin(), repeats.end());
+  if (repeats.size() >= 3) repeats.erase(repeats.begin());  // the cold one
+  std::sort(repeats.begin(), repeats.end());
+  const size_t n = repeats.size();
+  const double median =
+      n % 2 == 1 ? repeats[n / 2] : 0.5 * (repeats[n / 2 - 1] + repeats[n / 2]);
+  return std::min(median, 1.25 * fastest);
+}
 
 absl::StatusOr<std::vector<StageProfile>> ProfileStages(StageRunner& runner,
                                                         const std::vector<int>& stages,
@@ -51,7 +58,8 @@ absl::StatusOr<std::vector<StageProfile>> ProfileStages(StageRunner& runner,
       PT_RETURN_IF_ERROR(backend.Synchronize());
       w.push_back(Seconds(start));
     }
-    profiles.push_back(StageProfile{stage, Fastest(f), Fastest(b), Fastest(w)});
+    profiles.push_back(
+        StageProfile{stage, TypicalSeconds(f), TypicalSeconds(b), TypicalSeconds(w)});
   }
   runner.ResetActivationPeak();
   return profiles;

@@ -2,9 +2,12 @@
 // holds, on the worker's own runner and backend, so the coordinator can plan with measured
 // per-action times instead of analytic FLOPs at an assumed device rate. Stages that do not read
 // data get a zero activation of the boundary shape, and B gets a zero output gradient: the time
-// of dense kernels does not depend on the values. Each action keeps the fastest of a few repeats:
-// on a shared machine a repeat can lose the core for tens of milliseconds, and even the median
-// of three was seen to carry such stalls (45 ms for a 0.7 ms W), which would make the plan wrong.
+// of dense kernels does not depend on the values. Each action keeps its typical warm time: the
+// median of the repeats after the first, capped at 1.25x the fastest. The fastest alone ran 3-5%
+// below what the same actions take inside a step (default job, 2 workers, 2026-11-25: F 1260 us
+// fastest, 1300 us warm median, 1311 us median in the step), so every prediction came out short;
+// the cap keeps the old reason for the fastest: on a shared machine a repeat can lose the core
+// for tens of milliseconds (45 ms for a 0.7 ms W was seen), which would make the plan wrong.
 //
 // Nothing of the profile survives: no optimizer step runs, what F stored is freed by W, the
 // gradients it accumulated are cleared by the next BeginStep, and the activation peak is reset.
@@ -23,7 +26,7 @@ namespace pipetrain::worker {
 
 struct StageProfile {
   int stage = 0;
-  double forward_s = 0;          // fastest of the repeats
+  double forward_s = 0;          // typical warm time (see above)
   double backward_input_s = 0;
   double backward_weight_s = 0;
 };
@@ -37,6 +40,10 @@ struct ProfileShape {
 };
 
 // One entry per stage in `stages`, in that order.
+// The typical warm time of an action from its repeats in run order: the median of all but the
+// first (cold caches, first allocations) when there are 3 or more, at most 1.25x the fastest.
+double TypicalSeconds(std::vector<double> repeats);
+
 absl::StatusOr<std::vector<StageProfile>> ProfileStages(StageRunner& runner,
                                                         const std::vector<int>& stages,
                                                         const ProfileShape& shape);
