@@ -125,27 +125,36 @@ std::vector<VVariant> SearchedBlockVariants(int p, const CostModel& costs, doubl
     }
     if (fits) break;
   }
-  // Modulo-scheduled blocks (v_modulo_block.h), their peak exact: the shortest period, up to
-  // 20% above the busiest worker's work, at which the beam finds blocks within the cap. The
-  // work's own period first (it often fits), else a bisection over the longer ones (a longer
-  // period rarely fits worse); each search is bounded.
+  return out;
+}
+
+// Modulo-scheduled blocks (v_modulo_block.h), their peak exact: the shortest period, up to 50%
+// above the busiest worker's work, at which the beam finds blocks within the cap. The work's own
+// period first (it often fits), else a bisection up to +20%, else one from there to +50% (a
+// longer period rarely fits worse, but the bounded beam is narrower where a period has more
+// layouts, so the near range is settled first); each search is bounded, the beam narrows with p.
+std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double cap) {
   const int slots = ModuloGridSlots(p, costs);
   ModuloBlockOptions modulo;
   modulo.beam = std::clamp(512 / p, 8, 32);  // as the searched blocks': linear in p x beam
-  modulo.max_steps = 12'000'000 / p;         // and narrower where the period has many layouts
+  modulo.max_steps = std::min(1'000'000, 12'000'000 / p);  // narrower where a period has many layouts
   std::vector<BuildingBlock> shortest = ModuloVBlocks(p, costs, cap, modulo);
   int found_at = 0;
-  for (int lo = 1, hi = shortest.empty() ? slots / 5 : 0; lo <= hi;) {
-    modulo.extra_slots = (lo + hi) / 2;
-    std::vector<BuildingBlock> found = ModuloVBlocks(p, costs, cap, modulo);
-    if (found.empty()) {
-      lo = modulo.extra_slots + 1;
-    } else {
-      shortest = std::move(found);
-      found_at = modulo.extra_slots;
-      hi = modulo.extra_slots - 1;
+  for (auto [lo, hi] : {std::pair{1, slots / 5}, std::pair{slots / 5 + 1, slots / 2}}) {
+    if (!shortest.empty()) break;
+    while (lo <= hi) {  // bisection down to the shortest period found in [lo, hi]
+      modulo.extra_slots = (lo + hi) / 2;
+      std::vector<BuildingBlock> found = ModuloVBlocks(p, costs, cap, modulo);
+      if (found.empty()) {
+        lo = modulo.extra_slots + 1;
+      } else {
+        shortest = std::move(found);
+        found_at = modulo.extra_slots;
+        hi = modulo.extra_slots - 1;
+      }
     }
   }
+  std::vector<VVariant> out;
   for (size_t k = 0; k < shortest.size(); ++k) {
     VVariant v;
     v.label = absl::StrCat("modulo block ", slots, "+", found_at, " slots #", k);
@@ -159,7 +168,7 @@ std::vector<VVariant> SearchedBlockVariants(int p, const CostModel& costs, doubl
 // warm-up (about p units); the greedy candidates run unless it already reached the lower bound.
 absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& name, double law,
                                    const std::vector<VPatternKind>& patterns, bool full,
-                                   bool zbv = false, bool blocks = false) {
+                                   bool zbv = false, bool blocks = false, bool modulo = false) {
   PT_RETURN_IF_ERROR(CheckVSpec(spec));
   const CostModel costs = CostModelFor(spec, 2);
   double cap = law;
@@ -190,6 +199,9 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
   if (blocks) {
     for (VVariant& v : BlockVariants()) variants.push_back(std::move(v));
     for (VVariant& v : SearchedBlockVariants(p, costs, cap)) variants.push_back(std::move(v));
+  }
+  if (modulo) {
+    for (VVariant& v : ModuloBlockVariants(p, costs, cap)) variants.push_back(std::move(v));
   }
   // With a wave schedule in hand, only candidates that can beat its span matter.
   absl::StatusOr<VPlan> plan =
@@ -482,13 +494,13 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
 
 absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec) {
   return MakeNamed(spec, "v-min", VMinPeakLaw(spec.num_workers),
-                   {VPatternKind::kMin, VPatternKind::kMinReordered}, true);
+                   {VPatternKind::kMin, VPatternKind::kMinReordered}, true, /*zbv=*/false,
+                   /*blocks=*/false, /*modulo=*/true);
 }
 absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec) {
   return MakeNamed(spec, "v-half", VHalfPeakLaw(spec.num_workers),
                    {VPatternKind::kHalf, VPatternKind::kMin, VPatternKind::kHalfReordered}, true,
-                   /*zbv=*/false,
-                   /*blocks=*/true);
+                   /*zbv=*/false, /*blocks=*/true, /*modulo=*/true);
 }
 absl::StatusOr<Schedule> MakeVZb(const PipelineSpec& spec) {
   return MakeNamed(spec, "v-zb", VZbPeakLaw(spec.num_workers),
@@ -504,7 +516,8 @@ absl::StatusOr<Schedule> MakeVAdaptive(const PipelineSpec& spec) {
   }
   // Above 2p units nothing changes: every V schedule is done by then.
   return MakeNamed(spec, "v-adaptive", 2.0 * spec.num_workers,
-                   {VPatternKind::kHalf, VPatternKind::kMin}, true);
+                   {VPatternKind::kHalf, VPatternKind::kMin}, true, /*zbv=*/false,
+                   /*blocks=*/false, /*modulo=*/true);
 }
 
 }  // namespace pipetrain::schedule

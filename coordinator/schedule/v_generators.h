@@ -8,9 +8,10 @@
 //   - the memory-capped greedy engine (v_greedy.h) under a few priority rules x in-flight limits;
 //   - for v-min / v-half / v-zb / v-adaptive, the authors' fixed V-Min / V-Half slot patterns
 //     (v_pattern.h), real-cost timed, so they are never worse than that pattern when it fits;
-//   - for v-half, repeated building blocks: a few fixed shapes (building_block.h), blocks
-//     searched with the real costs (v_block_search.h) and modulo-scheduled blocks whose peak is
-//     checked exactly during the search, at the shortest period that fits (v_modulo_block.h).
+//   - for v-half, repeated building blocks: a few fixed shapes (building_block.h) and blocks
+//     searched with the real costs (v_block_search.h);
+//   - for v-min, v-half and v-adaptive, modulo-scheduled blocks whose peak is checked exactly
+//     during the search, at the shortest period that fits (v_modulo_block.h).
 // For m > 2p candidates are ranked on a 2p-microbatch prefix; the best two, the patterns and the
 // fallback greedy run at full m. zb-v and v-zb also run the ZB-V wave scheduler (v_zbv.h, the
 // authors' §2.5 algorithm with real costs and lazy W's); it wins at cap p (zb-v: against the one
@@ -33,7 +34,8 @@
 // or F dominates this exceeds the cap, the steady state is memory-starved and a per-microbatch
 // bubble appears that does not shrink with m (1:2:1, p=16, m=64: 0.40 vs 1F1B 0.19; see
 // docs/SCHEDULES.md). The paper's near-zero-bubble condition at half memory is W+2B >= 2F and
-// W+2F >= 2B.
+// W+2F >= 2B. Modulo blocks at a longer period recover part of it where one fits within +50%
+// (1:2:1, p=8, m=64: 0.30 -> 0.17).
 //
 // Limits: p >= 2, m >= 1, chunks_per_worker 0 or 2, stage_costs (if given) 2p entries;
 // memory_limit either 0 or at least one microbatch (1 unit). Others: InvalidArgument /

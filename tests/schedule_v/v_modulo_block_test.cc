@@ -92,6 +92,21 @@ TEST(ModuloBlockTest, CommAtVHalfCapRepeatsAtTheWorkAndBeats1F1B) {
   EXPECT_LE(Peak(*v), 3.0 + 1e-9);
 }
 
+// V-Min with B = 2F: its cap starves the greedy's steady state (0.303 at p=8 m=64 before the
+// modulo blocks, 1F1B 0.099); a block at a longer period keeps the pipeline full within the cap.
+TEST(ModuloBlockTest, VMinTakesALongerPeriodUnderItsCap) {
+  PipelineSpec spec;
+  spec.num_workers = 8;
+  spec.num_microbatches = 64;
+  spec.b = 2;
+  absl::StatusOr<Schedule> s = Generate("v-min", spec);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<SimResult> r = Simulate(*s, CostModelFor(spec, 2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(r->bubble_ratio, 0.18);
+  EXPECT_LE(Peak(*r), (8 + 4) / 3 + 1e-9);
+}
+
 // Too small a cap (less than one microbatch beyond the chain's own need): nothing is returned
 // rather than a block that would break it.
 TEST(ModuloBlockTest, NothingWhenTheCapCannotHold) {

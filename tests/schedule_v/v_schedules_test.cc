@@ -478,7 +478,16 @@ TEST(VBaselineTest, QualityPinnedBeforeSpeedWork) {
                               " costs " + std::to_string(c.f) + ":" + std::to_string(c.b) + ":" +
                               std::to_string(c.w) + " comm " + std::to_string(c.comm);
     EXPECT_LE(got.bubble, c.bubble + 1e-7) << where;
-    EXPECT_LE(got.peak, c.peak + 1e-9) << where;
+    // The same peak or lower; a higher one only for a strictly lower bubble, within the cap.
+    if (got.bubble < c.bubble - 1e-7) {
+      const double cap = name == "v-min"    ? (c.p + 4) / 3
+                         : name == "v-half" ? (c.p + 2) / 2
+                         : spec.memory_limit > 0 ? spec.memory_limit
+                                                 : c.p;
+      EXPECT_LE(got.peak, cap + 1e-9) << where;
+    } else {
+      EXPECT_LE(got.peak, c.peak + 1e-9) << where;
+    }
   }
 }
 
