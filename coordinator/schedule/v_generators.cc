@@ -137,6 +137,7 @@ std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double 
   const int slots = ModuloGridSlots(p, costs);
   ModuloBlockOptions modulo;
   modulo.beam = std::clamp(512 / p, 8, 32);  // as the searched blocks': linear in p x beam
+  modulo.max_results = p <= 16 ? 3 : 1;       // each is a candidate run; fewer at large p
   modulo.max_steps = std::min(1'000'000, 12'000'000 / p);  // narrower where a period has many layouts
   std::vector<BuildingBlock> shortest = ModuloVBlocks(p, costs, cap, modulo);
   int found_at = 0;
