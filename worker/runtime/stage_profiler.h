@@ -5,7 +5,7 @@
 // of dense kernels does not depend on the values. Each action keeps its typical warm time: the
 // median of the repeats after the first, capped at 1.25x the fastest. The fastest alone ran 3-5%
 // below what the same actions take inside a step (default job, 2 workers, 2026-11-25: F 1260 us
-// fastest, 1300 us warm median, 1311 us median in the step), so every prediction came out short;
+// fastest, 1317 us warm median, 1311 us median in the step), so every prediction came out short;
 // the cap keeps the old reason for the fastest: on a shared machine a repeat can lose the core
 // for tens of milliseconds (45 ms for a 0.7 ms W was seen), which would make the plan wrong.
 //
