@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/schedule/order_polish.h"
 #include "coordinator/schedule/v_block_search.h"
 #include "coordinator/schedule/v_greedy.h"
 #include "coordinator/schedule/v_modulo_block.h"
@@ -167,6 +168,21 @@ std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double 
 
 // `zbv`: also the ZB-V wave scheduler (v_zbv.h), which wins whenever the cap allows its
 // warm-up (about p units); the greedy candidates run unless it already reached the lower bound.
+// Schedules up to this many actions get the order polish (order_polish.h, ~50 ms of work at
+// most); beyond it warm-up and cool-down are a small share of the step and the polish's fixed
+// budget would buy only a few dozen timings.
+constexpr int64_t kPolishMaxActions = 20000;
+
+Schedule Polished(Schedule s, const CostModel& costs, double cap) {
+  int64_t actions = 0;
+  for (const auto& l : s.worker_actions) actions += static_cast<int64_t>(l.size());
+  if (actions > kPolishMaxActions) return s;
+  PolishOptions options;
+  options.memory_cap = cap;
+  options.kick_edge = 8 * s.num_workers;
+  return PolishOrder(s, costs, options).schedule;
+}
+
 absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& name, double law,
                                    const std::vector<VPatternKind>& patterns, bool full,
                                    bool zbv = false, bool blocks = false, bool modulo = false) {
@@ -209,10 +225,10 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
       PlanBestV(p, m, costs, cap, patterns, variants, name, wave ? wave->max_span : 1e300);
   if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
                (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
-    return std::move(wave->schedule);
+    return Polished(std::move(wave->schedule), costs, cap);
   }
   if (!plan.ok()) return plan.status();
-  return std::move(plan->schedule);
+  return Polished(std::move(plan->schedule), costs, cap);
 }
 
 }  // namespace

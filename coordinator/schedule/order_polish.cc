@@ -1,0 +1,314 @@
+#include "coordinator/schedule/order_polish.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace pipetrain::schedule {
+namespace {
+
+constexpr double kEps = 1e-9;
+
+// ASAP timing of compute-only orders (the dependencies and memory model Simulate uses), keeping
+// every action's start and end for the critical-path walk. Buffers live across calls.
+class Timer {
+ public:
+  Timer(const Schedule& s, const CostModel& costs) : s_(s), costs_(costs) {
+    const size_t cells = static_cast<size_t>(s.num_stages) * s.num_microbatches;
+    end_f_.resize(cells);
+    end_b_.resize(cells);
+    start_.resize(s.num_workers);
+    end_.resize(s.num_workers);
+  }
+
+  struct Result {
+    bool ok = false;  // ran to the end within the cap and the span limit
+    double max_span = 0.0;
+    double sum_span = 0.0;
+    int longest = 0;  // worker with the longest span
+  };
+
+  // Times `orders`; stops (ok = false) on deadlock, when a worker's memory exceeds `cap`, or once
+  // a worker's span is certain to exceed `span_limit`.
+  Result Run(const std::vector<std::vector<Action>>& orders, double cap, double span_limit) {
+    Result r;
+    const int p = s_.num_workers;
+    std::fill(end_f_.begin(), end_f_.end(), -1.0);
+    std::fill(end_b_.begin(), end_b_.end(), -1.0);
+    std::vector<size_t> head(p, 0);
+    std::vector<double> clock(p, 0.0), mem(p, 0.0), rem(p, 0.0);
+    for (int w = 0; w < p; ++w) {
+      start_[w].resize(orders[w].size());
+      end_[w].resize(orders[w].size());
+      for (const Action& a : orders[w]) rem[w] += Duration(a);
+    }
+    std::vector<int> active;
+    for (int w = p - 1; w >= 0; --w) active.push_back(w);
+    size_t done = 0, total = 0;
+    for (const auto& l : orders) total += l.size();
+    const double limit = span_limit + 1e-7 * (1.0 + std::abs(span_limit));
+    while (!active.empty()) {
+      const int w = active.back();
+      active.pop_back();
+      const auto& list = orders[w];
+      while (head[w] < list.size()) {
+        const Action& a = list[head[w]];
+        const double ready = Ready(a);
+        if (ready < 0) break;
+        const double start = std::max(clock[w], ready);
+        const double dur = Duration(a);
+        const StageCost& c = costs_.stages[a.stage];
+        if (a.kind == ActionKind::kF) {
+          mem[w] += c.activation;
+          if (mem[w] > cap + kEps) return r;
+        } else if (a.kind == ActionKind::kB) {
+          mem[w] -= c.freed_by_b;
+        } else if (a.kind == ActionKind::kW) {
+          mem[w] -= c.activation - c.freed_by_b;
+        } else {
+          mem[w] -= c.activation;
+        }
+        rem[w] -= dur;
+        const double first = head[w] == 0 ? start : start_[w][0];
+        if (start + dur + rem[w] - first > limit) return r;
+        start_[w][head[w]] = start;
+        end_[w][head[w]] = start + dur;
+        const size_t cell = Cell(a.stage, a.microbatch);
+        if (a.kind == ActionKind::kF) {
+          end_f_[cell] = start + dur;
+          if (a.stage + 1 < s_.num_stages) active.push_back(s_.stage_to_worker[a.stage + 1]);
+          if (a.stage + 1 == s_.num_stages) active.push_back(w);
+        } else if (a.kind == ActionKind::kB || a.kind == ActionKind::kBW) {
+          end_b_[cell] = start + dur;
+          if (a.stage > 0) active.push_back(s_.stage_to_worker[a.stage - 1]);
+        }
+        clock[w] = start + dur;
+        ++head[w];
+        ++done;
+      }
+    }
+    if (done != total) return r;
+    r.ok = true;
+    for (int w = 0; w < p; ++w) {
+      if (orders[w].empty()) continue;
+      const double span = end_[w].back() - start_[w][0];
+      r.sum_span += span;
+      if (span > r.max_span) {
+        r.max_span = span;
+        r.longest = w;
+      }
+    }
+    return r;
+  }
+
+  // Time the inputs of `a` are ready, from the last Run (-1 while a producer has not run).
+  double Ready(const Action& a) const {
+    const int n = s_.num_stages;
+    if (a.kind == ActionKind::kF) {
+      if (a.stage == 0) return 0.0;
+      const double e = end_f_[Cell(a.stage - 1, a.microbatch)];
+      return e < 0 ? e : e + Comm(a.stage - 1, a.stage);
+    }
+    if (a.kind == ActionKind::kW) return end_b_[Cell(a.stage, a.microbatch)];
+    const bool last = a.stage == n - 1;
+    const int from = last ? a.stage : a.stage + 1;
+    const double e = (last ? end_f_ : end_b_)[Cell(from, a.microbatch)];
+    return e < 0 ? e : e + Comm(from, a.stage);
+  }
+
+  double Start(int w, size_t k) const { return start_[w][k]; }
+  double End(int w, size_t k) const { return end_[w][k]; }
+
+ private:
+  size_t Cell(int stage, int mb) const {
+    return static_cast<size_t>(stage) * s_.num_microbatches + mb;
+  }
+  double Comm(int from, int to) const {
+    return s_.stage_to_worker[from] == s_.stage_to_worker[to] ? 0.0 : costs_.comm;
+  }
+  double Duration(const Action& a) const {
+    const StageCost& c = costs_.stages[a.stage];
+    switch (a.kind) {
+      case ActionKind::kF: return c.f;
+      case ActionKind::kB: return c.b;
+      case ActionKind::kW: return c.w;
+      default: return c.FusedBackward();
+    }
+  }
+
+  const Schedule& s_;
+  const CostModel& costs_;
+  std::vector<double> end_f_, end_b_;
+  std::vector<std::vector<double>> start_, end_;
+};
+
+// Whether `a` consumes what `b` produces (so `a` may not move ahead of `b` on one worker).
+bool DependsOn(const Action& a, const Action& b, int num_stages) {
+  if (a.microbatch != b.microbatch) return false;
+  switch (a.kind) {
+    case ActionKind::kF: return b.kind == ActionKind::kF && b.stage == a.stage - 1;
+    case ActionKind::kW: return b.kind == ActionKind::kB && b.stage == a.stage;
+    default:
+      if (a.stage == num_stages - 1) return b.kind == ActionKind::kF && b.stage == a.stage;
+      return (b.kind == ActionKind::kB || b.kind == ActionKind::kBW) && b.stage == a.stage + 1;
+  }
+}
+
+// Actions on the critical path that waited for their worker rather than their data, as
+// (worker, position), from the end of the longest span backwards.
+std::vector<std::pair<int, size_t>> CriticalWaits(const Schedule& s,
+                                                  const std::vector<std::vector<Action>>& orders,
+                                                  const Timer& timer, int longest) {
+  std::vector<std::pair<int, size_t>> out;
+  // Where each (kind, stage, microbatch) runs, to follow data edges.
+  const int m = s.num_microbatches;
+  std::vector<std::pair<int, size_t>> at_f(static_cast<size_t>(s.num_stages) * m),
+      at_b(at_f.size());
+  for (int w = 0; w < s.num_workers; ++w) {
+    for (size_t k = 0; k < orders[w].size(); ++k) {
+      const Action& a = orders[w][k];
+      const size_t cell = static_cast<size_t>(a.stage) * m + a.microbatch;
+      if (a.kind == ActionKind::kF) at_f[cell] = {w, k};
+      if (a.kind == ActionKind::kB || a.kind == ActionKind::kBW) at_b[cell] = {w, k};
+    }
+  }
+  int w = longest;
+  if (orders[w].empty()) return out;
+  size_t k = orders[w].size() - 1;
+  while (true) {
+    const Action& a = orders[w][k];
+    const double ready = timer.Ready(a);
+    if (k > 0 && timer.End(w, k - 1) > ready + kEps) {
+      out.emplace_back(w, k);
+      --k;
+      continue;
+    }
+    if (a.kind == ActionKind::kF && a.stage == 0) break;
+    const size_t cell = static_cast<size_t>(a.stage) * m + a.microbatch;
+    if (a.kind == ActionKind::kF) {
+      std::tie(w, k) = at_f[cell - m];
+    } else if (a.kind == ActionKind::kW) {
+      std::tie(w, k) = at_b[cell];
+    } else if (a.stage == s.num_stages - 1) {
+      std::tie(w, k) = at_f[cell];
+    } else {
+      std::tie(w, k) = at_b[cell + m];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
+                         const PolishOptions& options) {
+  PolishResult result{schedule, 0.0, 0, 0};
+  int64_t per_run = 0;
+  for (const auto& l : schedule.worker_actions) per_run += static_cast<int64_t>(l.size());
+  Schedule current = schedule;
+  std::vector<std::vector<Action>>& orders = current.worker_actions;
+  Timer timer(current, costs);
+  Timer::Result now = timer.Run(orders, options.memory_cap, 1e300);
+  result.work += per_run;
+  if (!now.ok) return result;
+  result.max_span = now.max_span;
+  const int n = current.num_stages;
+  auto spent = [&] { return result.work + per_run > options.work_budget; };
+  auto better = [](const Timer::Result& a, const Timer::Result& b) {
+    return a.ok && (a.max_span < b.max_span - kEps ||
+                    (a.max_span < b.max_span + kEps && a.sum_span < b.sum_span - kEps));
+  };
+  auto rotate_to = [](std::vector<Action>& list, size_t a, size_t b) {  // list[a] to place b
+    if (a > b) {
+      std::rotate(list.begin() + b, list.begin() + a, list.begin() + a + 1);
+    } else {
+      std::rotate(list.begin() + a, list.begin() + a + 1, list.begin() + b + 1);
+    }
+  };
+  // Steepest-first descent over critical-path moves; `now` and the timer describe `orders`.
+  auto descend = [&] {
+    bool improved = true;
+    while (improved && !spent()) {
+      improved = false;
+      const std::vector<std::pair<int, size_t>> waits =
+          CriticalWaits(current, orders, timer, now.longest);
+      for (const auto& [w, k] : waits) {
+        std::vector<Action>& list = orders[w];
+        for (int dir = 0; dir < 2 && !improved; ++dir) {
+          const size_t from = dir == 0 ? k : k - 1;
+          for (int d = 1; d <= options.max_shift && !improved && !spent(); ++d) {
+            size_t to;
+            if (dir == 0) {
+              if (static_cast<size_t>(d) > from) break;
+              to = from - d;
+              if (DependsOn(list[from], list[to], n)) break;
+            } else {
+              to = from + d;
+              if (to >= list.size() || DependsOn(list[to], list[from], n)) break;
+            }
+            rotate_to(list, from, to);
+            const Timer::Result r = timer.Run(orders, options.memory_cap, now.max_span);
+            result.work += per_run;
+            if (better(r, now)) {
+              now = r;
+              ++result.moves;
+              improved = true;
+            } else {
+              rotate_to(list, to, from);
+            }
+          }
+        }
+        if (improved) break;
+      }
+    }
+    // Leave the timer describing `orders` (a rejected trial may have run last).
+    now = timer.Run(orders, options.memory_cap, 1e300);
+    result.work += per_run;
+  };
+  descend();
+  Schedule best = current;
+  Timer::Result best_r = now;
+  // Iterated local search: kick the best order with a few random legal swaps, descend again,
+  // keep the result if it is better. A fixed seed keeps the output deterministic.
+  uint64_t seed = 0x9E3779B97F4A7C15ull;
+  auto next = [&seed] {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return seed;
+  };
+  int stale = 0;  // kicks since the last improvement
+  for (int round = 0; round < options.kicks && stale < options.stale_kicks && !spent(); ++round) {
+    ++stale;
+    current = best;
+    for (int s = 0; s < options.kick_swaps; ++s) {
+      const int w = static_cast<int>(next() % current.num_workers);
+      std::vector<Action>& list = orders[w];
+      if (list.size() < 2) continue;
+      // Kicks land where an order has room to change: the warm-up and the cool-down (a
+      // repeated steady state is already tight).
+      const size_t edge = options.kick_edge > 0 ? std::min<size_t>(options.kick_edge, list.size() - 1)
+                                                : list.size() - 1;
+      size_t k = next() % edge;
+      if (next() & 1) k = list.size() - 2 - k;
+      if (DependsOn(list[k + 1], list[k], n)) continue;
+      std::swap(list[k], list[k + 1]);
+    }
+    now = timer.Run(orders, options.memory_cap, 1e300);
+    result.work += per_run;
+    if (!now.ok) continue;
+    descend();
+    if (better(now, best_r)) {
+      best = current;
+      best_r = now;
+      stale = 0;
+    }
+  }
+  result.schedule = std::move(best);
+  result.max_span = best_r.max_span;
+  return result;
+}
+
+}  // namespace pipetrain::schedule
