@@ -12,8 +12,13 @@ memory: at every F start (where the count can rise) the copies alive of both chu
 alive = [F start, W end), sum to at most cap_chunks (V-Half at p workers: 2 * ((p+2)//2)).
 
 Needs `pip install ortools` (not a pipetrain dependency; research only).
+With --microbatches K the block holds K microbatches with their own chains (K copies of the
+variables above, memory summed over them): a period of K x the per-microbatch period.
+
 Example: modulo_period_cpsat.py --p 6 --costs 5,10,5 --comm 2 --period 43 --cap-chunks 8
-prints INFEASIBLE (and FEASIBLE at --period 44).
+prints INFEASIBLE (and FEASIBLE at --period 44). Against 1F1B's steady state (p=3, comm 0.2,
+1:1.5:0.5 adds 3.267 per microbatch): --p 3 --costs 10,15,5 --comm 4 --cap-chunks 4
+--microbatches 2 --period 131 (3.275 each) prints INFEASIBLE.
 """
 import argparse
 
@@ -26,37 +31,45 @@ def main():
     ap.add_argument("--costs", required=True, help="chunk F,B,W in integer time units")
     ap.add_argument("--comm", type=int, default=0, help="transfer time between workers")
     ap.add_argument("--period", type=int, required=True, help="block period")
+    ap.add_argument("--microbatches", type=int, default=1,
+                    help="microbatches per block, each with its own chain (period / this = per microbatch)")
     ap.add_argument("--cap-chunks", type=int, required=True, help="peak, in chunk activations")
     ap.add_argument("--seconds", type=float, default=60.0, help="solver time limit")
     a = ap.parse_args()
-    p, T = a.p, a.period
+    p, T, k = a.p, a.period, a.microbatches
     f, b, w = (int(x) for x in a.costs.split(","))
     n = 2 * p
     worker = lambda s: s if s < p else n - 1 - s
     comm = lambda s, t: 0 if worker(s) == worker(t) else a.comm
     horizon = 40 * T
     m = cp_model.CpModel()
-    F = [m.NewIntVar(0, horizon, f"F{s}") for s in range(n)]
-    B = [m.NewIntVar(0, horizon, f"B{s}") for s in range(n)]
-    W = [m.NewIntVar(0, horizon, f"W{s}") for s in range(n)]
-    m.Add(F[0] == 0)
-    for s in range(n - 1):
-        m.Add(F[s + 1] >= F[s] + f + comm(s, s + 1))
-    m.Add(B[n - 1] >= F[n - 1] + f)
-    for s in range(n - 1, 0, -1):
-        m.Add(B[s - 1] >= B[s] + b + comm(s, s - 1))
-    for s in range(n):
-        m.Add(W[s] >= B[s] + b)
+    var = lambda: m.NewIntVar(0, horizon, "")
+    F = [[var() for _ in range(n)] for _ in range(k)]
+    B = [[var() for _ in range(n)] for _ in range(k)]
+    W = [[var() for _ in range(n)] for _ in range(k)]
+    m.Add(F[0][0] == 0)
+    for c in range(k):
+        if c > 0:  # symmetry: the block's microbatches enter in order, within one period
+            m.Add(F[c][0] >= F[c - 1][0])
+            m.Add(F[c][0] < T)
+        for s in range(n - 1):
+            m.Add(F[c][s + 1] >= F[c][s] + f + comm(s, s + 1))
+        m.Add(B[c][n - 1] >= F[c][n - 1] + f)
+        for s in range(n - 1, 0, -1):
+            m.Add(B[c][s - 1] >= B[c][s] + b + comm(s, s - 1))
+        for s in range(n):
+            m.Add(W[c][s] >= B[c][s] + b)
     intervals = {i: [] for i in range(p)}
-    for s in range(n):
-        for start, length in ((F[s], f), (B[s], b), (W[s], w)):
-            wraps = m.NewIntVar(0, horizon // T + 1, "")
-            phase = m.NewIntVar(0, T - 1, "")
-            m.Add(start == wraps * T + phase)
-            for shift in (0, T):
-                at = m.NewIntVar(0, 2 * T, "")
-                m.Add(at == phase + shift)
-                intervals[worker(s)].append(m.NewIntervalVar(at, length, at + length, ""))
+    for c in range(k):
+        for s in range(n):
+            for start, length in ((F[c][s], f), (B[c][s], b), (W[c][s], w)):
+                wraps = m.NewIntVar(0, horizon // T + 1, "")
+                phase = m.NewIntVar(0, T - 1, "")
+                m.Add(start == wraps * T + phase)
+                for shift in (0, T):
+                    at = m.NewIntVar(0, 2 * T, "")
+                    m.Add(at == phase + shift)
+                    intervals[worker(s)].append(m.NewIntervalVar(at, length, at + length, ""))
     for i in intervals:
         m.AddNoOverlap(intervals[i])
     big = 100  # periods: keeps the divisions' numerators positive
@@ -70,9 +83,11 @@ def main():
 
     for i in range(p):
         j = n - 1 - i
-        for t in (F[i], F[j]):
-            m.Add(alive(t, F[i], W[i] + w) + alive(t, F[j], W[j] + w) <= a.cap_chunks)
-    m.Minimize(sum(W[s] + w - F[s] for s in range(n)))
+        for c0 in range(k):
+            for t in (F[c0][i], F[c0][j]):
+                m.Add(sum(alive(t, F[c][i], W[c][i] + w) + alive(t, F[c][j], W[c][j] + w)
+                          for c in range(k)) <= a.cap_chunks)
+    m.Minimize(sum(W[c][s] + w - F[c][s] for c in range(k) for s in range(n)))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = a.seconds
     solver.parameters.num_workers = 2

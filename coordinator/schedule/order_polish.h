@@ -32,11 +32,11 @@ namespace pipetrain::schedule {
 struct PolishOptions {
   double memory_cap = 1e300;  // per worker, units
   int max_shift = 2;          // places a move may shift one action
-  int64_t work_budget = 4'000'000;  // actions timed over the whole search (~25 ms)
+  int64_t work_budget = 8'000'000;  // actions timed over the whole search (~50 ms)
   // Iterated local search: restarts from the best order kicked by `kick_swaps` random adjacent
   // swaps within `kick_edge` actions of either end of a worker's list (0 = anywhere).
-  int kicks = 64;
-  int stale_kicks = 16;  // stop after this many kicks in a row found nothing better
+  int kicks = 128;
+  int stale_kicks = 32;  // stop after this many kicks in a row found nothing better
   int kick_swaps = 8;
   int kick_edge = 0;
 };
