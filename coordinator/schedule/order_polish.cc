@@ -227,7 +227,12 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
       std::rotate(list.begin() + a, list.begin() + a + 1, list.begin() + b + 1);
     }
   };
-  // Steepest-first descent over critical-path moves; `now` and the timer describe `orders`.
+  // Whether list position k is within the options' edge of either end of a worker's list.
+  auto NearEnd = [&](size_t k, size_t size) {
+    const size_t e = static_cast<size_t>(options.edge);
+    return options.edge <= 0 || k < e || k + e >= size;
+  };
+  // First-improvement descent over critical-path moves; `now` and the timer describe `orders`.
   auto descend = [&] {
     bool improved = true;
     while (improved && !spent()) {
@@ -236,6 +241,7 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
           CriticalWaits(current, orders, timer, now.longest);
       for (const auto& [w, k] : waits) {
         std::vector<Action>& list = orders[w];
+        if (!NearEnd(k, list.size())) continue;
         for (int dir = 0; dir < 2 && !improved; ++dir) {
           const size_t from = dir == 0 ? k : k - 1;
           for (int d = 1; d <= options.max_shift && !improved && !spent(); ++d) {
@@ -279,8 +285,14 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
     seed ^= seed << 17;
     return seed;
   };
-  int stale = 0;  // kicks since the last improvement
-  for (int round = 0; round < options.kicks && stale < options.stale_kicks && !spent(); ++round) {
+  // Kicks since the last improvement. An order whose longest span nothing shortened (neither the
+  // first descent nor the first few kicks) is usually tight already (the unit-cost patterns):
+  // it gets fewer.
+  int stale = 0;
+  const double input_span = result.max_span;
+  bool ever = now.max_span < input_span - kEps;
+  for (int round = 0; round < options.kicks && !spent(); ++round) {
+    if (stale >= (ever ? options.stale_kicks : options.stale_kicks / 4)) break;
     ++stale;
     current = best;
     for (int s = 0; s < options.kick_swaps; ++s) {
@@ -289,7 +301,7 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
       if (list.size() < 2) continue;
       // Kicks land where an order has room to change: the warm-up and the cool-down (a
       // repeated steady state is already tight).
-      const size_t edge = options.kick_edge > 0 ? std::min<size_t>(options.kick_edge, list.size() - 1)
+      const size_t edge = options.edge > 0 ? std::min<size_t>(options.edge, list.size() - 1)
                                                 : list.size() - 1;
       size_t k = next() % edge;
       if (next() & 1) k = list.size() - 2 - k;
@@ -304,6 +316,7 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
       best = current;
       best_r = now;
       stale = 0;
+      ever = ever || best_r.max_span < input_span - kEps;
     }
   }
   result.schedule = std::move(best);

@@ -33,12 +33,17 @@ struct PolishOptions {
   double memory_cap = 1e300;  // per worker, units
   int max_shift = 2;          // places a move may shift one action
   int64_t work_budget = 8'000'000;  // actions timed over the whole search (~50 ms)
+  // Moves and kicks touch only actions within `edge` places of either end of a worker's list
+  // (0 = anywhere): warm-up and cool-down, where rules leave room; a repeated steady state is
+  // tight, and trying moves all along it costs a full timing each.
+  int edge = 0;
   // Iterated local search: restarts from the best order kicked by `kick_swaps` random adjacent
-  // swaps within `kick_edge` actions of either end of a worker's list (0 = anywhere).
+  // swaps.
   int kicks = 128;
-  int stale_kicks = 32;  // stop after this many kicks in a row found nothing better
+  // Stop after this many kicks in a row found nothing better (a quarter of it while nothing has
+  // shortened the longest span yet: such an order is usually tight already).
+  int stale_kicks = 32;
   int kick_swaps = 8;
-  int kick_edge = 0;
 };
 
 struct PolishResult {

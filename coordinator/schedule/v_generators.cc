@@ -168,10 +168,10 @@ std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double 
 
 // `zbv`: also the ZB-V wave scheduler (v_zbv.h), which wins whenever the cap allows its
 // warm-up (about p units); the greedy candidates run unless it already reached the lower bound.
-// Schedules up to this many actions get the order polish (order_polish.h, ~50 ms of work at
-// most); beyond it warm-up and cool-down are a small share of the step and the polish's fixed
-// budget would buy only a few dozen timings.
-constexpr int64_t kPolishMaxActions = 20000;
+// Schedules up to this many actions (p x m <= ~1365) get the order polish (order_polish.h, up to
+// ~50 ms); beyond it warm-up and cool-down are a small share of the step and the polish's fixed
+// budget buys only a few hundred timings (unit costs, p=16 m=128: none of them helped).
+constexpr int64_t kPolishMaxActions = 8192;
 
 Schedule Polished(Schedule s, const CostModel& costs, double cap) {
   int64_t actions = 0;
@@ -179,7 +179,7 @@ Schedule Polished(Schedule s, const CostModel& costs, double cap) {
   if (actions > kPolishMaxActions) return s;
   PolishOptions options;
   options.memory_cap = cap;
-  options.kick_edge = 8 * s.num_workers;
+  options.edge = 8 * s.num_workers;
   return PolishOrder(s, costs, options).schedule;
 }
 

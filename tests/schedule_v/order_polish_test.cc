@@ -41,7 +41,7 @@ TEST(OrderPolishTest, ValidWithinCapNeverSlower) {
         if (Peak(*before) > cap + 1e-9) continue;  // the pattern itself must fit
         PolishOptions options;
         options.memory_cap = cap;
-        options.kick_edge = 8 * p;
+        options.edge = 8 * p;
         const PolishResult out = PolishOrder(in, costs, options);
         const std::string where = "p=" + std::to_string(p) + " m=" + std::to_string(m) +
                                   " costs " + std::to_string(b) + " comm " + std::to_string(comm);
@@ -67,7 +67,7 @@ TEST(OrderPolishTest, Deterministic) {
   const Schedule in = MakeVPattern(VPatternKind::kHalf, 4, 8, "v-half");
   PolishOptions options;
   options.memory_cap = 3;
-  options.kick_edge = 32;
+  options.edge = 32;
   const PolishResult a = PolishOrder(in, costs, options);
   const PolishResult b = PolishOrder(in, costs, options);
   EXPECT_GT(a.moves, 0);
@@ -94,7 +94,7 @@ TEST(OrderPolishTest, ClosesTheCommGapAtSmallM) {
   EXPECT_GT(Simulate(in, costs)->bubble_ratio, one_f_one_b);
   PolishOptions options;
   options.memory_cap = 3;
-  options.kick_edge = 32;
+  options.edge = 32;
   const PolishResult out = PolishOrder(in, costs, options);
   const SimResult after = *Simulate(out.schedule, costs);
   EXPECT_LT(after.bubble_ratio, one_f_one_b);
