@@ -369,6 +369,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
   const int screen_m = std::max(2 * p, 24);
   std::vector<int> finalists = all;
   std::vector<std::pair<int, double>> predicted;  // (candidate, predicted span at full m)
+  std::vector<Scored> scored;                      // the screening's results
   const double slack = BusiestWork(costs, p);       // one microbatch of the busiest worker
   if (m > screen_m && all.size() > 2) {
     // Only the best two and the best of each family (pattern, greedy, block) matter below, so a
@@ -389,7 +390,6 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       };
       return key(a) < key(b);
     });
-    std::vector<Scored> scored;
     double s1 = kNoLimit, s2 = kNoLimit;
     double family_best[3] = {kNoLimit, kNoLimit, kNoLimit};
     for (int index : order) {
@@ -494,9 +494,29 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     });
   }
   // Full m: a candidate that cannot beat the best so far (or beat_span) is stopped early.
+  // A greedy finalist that screened exactly like one already run (span and makespan, to the
+  // last bit) is taken to be the same plan: a rule that never fires on this input leaves the
+  // order as it is, and a tie cannot win, while re-running it at full m costs as much again.
+  auto screening = [&](int index) -> const Scored* {
+    for (const Scored& sc : scored) {
+      if (sc.index == index) return &sc;
+    }
+    return nullptr;
+  };
+  std::vector<const Scored*> ran;
   std::optional<VPlan> best;
   for (int index : finalists) {
     if (index >= static_cast<int>(variants.size())) continue;
+    const Scored* mine = index >= 0 && !variants[index].block && !variants[index].fixed_block
+                             ? screening(index)
+                             : nullptr;
+    if (mine != nullptr &&
+        std::any_of(ran.begin(), ran.end(), [&](const Scored* other) {
+          return other->span == mine->span && other->makespan == mine->makespan;
+        })) {
+      continue;
+    }
+    if (mine != nullptr) ran.push_back(mine);
     const double guess = Prediction(predicted, index);
     if (best && guess < kNoLimit && guess > best->max_span + slack) continue;
     bool pruned = false;
