@@ -228,7 +228,7 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
     }
   };
   // Whether list position k is within the options' edge of either end of a worker's list.
-  auto NearEnd = [&](size_t k, size_t size) {
+  auto near_end = [&](size_t k, size_t size) {
     const size_t e = static_cast<size_t>(options.edge);
     return options.edge <= 0 || k < e || k + e >= size;
   };
@@ -241,7 +241,7 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
           CriticalWaits(current, orders, timer, now.longest);
       for (const auto& [w, k] : waits) {
         std::vector<Action>& list = orders[w];
-        if (!NearEnd(k, list.size())) continue;
+        if (!near_end(k, list.size())) continue;
         for (int dir = 0; dir < 2 && !improved; ++dir) {
           const size_t from = dir == 0 ? k : k - 1;
           for (int d = 1; d <= options.max_shift && !improved && !spent(); ++d) {

@@ -1,5 +1,5 @@
-// Helpers shared by the schedule tests: build schedules from text rows and run the pipeline
-// generate -> validate -> simulate. Thread-safety: test-only free functions.
+// Helpers shared by the schedule tests: build schedules from text rows, and specs.
+// Thread-safety: test-only free functions.
 #ifndef PIPETRAIN_TESTS_SCHEDULE_TEST_UTIL_H_
 #define PIPETRAIN_TESTS_SCHEDULE_TEST_UTIL_H_
 
@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_split.h"
 #include "coordinator/schedule/action.h"
+#include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/schedule.h"
 #include "gtest/gtest.h"
 
@@ -28,6 +29,18 @@ inline Schedule FromRows(int num_microbatches, std::vector<int> placement,
     }
   }
   return s;
+}
+
+// A spec for p workers and m microbatches; f, b, w for a worker's whole share (generator.h).
+inline PipelineSpec Spec(int p, int m, double f = 1, double b = 1, double w = 1, double comm = 0) {
+  PipelineSpec spec;
+  spec.num_workers = p;
+  spec.num_microbatches = m;
+  spec.f = f;
+  spec.b = b;
+  spec.w = w;
+  spec.comm = comm;
+  return spec;
 }
 
 }  // namespace pipetrain::schedule::testing

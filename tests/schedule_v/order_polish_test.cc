@@ -12,9 +12,12 @@
 #include "coordinator/schedule/v_pattern.h"
 #include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "tests/schedule/test_util.h"
 
 namespace pipetrain::schedule {
 namespace {
+
+using testing::Spec;
 
 CostModel Costs(int p, int v, double f, double b, double w, double comm) {
   CostModel costs = UniformCostModel(p, v, f, b, w);
@@ -79,13 +82,7 @@ TEST(OrderPolishTest, Deterministic) {
 // 4); polished under the same cap it wins. (CP-SAT over all orders, bench/schedule_v, reaches
 // 0.264 here.)
 TEST(OrderPolishTest, ClosesTheCommGapAtSmallM) {
-  PipelineSpec spec;
-  spec.num_workers = 4;
-  spec.num_microbatches = 8;
-  spec.f = 1;
-  spec.b = 1.5;
-  spec.w = 0.5;
-  spec.comm = 0.2;
+  const PipelineSpec spec = Spec(4, 8, 1, 1.5, 0.5, 0.2);
   const absl::StatusOr<Schedule> one = Generate("1f1b", spec);
   ASSERT_TRUE(one.ok());
   const double one_f_one_b = Simulate(*one, CostModelFor(spec, 1))->bubble_ratio;
@@ -106,13 +103,7 @@ TEST(OrderPolishTest, ClosesTheCommGapAtSmallM) {
 // their rules are tight at this size; the polish lowers other workers' spans.)
 TEST(OrderPolishTest, AnyPlacementAndFusedBackward) {
   for (const char* name : {"zb-h1", "1f1b"}) {
-    PipelineSpec spec;
-    spec.num_workers = 4;
-    spec.num_microbatches = 12;
-    spec.f = 1;
-    spec.b = 2;
-    spec.w = 1;
-    spec.comm = 0.3;
+    const PipelineSpec spec = Spec(4, 12, 1, 2, 1, 0.3);
     const absl::StatusOr<Schedule> in = Generate(name, spec);
     ASSERT_TRUE(in.ok()) << name;
     const CostModel costs = CostModelFor(spec, 1);

@@ -16,9 +16,12 @@
 #include "coordinator/schedule/v_pattern.h"
 #include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "tests/schedule/test_util.h"
 
 namespace pipetrain::schedule {
 namespace {
+
+using testing::Spec;
 
 struct Measured {
   double bubble = 0, peak = 0, makespan = 0;
@@ -34,17 +37,6 @@ Measured RunGen(const std::string& name, const PipelineSpec& spec) {
   if (!r.ok()) return {};
   return {r->bubble_ratio, *std::max_element(r->peak_memory.begin(), r->peak_memory.end()),
           r->makespan};
-}
-
-PipelineSpec Spec(int p, int m, double f = 1, double b = 1, double w = 1, double comm = 0) {
-  PipelineSpec spec;
-  spec.num_workers = p;
-  spec.num_microbatches = m;
-  spec.f = f;
-  spec.b = b;
-  spec.w = w;
-  spec.comm = comm;
-  return spec;
 }
 
 TEST(VPlacementTest, WorkerHoldsStageAndMirror) {
