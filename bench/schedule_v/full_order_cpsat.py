@@ -14,6 +14,8 @@ Only small cells solve (p <= 4, m <= 16 in minutes); the solver's best FEASIBLE 
 upper bound on the best achievable bubble, its bound a (usually weak) lower bound.
 
 Needs `pip install ortools` (not a pipetrain dependency; research only).
+With --hint-json the solver starts from a pipetrain plan (a feasible solution to improve on).
+
 Example (p=4, m=8, 1:1.5:0.5, comm 0.2; 1F1B's bubble there is 0.337):
   full_order_cpsat.py --p 4 --m 8 --costs 10,15,5 --comm 4 --cap-chunks 6 --seconds 120
 found a schedule with bubble 0.264 on 2026-11-25.
@@ -32,6 +34,10 @@ def main():
     ap.add_argument("--cap-chunks", type=int, required=True, help="peak, in chunk activations")
     ap.add_argument("--seconds", type=float, default=60.0, help="solver time limit")
     ap.add_argument("--print-orders", action="store_true", help="print each worker's order")
+    ap.add_argument("--hint-json", help="start from this plan: `pipetrain plan --format json` output"
+                    " for the same cell (its timeline's times are multiplied by --hint-scale)")
+    ap.add_argument("--hint-scale", type=float, default=20.0,
+                    help="time units per unit of the plan's time (0.05-units: 20)")
     a = ap.parse_args()
     p, mbs = a.p, a.m
     f, b, w = (int(x) for x in a.costs.split(","))
@@ -68,6 +74,14 @@ def main():
         md.AddMinEquality(first, [F[j][s] for j in range(mbs) for s in range(n) if worker(s) == i])
         md.AddMaxEquality(last, [W[j][s] + w for j in range(mbs) for s in range(n) if worker(s) == i])
         md.Add(span >= last - first)
+    if a.hint_json:
+        import json
+        import re
+        plan = json.load(open(a.hint_json))
+        names = {"F": F, "I": B, "W": W}
+        for t in plan["timeline"]:
+            stage, kind, mb = re.fullmatch(r"(\d+)([FIW])(\d+)", t["action"]).groups()
+            md.AddHint(names[kind][int(mb)][int(stage)], round(t["start"] * a.hint_scale))
     md.Minimize(span)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = a.seconds
