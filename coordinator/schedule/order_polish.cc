@@ -26,7 +26,7 @@ class Timer {
   struct Result {
     bool ok = false;  // ran to the end within the cap and the span limit
     double max_span = 0.0;
-    double sum_span = 0.0;
+    double total_end = 0.0;  // sum of every action's end: lower = everything earlier
     int longest = 0;  // worker with the longest span
   };
 
@@ -94,7 +94,7 @@ class Timer {
     for (int w = 0; w < p; ++w) {
       if (orders[w].empty()) continue;
       const double span = end_[w].back() - start_[w][0];
-      r.sum_span += span;
+      for (double e : end_[w]) r.total_end += e;
       if (span > r.max_span) {
         r.max_span = span;
         r.longest = w;
@@ -218,7 +218,7 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
   auto spent = [&] { return result.work + per_run > options.work_budget; };
   auto better = [](const Timer::Result& a, const Timer::Result& b) {
     return a.ok && (a.max_span < b.max_span - kEps ||
-                    (a.max_span < b.max_span + kEps && a.sum_span < b.sum_span - kEps));
+                    (a.max_span < b.max_span + kEps && a.total_end < b.total_end - kEps));
   };
   auto rotate_to = [](std::vector<Action>& list, size_t a, size_t b) {  // list[a] to place b
     if (a > b) {
@@ -313,9 +313,11 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
     if (!now.ok) continue;
     descend();
     if (better(now, best_r)) {
+      // Only a shorter longest span renews the kicks' patience; tie-break gains alone do not
+      // (at unit costs they never end).
+      if (now.max_span < best_r.max_span - kEps) stale = 0;
       best = current;
       best_r = now;
-      stale = 0;
       ever = ever || best_r.max_span < input_span - kEps;
     }
   }

@@ -7,8 +7,9 @@
 // worker span, and where an action on that path waited for its worker (not for its data) it
 // tries moving the action earlier, or the action that held it up later, by a few places on that
 // worker. A move is kept when the order still runs (no deadlock), every worker's peak stays
-// within `memory_cap`, and the longest worker span falls (ties: the sum of the spans falls, which
-// lets the search walk plateaus of the longest one). A descent ends when no move on the critical
+// within `memory_cap`, and the longest worker span falls (ties: the sum of all actions' end
+// times falls, which lets the search walk plateaus of the longest span: work moved earlier
+// anywhere makes room on the critical path later). A descent ends when no move on the critical
 // path helps; then the best order so far is kicked (a few random swaps near the ends of the
 // worker lists, where warm-up and cool-down leave room) and descended again, `kicks` times
 // (fewer once `stale_kicks` in a row found nothing) or until the work budget (actions timed) is

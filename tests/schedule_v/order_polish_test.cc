@@ -2,7 +2,6 @@
 // is never slower than its input (as Simulate times both), is deterministic, and closes the gap
 // rules leave with transfer costs.
 #include <algorithm>
-#include <numeric>
 #include <tuple>
 #include <vector>
 
@@ -99,8 +98,7 @@ TEST(OrderPolishTest, ClosesTheCommGapAtSmallM) {
 }
 
 // Other placements and fused backwards: ZB-H1 (one chunk per worker, F/B/W) and 1F1B (BW) with
-// comm, under their own peaks: valid, within the cap, never slower. (Neither gets shorter here:
-// their rules are tight at this size; the polish lowers other workers' spans.)
+// comm, under their own peaks: valid, within the cap, never slower.
 TEST(OrderPolishTest, AnyPlacementAndFusedBackward) {
   for (const char* name : {"zb-h1", "1f1b"}) {
     const PipelineSpec spec = Spec(4, 12, 1, 2, 1, 0.3);
@@ -115,9 +113,15 @@ TEST(OrderPolishTest, AnyPlacementAndFusedBackward) {
     const SimResult after = *Simulate(out.schedule, costs);
     EXPECT_LE(Peak(after), Peak(before) + 1e-9) << name;
     EXPECT_LE(LongestSpan(after), LongestSpan(before) + 1e-9) << name;
-    // The longest span stays here, so every kept move lowered the sum of spans (the tie-break).
-    auto sum = [](const SimResult& r) { return std::accumulate(r.span.begin(), r.span.end(), 0.0); };
-    EXPECT_LE(sum(after), sum(before) + 1e-9) << name;
+    // Where the longest span stays, every kept move lowered the sum of end times (the tie-break).
+    auto ends = [](const SimResult& r) {
+      double sum = 0.0;
+      for (const TimedAction& t : r.timeline) sum += t.end;
+      return sum;
+    };
+    if (LongestSpan(after) > LongestSpan(before) - 1e-9) {
+      EXPECT_LE(ends(after), ends(before) + 1e-9) << name;
+    }
   }
 }
 
