@@ -33,7 +33,7 @@ namespace pipetrain::schedule {
 struct PolishOptions {
   double memory_cap = 1e300;  // per worker, units
   int max_shift = 2;          // places a move may shift one action
-  int64_t work_budget = 8'000'000;  // actions timed over the whole search (~50 ms)
+  int64_t work_budget = 8'000'000;  // actions timed over the whole search (~60 ms)
   // Moves and kicks touch only actions within `edge` places of either end of a worker's list
   // (0 = anywhere): warm-up and cool-down, where rules leave room; a repeated steady state is
   // tight, and trying moves all along it costs a full timing each.

@@ -169,7 +169,7 @@ std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double 
 // `zbv`: also the ZB-V wave scheduler (v_zbv.h), which wins whenever the cap allows its
 // warm-up (about p units); the greedy candidates run unless it already reached the lower bound.
 // Schedules up to this many actions (p x m <= ~1365) get the order polish (order_polish.h, up to
-// ~50 ms); beyond it warm-up and cool-down are a small share of the step and the polish's fixed
+// ~60 ms); beyond it warm-up and cool-down are a small share of the step and the polish's fixed
 // budget buys only a few hundred timings (unit costs, p=16 m=128: none of them helped).
 constexpr int64_t kPolishMaxActions = 8192;
 

@@ -14,7 +14,7 @@
 //     during the search, at the shortest period that fits (v_modulo_block.h).
 // For m > 2p candidates are ranked on a 2p-microbatch prefix; the best two, the patterns and the
 // fallback greedy run at full m. The winner's order is then polished under the same cap
-// (order_polish.h: critical-path local search, ~50 ms at most; schedules of up to 8192 actions),
+// (order_polish.h: critical-path local search, ~60 ms at most; schedules of up to 8192 actions),
 // which recovers idle time in warm-up and cool-down that the rules leave, mostly with comm > 0. zb-v and v-zb also run the ZB-V wave scheduler (v_zbv.h, the
 // authors' §2.5 algorithm with real costs and lazy W's); it wins at cap p (zb-v: against the one
 // backward-first greedy; v-zb: against the full search, skipped once the wave hits the bound).
