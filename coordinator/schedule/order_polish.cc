@@ -13,14 +13,23 @@ constexpr double kEps = 1e-9;
 
 // ASAP timing of compute-only orders (the dependencies and memory model Simulate uses), keeping
 // every action's start and end for the critical-path walk. Buffers live across calls.
+//
+// A trial move changes one worker's list from some position on; everything that started before
+// the first moved action did keeps its time (its inputs ended earlier still, so none of them is
+// a moved action or one after it). So a trial copies that prefix of every worker from the kept
+// base timing and times only the rest: with moves spread along the lists about half the work
+// of a full timing, and little near the end of the lists.
 class Timer {
  public:
   Timer(const Schedule& s, const CostModel& costs) : s_(s), costs_(costs) {
-    const size_t cells = static_cast<size_t>(s.num_stages) * s.num_microbatches;
-    end_f_.resize(cells);
-    end_b_.resize(cells);
-    start_.resize(s.num_workers);
-    end_.resize(s.num_workers);
+    for (Timing* t : {&base_, &trial_}) {
+      const size_t cells = static_cast<size_t>(s.num_stages) * s.num_microbatches;
+      t->end_f.resize(cells);
+      t->end_b.resize(cells);
+      t->start.resize(s.num_workers);
+      t->end.resize(s.num_workers);
+      t->mem.resize(s.num_workers);
+    }
   }
 
   struct Result {
@@ -28,26 +37,62 @@ class Timer {
     double max_span = 0.0;
     double total_end = 0.0;  // sum of every action's end: lower = everything earlier
     int longest = 0;  // worker with the longest span
+    int64_t timed = 0;  // actions this run timed (the rest were copied from the base)
   };
 
   // Times `orders`; stops (ok = false) on deadlock, when a worker's memory exceeds `cap`, or once
-  // a worker's span is certain to exceed `span_limit`.
-  Result Run(const std::vector<std::vector<Action>>& orders, double cap, double span_limit) {
+  // a worker's span is certain to exceed `span_limit`. With `changed` >= 0, `orders` must equal
+  // the base's order except on worker `changed` from position `from` on, and the base's prefix
+  // is reused. Keep() makes a successful run the base.
+  Result Run(const std::vector<std::vector<Action>>& orders, double cap, double span_limit,
+             int changed = -1, size_t from = 0) {
     Result r;
     const int p = s_.num_workers;
-    std::fill(end_f_.begin(), end_f_.end(), -1.0);
-    std::fill(end_b_.begin(), end_b_.end(), -1.0);
+    Timing& t = trial_;
     std::vector<size_t> head(p, 0);
-    std::vector<double> clock(p, 0.0), mem(p, 0.0), rem(p, 0.0);
-    for (int w = 0; w < p; ++w) {
-      start_[w].resize(orders[w].size());
-      end_[w].resize(orders[w].size());
-      for (const Action& a : orders[w]) rem[w] += Duration(a);
+    if (changed >= 0) {
+      // Whatever started before the first changed position's action keeps its time.
+      const double cut = base_.start[changed][from];
+      for (int w = 0; w < p; ++w) {
+        const std::vector<double>& starts = base_.start[w];
+        head[w] = std::lower_bound(starts.begin(), starts.end(), cut) - starts.begin();
+      }
+      head[changed] = std::min(head[changed], from);
+      t.end_f = base_.end_f;
+      t.end_b = base_.end_b;
+    } else {
+      std::fill(t.end_f.begin(), t.end_f.end(), -1.0);
+      std::fill(t.end_b.begin(), t.end_b.end(), -1.0);
     }
+    std::vector<double> clock(p, 0.0), mem(p, 0.0), rem(p, 0.0);
+    size_t done = 0, total = 0;
+    for (int w = 0; w < p; ++w) {
+      const std::vector<Action>& list = orders[w];
+      total += list.size();
+      done += head[w];
+      t.start[w].resize(list.size());
+      t.end[w].resize(list.size());
+      t.mem[w].resize(list.size());
+      const size_t h = head[w];
+      if (h > 0) {
+        std::copy_n(base_.start[w].begin(), h, t.start[w].begin());
+        std::copy_n(base_.end[w].begin(), h, t.end[w].begin());
+        std::copy_n(base_.mem[w].begin(), h, t.mem[w].begin());
+        clock[w] = t.end[w][h - 1];
+        mem[w] = t.mem[w][h - 1];
+      }
+      for (size_t k = h; k < list.size(); ++k) {  // what is timed again has not run yet
+        const Action& a = list[k];
+        rem[w] += Duration(a);
+        if (a.kind == ActionKind::kF) t.end_f[Cell(a.stage, a.microbatch)] = -1.0;
+        if (a.kind == ActionKind::kB || a.kind == ActionKind::kBW) {
+          t.end_b[Cell(a.stage, a.microbatch)] = -1.0;
+        }
+      }
+    }
+    r.timed = static_cast<int64_t>(total - done);
     std::vector<int> active;
     for (int w = p - 1; w >= 0; --w) active.push_back(w);
-    size_t done = 0, total = 0;
-    for (const auto& l : orders) total += l.size();
     const double limit = span_limit + 1e-7 * (1.0 + std::abs(span_limit));
     while (!active.empty()) {
       const int w = active.back();
@@ -55,7 +100,7 @@ class Timer {
       const auto& list = orders[w];
       while (head[w] < list.size()) {
         const Action& a = list[head[w]];
-        const double ready = Ready(a);
+        const double ready = Ready(t, a);
         if (ready < 0) break;
         const double start = std::max(clock[w], ready);
         const double dur = Duration(a);
@@ -71,17 +116,18 @@ class Timer {
           mem[w] -= c.activation;
         }
         rem[w] -= dur;
-        const double first = head[w] == 0 ? start : start_[w][0];
+        const double first = head[w] == 0 ? start : t.start[w][0];
         if (start + dur + rem[w] - first > limit) return r;
-        start_[w][head[w]] = start;
-        end_[w][head[w]] = start + dur;
+        t.start[w][head[w]] = start;
+        t.end[w][head[w]] = start + dur;
+        t.mem[w][head[w]] = mem[w];
         const size_t cell = Cell(a.stage, a.microbatch);
         if (a.kind == ActionKind::kF) {
-          end_f_[cell] = start + dur;
+          t.end_f[cell] = start + dur;
           if (a.stage + 1 < s_.num_stages) active.push_back(s_.stage_to_worker[a.stage + 1]);
           if (a.stage + 1 == s_.num_stages) active.push_back(w);
         } else if (a.kind == ActionKind::kB || a.kind == ActionKind::kBW) {
-          end_b_[cell] = start + dur;
+          t.end_b[cell] = start + dur;
           if (a.stage > 0) active.push_back(s_.stage_to_worker[a.stage - 1]);
         }
         clock[w] = start + dur;
@@ -93,8 +139,8 @@ class Timer {
     r.ok = true;
     for (int w = 0; w < p; ++w) {
       if (orders[w].empty()) continue;
-      const double span = end_[w].back() - start_[w][0];
-      for (double e : end_[w]) r.total_end += e;
+      const double span = t.end[w].back() - t.start[w][0];
+      for (double e : t.end[w]) r.total_end += e;
       if (span > r.max_span) {
         r.max_span = span;
         r.longest = w;
@@ -103,25 +149,34 @@ class Timer {
     return r;
   }
 
-  // Time the inputs of `a` are ready, from the last Run (-1 while a producer has not run).
-  double Ready(const Action& a) const {
+  // The last Run (which must have succeeded) becomes the base: what Ready, Start and End
+  // describe and what later trials reuse.
+  void Keep() { std::swap(base_, trial_); }
+
+  // Time the inputs of `a` are ready in the base (-1 while a producer has not run).
+  double Ready(const Action& a) const { return Ready(base_, a); }
+  double Start(int w, size_t k) const { return base_.start[w][k]; }
+  double End(int w, size_t k) const { return base_.end[w][k]; }
+
+ private:
+  struct Timing {
+    std::vector<double> end_f, end_b;  // per (stage, microbatch); -1 = not yet
+    std::vector<std::vector<double>> start, end, mem;  // per worker and position (mem: after)
+  };
+
+  double Ready(const Timing& t, const Action& a) const {
     const int n = s_.num_stages;
     if (a.kind == ActionKind::kF) {
       if (a.stage == 0) return 0.0;
-      const double e = end_f_[Cell(a.stage - 1, a.microbatch)];
+      const double e = t.end_f[Cell(a.stage - 1, a.microbatch)];
       return e < 0 ? e : e + Comm(a.stage - 1, a.stage);
     }
-    if (a.kind == ActionKind::kW) return end_b_[Cell(a.stage, a.microbatch)];
+    if (a.kind == ActionKind::kW) return t.end_b[Cell(a.stage, a.microbatch)];
     const bool last = a.stage == n - 1;
     const int from = last ? a.stage : a.stage + 1;
-    const double e = (last ? end_f_ : end_b_)[Cell(from, a.microbatch)];
+    const double e = (last ? t.end_f : t.end_b)[Cell(from, a.microbatch)];
     return e < 0 ? e : e + Comm(from, a.stage);
   }
-
-  double Start(int w, size_t k) const { return start_[w][k]; }
-  double End(int w, size_t k) const { return end_[w][k]; }
-
- private:
   size_t Cell(int stage, int mb) const {
     return static_cast<size_t>(stage) * s_.num_microbatches + mb;
   }
@@ -140,8 +195,7 @@ class Timer {
 
   const Schedule& s_;
   const CostModel& costs_;
-  std::vector<double> end_f_, end_b_;
-  std::vector<std::vector<double>> start_, end_;
+  Timing base_, trial_;
 };
 
 // Whether `a` consumes what `b` produces (so `a` may not move ahead of `b` on one worker).
@@ -213,6 +267,7 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
   Timer::Result now = timer.Run(orders, options.memory_cap, 1e300);
   result.work += per_run;
   if (!now.ok) return result;
+  timer.Keep();
   result.max_span = now.max_span;
   const int n = current.num_stages;
   auto spent = [&] { return result.work + per_run > options.work_budget; };
@@ -255,9 +310,11 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
               if (to >= list.size() || DependsOn(list[to], list[from], n)) break;
             }
             rotate_to(list, from, to);
-            const Timer::Result r = timer.Run(orders, options.memory_cap, now.max_span);
-            result.work += per_run;
+            const Timer::Result r =
+                timer.Run(orders, options.memory_cap, now.max_span, w, std::min(from, to));
+            result.work += r.timed;
             if (better(r, now)) {
+              timer.Keep();
               now = r;
               ++result.moves;
               improved = true;
@@ -269,9 +326,6 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
         if (improved) break;
       }
     }
-    // Leave the timer describing `orders` (a rejected trial may have run last).
-    now = timer.Run(orders, options.memory_cap, 1e300);
-    result.work += per_run;
   };
   descend();
   Schedule best = current;
@@ -311,6 +365,7 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
     now = timer.Run(orders, options.memory_cap, 1e300);
     result.work += per_run;
     if (!now.ok) continue;
+    timer.Keep();
     descend();
     if (better(now, best_r)) {
       // Only a shorter longest span renews the kicks' patience; tie-break gains alone do not

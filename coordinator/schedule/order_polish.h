@@ -14,7 +14,8 @@
 // worker lists, where warm-up and cool-down leave room) and descended again, `kicks` times
 // (fewer once `stale_kicks` in a row found nothing) or until the work budget (actions timed) is
 // spent. The random stream has a fixed seed, so the result is deterministic; it is never worse
-// than the input.
+// than the input. A trial re-times only what follows the moved actions (what started before
+// them keeps its time), so the budget counts the actions actually re-timed.
 //
 // Any placement; F, B, W and BW actions only (the generators' output before transfers are
 // added). Memory model of cost_model.h.
