@@ -8,11 +8,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/schedule/cyclic_order.h"
 #include "coordinator/schedule/order_polish.h"
 #include "coordinator/schedule/v_block_search.h"
 #include "coordinator/schedule/v_greedy.h"
 #include "coordinator/schedule/v_modulo_block.h"
 #include "coordinator/schedule/v_pattern.h"
+#include "coordinator/schedule/simulator.h"
 #include "coordinator/schedule/v_zbv.h"
 
 namespace pipetrain::schedule {
@@ -183,6 +185,39 @@ Schedule Polished(Schedule s, const CostModel& costs, double cap) {
   return PolishOrder(s, costs, options).schedule;
 }
 
+// With a long chain (transfer costs) and a tight cap, no one-microbatch block may repeat as fast
+// as the workers could go; two microbatches per period interleaved unevenly can
+// (cyclic_order.h). The plan's steady state, read as a cyclic order of two microbatches, is
+// searched for a shorter period and, when one is found, the unrolled order competes with the
+// plan (each polished; the shorter longest worker span wins). Nothing runs when the steady state
+// is already at the busiest worker's work.
+constexpr int64_t kCyclicSearchBudget = 12'000'000;  // edge relaxations (~30 ms at p=8)
+
+double LongestSpan(const Schedule& s, const CostModel& costs) {
+  const absl::StatusOr<SimResult> r = Simulate(s, costs);
+  return r.ok() ? *std::max_element(r->span.begin(), r->span.end()) : 1e300;
+}
+
+Schedule Finished(Schedule s, const CostModel& costs, double cap) {
+  constexpr int kMicrobatchesPerPeriod = 2;
+  const std::optional<CyclicOrder> window = SteadyWindow(s, kMicrobatchesPerPeriod);
+  std::optional<Schedule> unrolled;
+  if (window) {
+    CyclicSearchOptions options;
+    options.memory_cap = cap;
+    options.work_budget = kCyclicSearchBudget;
+    const CyclicSearchResult found = ShortenPeriod(*window, s, costs, options);
+    if (found.period < found.start_period - 1e-9) {
+      unrolled = Unroll(found.order, s, s.num_microbatches);
+    }
+  }
+  Schedule plan = Polished(std::move(s), costs, cap);
+  if (!unrolled) return plan;
+  Schedule other = Polished(std::move(*unrolled), costs, cap);
+  return LongestSpan(other, costs) < LongestSpan(plan, costs) - 1e-9 ? std::move(other)
+                                                                     : std::move(plan);
+}
+
 absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& name, double law,
                                    const std::vector<VPatternKind>& patterns, bool full,
                                    bool zbv = false, bool blocks = false, bool modulo = false) {
@@ -225,10 +260,10 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
       PlanBestV(p, m, costs, cap, patterns, variants, name, wave ? wave->max_span : 1e300);
   if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
                (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
-    return Polished(std::move(wave->schedule), costs, cap);
+    return Finished(std::move(wave->schedule), costs, cap);
   }
   if (!plan.ok()) return plan.status();
-  return Polished(std::move(plan->schedule), costs, cap);
+  return Finished(std::move(plan->schedule), costs, cap);
 }
 
 }  // namespace

@@ -123,33 +123,33 @@ TEST(VLawsTest, VHalfBeats1F1BWithUnequalCosts) {
 }
 
 // V-Half below 1F1B with comm 0.2 (F:B:W 1:1:1, 1:2:1, 1:1.5:0.5; p 2..16, m p/2p/4p/64):
-// met at 66 of the 81 cells, NOT met at the 15 listed below (docs/SCHEDULES.md, Known gaps).
+// met at 67 of the 81 cells, NOT met at the 14 listed below (docs/SCHEDULES.md, Known gaps).
 // All 1:1:1 cells and every p = 2 cell are met; 1:2:1 fails at p=3 m=64, p=12 m>=48 and p=16
-// m=64; 1:1.5:0.5 at m=64 for every p >= 3, at p=8 m=32, p=12 m>=2p, p=16 m>=2p, and p=3 m=12.
-// At p=3 CP-SAT finds no periodic V-Half schedule (one or two microbatches per period) as fast
-// as 1F1B's steady state, and over all orders at m=12 none below 1F1B's bubble (Known gaps).
+// m=64; 1:1.5:0.5 at m=64 for every p except 2 and 4, at p=8 m=32, p=12 m>=2p, p=16 m>=2p and
+// p=3 m=12. At p=3 CP-SAT proves that no periodic V-Half schedule of one, two or three
+// microbatches per period runs as fast as 1F1B's steady state (1:1.5:0.5), and over all orders
+// at m=12 it found none below 1F1B's bubble (Known gaps).
 // Why: the cap (p+2)//2 does not grow with comm, while a V microbatch's chain crosses 4p-4
 // worker boundaries (1F1B's: 2p-2) with chunks half as long, so comm lengthens every lifespan.
 // The cells left are the large-m ones: a steady state is what they need, and V-Half's is slower
 // than 1F1B's. 1F1B's own steady state stalls with comm (each extra microbatch adds
-// F+B+W + 2c(p-1)/p: 3.35 at p=8, 1:1.5:0.5, measured as the span difference of m=32 and 64),
-// V-Half's adds 3.62 there. The modulo search (v_modulo_block.h) finds the shortest period at
-// which ONE repeated block fits the cap; at p=6 1:2:1 that is 4.4 (CP-SAT agrees that 4.3 is
-// infeasible on that grid, bench/schedule_v/modulo_period_cpsat.py); the order polish
-// (order_polish.h) recovers warm-up and cool-down, which flipped the small-m cells, but it does
-// not change a steady state. With 1F1B's memory (p units) V-ZB beats 1F1B in every one of these
-// cells. The lost cells' bubbles are pinned (upper bounds: they may only fall) and must stay
-// within V-Half's memory; every other cell must beat 1F1B.
+// F+B+W + 2c(p-1)/p: 3.35 at p=8, 1:1.5:0.5). The modulo search (v_modulo_block.h) finds the
+// shortest period at which ONE repeated block fits the cap (p=8 1:1.5:0.5: 3.6); the cyclic
+// search (cyclic_order.h) interleaves two microbatches per period, which took p=4 m=64 from 3.4
+// to 3.2 per microbatch (1F1B 3.3) but finds nothing shorter at p >= 6; the order polish
+// (order_polish.h) recovers warm-up and cool-down, which flipped the small-m cells. With 1F1B's
+// memory (p units) V-ZB beats 1F1B in every one of these cells. The lost cells' bubbles are
+// pinned (upper bounds: they may only fall) and must stay within V-Half's memory; every other
+// cell must beat 1F1B.
 struct LostCell {
   int p, m;
   double b, w;    // f = 1
   double bubble;  // V-Half's bubble now (rounded up)
 };
 constexpr LostCell kLostWithComm[] = {
-    {3, 12, 1.5, 0.5, 0.2217},    // 1F1B 0.2105
-    {3, 64, 2, 1, 0.1105},        // 1F1B 0.0909
-    {3, 64, 1.5, 0.5, 0.1393},    // 1F1B 0.1095
-    {4, 64, 1.5, 0.5, 0.1391},    // 1F1B 0.1312
+    {3, 12, 1.5, 0.5, 0.2191},    // 1F1B 0.2105
+    {3, 64, 2, 1, 0.1081},        // 1F1B 0.0909
+    {3, 64, 1.5, 0.5, 0.1387},    // 1F1B 0.1095
     {6, 64, 1.5, 0.5, 0.1687},    // 1F1B 0.1645
     {8, 32, 1.5, 0.5, 0.2801},    // 1F1B 0.2649
     {8, 64, 1.5, 0.5, 0.2279},    // 1F1B 0.1926
