@@ -121,7 +121,7 @@ class PeriodTester {
       const double mid = 0.5 * (lo + hi);
       (Fits(mid) ? hi : lo) = mid;
     }
-    Fits(hi);  // leave the potentials of a fitting period
+    Fits(hi);  // leave a fitting period's potentials: the next test starts from them
     return hi;
   }
 
@@ -294,6 +294,7 @@ CyclicSearchResult ShortenPeriod(const CyclicOrder& start, const Schedule& shape
   };
   auto uniform = [&] { return static_cast<double>(next() >> 11) * 0x1.0p-53; };
   const int workers = static_cast<int>(current.workers.size());
+  if (workers == 0) return result;
   for (int it = 0; it < options.iterations && tester.work() < options.work_budget; ++it) {
     CyclicOrder candidate = current;
     const uint64_t r = next() % 5;

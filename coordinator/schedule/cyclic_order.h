@@ -61,10 +61,12 @@ std::optional<CyclicOrder> SteadyWindow(const Schedule& schedule, int microbatch
 // with `shape`'s placement and name. Runs whenever the order has a finite period.
 Schedule Unroll(const CyclicOrder& order, const Schedule& shape, int num_microbatches);
 
-// Least steady-state period (time per K microbatches) of `order`; +inf when it deadlocks.
+// Least steady-state period (time per K microbatches) of `order`; +inf when it deadlocks or is
+// not a cyclic order of every F, B and W of K microbatches.
 double CyclicPeriod(const CyclicOrder& order, const Schedule& shape, const CostModel& costs);
 
-// Peak activation memory of each worker in the steady state (units).
+// Peak activation memory of each worker in the steady state (units). `order` must hold F, B and
+// W passes only, each once (as SteadyWindow and ShortenPeriod give).
 std::vector<double> CyclicPeaks(const CyclicOrder& order, const Schedule& shape,
                                 const CostModel& costs);
 
