@@ -1,5 +1,6 @@
 // RunEngine: the dependency engine shared by ValidateSchedule's dry run and Simulate, so the
-// dependency rules exist exactly once. Internal to the schedule library.
+// dependency rules exist exactly once (QuickValidate, quick_validate.h, is their timeless twin).
+// Internal to the schedule library.
 //
 // Every worker runs its list in order. An action starts when the worker is free and its input
 // is ready:
@@ -93,12 +94,6 @@ void AppendMemoryEvents(const TimedAction& action, const StageCost& cost,
 
 // Whether the schedule carries explicit SEND/RECV actions.
 bool HasTransfers(const Schedule& schedule);
-
-// The validator's fast path: one dependency-only pass (the rules above, no times) that also
-// tracks, per (stage, microbatch), which actions have run. True means the schedule passes every
-// ValidateSchedule rule; false means it may not (or carries OFFLOAD/RELOAD, which this pass does
-// not model) and the caller must run the full validator, which also words the error.
-bool QuickValidate(const Schedule& schedule);
 
 }  // namespace pipetrain::schedule
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/schedule/engine.h"
 #include "coordinator/schedule/generators_classic.h"
+#include "coordinator/schedule/quick_validate.h"
 
 namespace pipetrain::schedule {
 

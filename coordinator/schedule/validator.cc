@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "coordinator/schedule/engine.h"
 #include "coordinator/schedule/grid_text.h"
+#include "coordinator/schedule/quick_validate.h"
 
 namespace pipetrain::schedule {
 namespace {
