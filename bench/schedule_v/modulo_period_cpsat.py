@@ -35,6 +35,10 @@ def main():
                     help="microbatches per block, each with its own chain (period / this = per microbatch)")
     ap.add_argument("--cap-chunks", type=int, required=True, help="peak, in chunk activations")
     ap.add_argument("--seconds", type=float, default=60.0, help="solver time limit")
+    ap.add_argument("--print-order", action="store_true",
+                    help="when feasible, print each worker's cyclic order as JSON (kind, stage, "
+                         "microbatch in the block, lap), the form of coordinator/schedule/"
+                         "cyclic_order.h")
     a = ap.parse_args()
     p, T, k = a.p, a.period, a.microbatches
     f, b, w = (int(x) for x in a.costs.split(","))
@@ -93,6 +97,16 @@ def main():
     solver.parameters.num_workers = 2
     status = solver.Solve(m)
     print(solver.StatusName(status))
+    if a.print_order and status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        import json
+        order = [[] for _ in range(p)]
+        for c in range(k):
+            for s in range(n):
+                for kind, v in (("F", F[c][s]), ("B", B[c][s]), ("W", W[c][s])):
+                    t = solver.Value(v)
+                    # The pass at phase t mod T serves, in repetition r, the block r - t // T.
+                    order[worker(s)].append((t % T, kind, s, c, -(t // T)))
+        print(json.dumps([[list(x[1:]) for x in sorted(o)] for o in order]))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "coordinator/schedule/building_block.h"
 #include "coordinator/schedule/cyclic_order.h"
 #include "coordinator/schedule/generator.h"
@@ -156,6 +158,54 @@ TEST(CyclicOrderTest, TwoMicrobatchesBeatOneBlockAnd1F1B) {
   const SimResult o = Sim(*one_f_one_b, CostModelFor(spec, 1));
   EXPECT_LT(LongestSpan(v), LongestSpan(o));
   EXPECT_LT(LongestSpan(v), LongestSpan(Sim(plan, costs)));
+}
+
+// "F7.0@-1": F of stage 7, microbatch 0 of the block, lap -1.
+CyclicOrder ParseOrder(int k, const std::vector<std::string>& rows) {
+  CyclicOrder order;
+  order.microbatches = k;
+  for (const std::string& row : rows) {
+    std::vector<CyclicPass> list;
+    for (absl::string_view tok : absl::StrSplit(row, ' ', absl::SkipEmpty())) {
+      CyclicPass pass;
+      pass.kind = tok[0] == 'F' ? ActionKind::kF : tok[0] == 'B' ? ActionKind::kB : ActionKind::kW;
+      const std::vector<absl::string_view> parts = absl::StrSplit(tok.substr(1), absl::ByAnyChar(".@"));
+      EXPECT_EQ(parts.size(), 3u) << tok;
+      EXPECT_TRUE(absl::SimpleAtoi(parts[0], &pass.stage) && absl::SimpleAtoi(parts[1], &pass.slot) &&
+                  absl::SimpleAtoi(parts[2], &pass.lap))
+          << tok;
+      list.push_back(pass);
+    }
+    order.workers.push_back(std::move(list));
+  }
+  return order;
+}
+
+// An order from an independent model (CP-SAT, bench/schedule_v/modulo_period_cpsat.py --p 4
+// --costs 10,15,5 --comm 4 --cap-chunks 6 --microbatches 2 --period 132 --print-order: in
+// 0.05-units, a period of 6.6 with at most 6 chunk activations per worker): here it runs at
+// that period or faster (ASAP may tighten it), within 3 units, and unrolls to valid schedules.
+TEST(CyclicOrderTest, AgreesWithAnIndependentModel) {
+  const CyclicOrder order = ParseOrder(
+      2, {"F0.0@0 F7.0@-1 B7.0@-1 W7.0@-1 B0.0@-2 W0.0@-2 F0.1@0 F7.1@-1 B7.1@-1 W7.1@-1 B0.1@-2 "
+          "W0.1@-2",
+          "W6.1@-2 B1.0@-2 F1.0@0 B6.0@-1 W1.0@-2 W6.0@-1 F6.1@-1 F1.1@0 B1.1@-2 W1.1@-2 B6.1@-1 "
+          "F6.0@0",
+          "B5.1@-2 W2.0@-2 W5.1@-2 F5.1@-1 F2.0@0 B5.0@-1 B2.1@-2 W5.0@-1 W2.1@-2 F2.1@0 F5.0@0 "
+          "B2.0@-1",
+          "F3.1@-1 F4.1@-1 B4.1@-2 W4.1@-2 B3.1@-2 W3.1@-2 F3.0@0 B4.0@-1 F4.0@0 B3.0@-1 W4.0@-1 "
+          "W3.0@-1"});
+  const PipelineSpec spec = Spec(4, 32, 1, 1.5, 0.5, 0.2);
+  const CostModel costs = CostModelFor(spec, 2);
+  const Schedule shape = MakeEmptySchedule("cp-sat", 4, 32, VPlacement(4));
+  const double period = CyclicPeriod(order, shape, costs);
+  EXPECT_LE(period, 6.6 + 1e-9);
+  EXPECT_GE(period, 6.0);  // the busiest worker's work for two microbatches
+  for (double peak : CyclicPeaks(order, shape, costs)) EXPECT_LE(peak, 3.0 + 1e-9);
+  for (int m : {1, 2, 7, 32}) {
+    const Schedule s = Unroll(order, shape, m);
+    EXPECT_TRUE(ValidateSchedule(s).ok()) << "m=" << m << ": " << ValidateSchedule(s);
+  }
 }
 
 // At unit costs without transfers V-Half's steady state runs at the busiest worker's work: the
