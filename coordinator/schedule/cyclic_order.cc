@@ -5,6 +5,8 @@
 #include <limits>
 #include <utility>
 
+#include "coordinator/schedule/xorshift.h"
+
 namespace pipetrain::schedule {
 namespace {
 
@@ -285,27 +287,20 @@ CyclicSearchResult ShortenPeriod(const CyclicOrder& start, const Schedule& shape
   // At the busiest worker's work per period nothing is left to shorten.
   if (current_period == kInf || current_period <= tester.Busiest() * (1 + 1e-9)) return result;
   CyclicOrder current = start;
-  uint64_t seed = 0x9E3779B97F4A7C15ull;
-  auto next = [&seed] {
-    seed ^= seed << 13;
-    seed ^= seed >> 7;
-    seed ^= seed << 17;
-    return seed;
-  };
-  auto uniform = [&] { return static_cast<double>(next() >> 11) * 0x1.0p-53; };
+  XorShift64 rng;
   const int workers = static_cast<int>(current.workers.size());
   if (workers == 0) return result;
   for (int it = 0; it < options.iterations && tester.work() < options.work_budget; ++it) {
     CyclicOrder candidate = current;
-    const uint64_t r = next() % 5;
+    const uint64_t r = rng.Next() % 5;
     const int moves = r < 3 ? 1 : r == 3 ? 2 : 3;
     for (int i = 0; i < moves; ++i) {
-      std::vector<CyclicPass>& list = candidate.workers[next() % workers];
+      std::vector<CyclicPass>& list = candidate.workers[rng.Next() % workers];
       const size_t len = list.size();
       if (len < 2) continue;
-      const size_t k = next() % len;
-      if (next() % 4 == 0) {
-        list[k].lap += (next() & 1) ? 1 : -1;  // this pass one repetition earlier or later
+      const size_t k = rng.Next() % len;
+      if (rng.Next() % 4 == 0) {
+        list[k].lap += (rng.Next() & 1) ? 1 : -1;  // this pass one repetition earlier or later
       } else if (k + 1 == len) {
         // Swap across the cycle's end: the last pass becomes the next repetition's first.
         CyclicPass last = list.back(), first = list.front();
@@ -321,7 +316,7 @@ CyclicSearchResult ShortenPeriod(const CyclicOrder& start, const Schedule& shape
     // Accept when the candidate runs at the current period plus a slack that cools to zero.
     const double temperature =
         options.temperature * result.start_period * (1.0 - static_cast<double>(it) / options.iterations);
-    const double limit = current_period - temperature * std::log(1.0 - uniform());
+    const double limit = current_period - temperature * std::log(1.0 - rng.Uniform());
     if (!tester.Load(candidate) || !tester.Fits(limit)) continue;
     current_period = tester.Least(limit);
     current = std::move(candidate);

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "coordinator/schedule/xorshift.h"
+
 namespace pipetrain::schedule {
 namespace {
 
@@ -332,13 +334,7 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
   Timer::Result best_r = now;
   // Iterated local search: kick the best order with a few random legal swaps, descend again,
   // keep the result if it is better. A fixed seed keeps the output deterministic.
-  uint64_t seed = 0x9E3779B97F4A7C15ull;
-  auto next = [&seed] {
-    seed ^= seed << 13;
-    seed ^= seed >> 7;
-    seed ^= seed << 17;
-    return seed;
-  };
+  XorShift64 rng;
   // Kicks since the last improvement. An order whose longest span nothing shortened (neither the
   // first descent nor the first few kicks) is usually tight already (the unit-cost patterns):
   // it gets fewer.
@@ -350,15 +346,15 @@ PolishResult PolishOrder(const Schedule& schedule, const CostModel& costs,
     ++stale;
     current = best;
     for (int s = 0; s < options.kick_swaps; ++s) {
-      const int w = static_cast<int>(next() % current.num_workers);
+      const int w = static_cast<int>(rng.Next() % current.num_workers);
       std::vector<Action>& list = orders[w];
       if (list.size() < 2) continue;
       // Kicks land where an order has room to change: the warm-up and the cool-down (a
       // repeated steady state is already tight).
       const size_t edge = options.edge > 0 ? std::min<size_t>(options.edge, list.size() - 1)
                                                 : list.size() - 1;
-      size_t k = next() % edge;
-      if (next() & 1) k = list.size() - 2 - k;
+      size_t k = rng.Next() % edge;
+      if (rng.Next() & 1) k = list.size() - 2 - k;
       if (DependsOn(list[k + 1], list[k], n)) continue;
       std::swap(list[k], list[k + 1]);
     }
