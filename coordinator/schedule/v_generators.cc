@@ -10,11 +10,11 @@
 #include "common/status_macros.h"
 #include "coordinator/schedule/cyclic_order.h"
 #include "coordinator/schedule/order_polish.h"
+#include "coordinator/schedule/simulator.h"
 #include "coordinator/schedule/v_block_search.h"
 #include "coordinator/schedule/v_greedy.h"
 #include "coordinator/schedule/v_modulo_block.h"
 #include "coordinator/schedule/v_pattern.h"
-#include "coordinator/schedule/simulator.h"
 #include "coordinator/schedule/v_zbv.h"
 
 namespace pipetrain::schedule {
