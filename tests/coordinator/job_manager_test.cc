@@ -202,7 +202,6 @@ TEST_F(JobManagerTest, InjectedPlannerFailure) {
 
 // Offload without a link in the spec plans with the workers' measured copy bandwidth (the
 // slowest); with no worker reporting one it names the missing field.
-
 TEST_F(JobManagerTest, OffloadPlansWithTheWorkersMeasuredLink) {
   Make();
   v1::JobSpec plain_spec = SmallSpec(4);
@@ -227,9 +226,6 @@ TEST_F(JobManagerTest, OffloadPlansWithTheWorkersMeasuredLink) {
   EXPECT_LT(plan->prediction().peak_activation_bytes(0), plain->prediction().peak_activation_bytes(0))
       << plan->explanation();
 }
-
-// Worker 1 goes silent mid-run: past the heartbeat deadline the job is RECOVERING; a new worker
-// registers and the job resumes on worker 0 and the new one, and completes.
 
 TEST_F(JobManagerTest, SubmitRejectsBadSpecsAndStoreFailures) {
   Make();

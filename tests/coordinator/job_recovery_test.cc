@@ -77,7 +77,6 @@ TEST_F(JobManagerTest, RepeatedFailureRecoversUntilTheRestartBudgetIsUsedUp) {
 // A rank fails once at step 5; checkpoints every 2 steps: the job resumes at step 4 (the manifest
 // names the newest complete checkpoint, older ones are pruned) and completes with every step's
 // loss, the redone steps replacing the lost attempt's.
-
 TEST_F(JobManagerTest, StepFailureResumesFromTheLastCompleteCheckpoint) {
   step_delay_ = absl::Milliseconds(2);
   Make();
@@ -156,7 +155,6 @@ TEST_F(JobManagerTest, StepFailureResumesFromTheLastCompleteCheckpoint) {
 
 // Rank 1 "dies while writing" checkpoint step-6 (only a temp file; rank 0 wrote and reported
 // its part): step 6 is never complete, so the job resumes from step-4, never from the torn one.
-
 TEST_F(JobManagerTest, CheckpointInterruptedWhileWritingIsNeverUsed) {
   step_delay_ = absl::Milliseconds(2);
   Make();
@@ -188,6 +186,8 @@ TEST_F(JobManagerTest, CheckpointInterruptedWhileWritingIsNeverUsed) {
   std::filesystem::remove_all(dir);
 }
 
+// Worker 1 goes silent mid-run: past the heartbeat deadline the job is RECOVERING; a new worker
+// registers and the job resumes on worker 0 and the new one, and completes.
 TEST_F(JobManagerTest, LostWorkerRecoversOnAReplacement) {
   step_delay_ = absl::Milliseconds(5);
   Make({}, absl::Milliseconds(300));
@@ -262,7 +262,6 @@ TEST_F(JobManagerTest, ReregisteredBusyWorkerRecoversItsJob) {
 }
 
 // While a job recovers, a newer job that would fit on its surviving workers does not take them.
-
 TEST_F(JobManagerTest, RecoveringJobKeepsItsSurvivorsAheadOfNewerJobs) {
   Make();
   ASSERT_TRUE(manager_->Start().ok());
@@ -289,7 +288,6 @@ TEST_F(JobManagerTest, RecoveringJobKeepsItsSurvivorsAheadOfNewerJobs) {
 }
 
 // A worker shutting down (SIGTERM) says so in a heartbeat: its job recovers at once.
-
 TEST_F(JobManagerTest, LeavingWorkerRecoversItsJobAtOnce) {
   Make();
   ASSERT_TRUE(manager_->Start().ok());
@@ -343,7 +341,6 @@ TEST_F(JobManagerTest, RestartRecoversStoredJobs) {
 
 // A coordinator restart with a RUNNING job whose checkpoint step-4 is recorded complete: once
 // workers register, it resumes there (losses of steps 0..3 kept, 4.. redone) and completes.
-
 TEST_F(JobManagerTest, RestartResumesARunningJobFromItsCheckpoint) {
   const std::string dir = ::testing::TempDir() + "/restart-ckpt";
   std::filesystem::remove_all(dir);
@@ -387,7 +384,6 @@ TEST_F(JobManagerTest, RestartResumesARunningJobFromItsCheckpoint) {
 
 // A graceful coordinator shutdown aborts the running job's workers and leaves it RECOVERING in
 // the store (not FAILED), so the next coordinator resumes it.
-
 TEST_F(JobManagerTest, ShutdownLeavesRunningJobsToResume) {
   step_delay_ = absl::Milliseconds(5);
   Make();
