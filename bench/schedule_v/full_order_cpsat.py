@@ -11,7 +11,8 @@ unit in which all costs are whole numbers (1:1.5:0.5 with comm 0.2 per worker sh
 F=10 B=15 W=5 comm 4 in 0.05-units).
 
 Only small cells solve (p <= 4, m <= 16 in minutes); the solver's best FEASIBLE answer is an
-upper bound on the best achievable bubble, its bound a (usually weak) lower bound.
+upper bound on the best achievable bubble, its bound a (usually weak) lower bound. With
+--max-span S it asks whether any schedule is that short; INFEASIBLE would be a proof that none is.
 
 Needs `pip install ortools` (not a pipetrain dependency; research only).
 With --hint-json the solver starts from a pipetrain plan (a feasible solution to improve on).
@@ -33,6 +34,8 @@ def main():
     ap.add_argument("--comm", type=int, default=0, help="transfer time between workers")
     ap.add_argument("--cap-chunks", type=int, required=True, help="peak, in chunk activations")
     ap.add_argument("--seconds", type=float, default=60.0, help="solver time limit")
+    ap.add_argument("--max-span", type=int, help="only spans <= this (a proof of INFEASIBLE shows"
+                    " that no V schedule under the cap is that short)")
     ap.add_argument("--print-orders", action="store_true", help="print each worker's order")
     ap.add_argument("--hint-json", help="start from this plan: `pipetrain plan --format json` output"
                     " for the same cell (its timeline's times are multiplied by --hint-scale)")
@@ -82,6 +85,8 @@ def main():
         for t in plan["timeline"]:
             stage, kind, mb = re.fullmatch(r"(\d+)([FIW])(\d+)", t["action"]).groups()
             md.AddHint(names[kind][int(mb)][int(stage)], round(t["start"] * a.hint_scale))
+    if a.max_span is not None:
+        md.Add(span <= a.max_span)
     md.Minimize(span)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = a.seconds

@@ -122,8 +122,9 @@ TEST(VLawsTest, VHalfBeats1F1BWithUnequalCosts) {
   }
 }
 
-// V-Half below 1F1B with comm 0.2 (F:B:W 1:1:1, 1:2:1, 1:1.5:0.5; p 2..16, m p/2p/4p/64):
-// met at 67 of the 81 cells, NOT met at the 14 listed below (docs/SCHEDULES.md, Known gaps).
+// Beyond issue 3's criterion (the test above): V-Half below 1F1B with comm 0.2 (F:B:W 1:1:1,
+// 1:2:1, 1:1.5:0.5; p 2..16, m p/2p/4p/64): met at 67 of the 81 cells, NOT met at the 14
+// listed below (docs/SCHEDULES.md, Known gaps).
 // All 1:1:1 cells and every p = 2 cell are met; 1:2:1 fails at p=3 m=64, p=12 m>=48 and p=16
 // m=64; 1:1.5:0.5 at m=64 for every p except 2 and 4, at p=8 m=32, p=12 m>=2p, p=16 m>=2p and
 // p=3 m=12. At p=3 CP-SAT proves that no periodic V-Half schedule of one, two or three
