@@ -5,7 +5,9 @@
 // Device tensors come from device_allocator() (counted; can enforce a budget), host tensors
 // (offload targets) from host_allocator(). Ops validate shapes and locations and return
 // InvalidArgument on a mismatch; they never allocate counted memory for their results (the caller
-// passes preallocated outputs), only uncounted scratch.
+// passes preallocated outputs), only uncounted scratch. The checks are written once, in the public
+// ops here (backend.cc); a backend overrides the private Do* methods, which only compute, so the
+// CPU tests of the checks cover every backend.
 // Determinism: for a fixed backend configuration every op is bitwise deterministic (no atomics in
 // reductions, fixed BLAS thread count).
 // Thread-safety: a Backend instance must be driven by one thread at a time (CUDA: one stream and
@@ -64,72 +66,69 @@ class Backend {
 
   // ---- Transfers ----
   // Raw host memory <-> device tensor (numel floats).
-  virtual absl::Status Upload(absl::Span<const float> src, Tensor* dst) = 0;
-  virtual absl::Status Download(const Tensor& src, absl::Span<float> dst) = 0;
+  absl::Status Upload(absl::Span<const float> src, Tensor* dst);
+  absl::Status Download(const Tensor& src, absl::Span<float> dst);
   // Device -> newly allocated host tensor (host_allocator) and back (device_allocator). `src`
   // keeps its memory; callers Reset() it to actually free it (offload).
-  virtual absl::StatusOr<Tensor> CopyToHost(const Tensor& src, absl::string_view what) = 0;
-  virtual absl::StatusOr<Tensor> CopyToDevice(const Tensor& src, absl::string_view what) = 0;
+  absl::StatusOr<Tensor> CopyToHost(const Tensor& src, absl::string_view what);
+  absl::StatusOr<Tensor> CopyToDevice(const Tensor& src, absl::string_view what);
   // Device -> device copy of equal element counts.
-  virtual absl::Status Copy(const Tensor& src, Tensor* dst) = 0;
+  absl::Status Copy(const Tensor& src, Tensor* dst);
 
   // ---- Elementwise ----
-  virtual absl::Status Fill(float value, Tensor* t) = 0;
+  absl::Status Fill(float value, Tensor* t);
   // y += x (same numel).
-  virtual absl::Status AddInPlace(const Tensor& x, Tensor* y) = 0;
+  absl::Status AddInPlace(const Tensor& x, Tensor* y);
   // out = a + b (residual add; out may alias a or b).
-  virtual absl::Status Add(const Tensor& a, const Tensor& b, Tensor* out) = 0;
+  absl::Status Add(const Tensor& a, const Tensor& b, Tensor* out);
 
   // ---- GEMM ----
   // c = alpha * op(a) @ op(b) + beta * c, with a, b, c viewed as 2-D [rows, last dim] and op()
   // an optional transpose. beta = 1 accumulates into c (e.g. weight-gradient buffers); beta = 0
   // ignores c's previous content.
-  virtual absl::Status Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                            float alpha, float beta, Tensor* c) = 0;
+  absl::Status Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha,
+                    float beta, Tensor* c);
   // y[N,D] += bias[D] broadcast over rows.
-  virtual absl::Status AddBias(const Tensor& bias, Tensor* y) = 0;
+  absl::Status AddBias(const Tensor& bias, Tensor* y);
   // db[D] (+)= sum over rows of dy[N,D]; accumulate=false overwrites db.
-  virtual absl::Status BiasGrad(const Tensor& dy, bool accumulate, Tensor* db) = 0;
+  absl::Status BiasGrad(const Tensor& dy, bool accumulate, Tensor* db);
 
   // ---- Embedding ----
   // out[n,:] = wte[ids[n],:] + wpe[n % seq_len,:]; ids.size() = N, wte [V,H], wpe [>=seq_len,H].
   // Out-of-range ids are InvalidArgument.
-  virtual absl::Status EmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len,
-                                        const Tensor& wte, const Tensor& wpe, Tensor* out) = 0;
+  absl::Status EmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len, const Tensor& wte,
+                                const Tensor& wpe, Tensor* out);
   // dwte[ids[n],:] (+)= dout[n,:]; dwpe[n % seq_len,:] (+)= dout[n,:], summed in token order.
-  virtual absl::Status EmbeddingBackward(absl::Span<const int32_t> ids, int64_t seq_len,
-                                         const Tensor& dout, bool accumulate, Tensor* dwte,
-                                         Tensor* dwpe) = 0;
+  absl::Status EmbeddingBackward(absl::Span<const int32_t> ids, int64_t seq_len, const Tensor& dout,
+                                 bool accumulate, Tensor* dwte, Tensor* dwpe);
 
   // ---- LayerNorm over the last dimension (eps = kLayerNormEps, biased variance) ----
   // y = (x - mean) * rstd * gamma + beta; mean, rstd: [N] saved for the backward pass.
-  virtual absl::Status LayerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                        Tensor* y, Tensor* mean, Tensor* rstd) = 0;
+  absl::Status LayerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor* y,
+                                Tensor* mean, Tensor* rstd);
   // Input gradient only (B): dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
-  virtual absl::Status LayerNormBackwardInput(const Tensor& dy, const Tensor& x,
-                                              const Tensor& gamma, const Tensor& mean,
-                                              const Tensor& rstd, Tensor* dx) = 0;
+  absl::Status LayerNormBackwardInput(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                      const Tensor& mean, const Tensor& rstd, Tensor* dx);
   // Weight gradients only (W): dgamma (+)= sum_rows dy * xhat, dbeta (+)= sum_rows dy.
-  virtual absl::Status LayerNormBackwardWeight(const Tensor& dy, const Tensor& x,
-                                               const Tensor& mean, const Tensor& rstd,
-                                               bool accumulate, Tensor* dgamma, Tensor* dbeta) = 0;
+  absl::Status LayerNormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                       const Tensor& rstd, bool accumulate, Tensor* dgamma,
+                                       Tensor* dbeta);
 
   // ---- GELU, tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ----
-  virtual absl::Status GeluForward(const Tensor& x, Tensor* y) = 0;
+  absl::Status GeluForward(const Tensor& x, Tensor* y);
   // dx = dy * gelu'(x) (the exact derivative of the tanh approximation).
-  virtual absl::Status GeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) = 0;
+  absl::Status GeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx);
 
   // ---- Causal multi-head self-attention ----
   // qkv [batch*seq_len, 3H] holds per token [q | k | v], head h using columns h*hd..(h+1)*hd of
   // each third (hd = H / heads). probs [batch, heads, seq_len, seq_len] receives the masked
   // softmax of q k^T / sqrt(hd) (zeros above the diagonal); out [batch*seq_len, H] = probs @ v
   // with heads concatenated.
-  virtual absl::Status AttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
-                                        int64_t heads, Tensor* probs, Tensor* out) = 0;
+  absl::Status AttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len, int64_t heads,
+                                Tensor* probs, Tensor* out);
   // dqkv [batch*seq_len, 3H] (overwritten) from dout, qkv and the saved probs.
-  virtual absl::Status AttentionBackward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                         int64_t batch, int64_t seq_len, int64_t heads,
-                                         Tensor* dqkv) = 0;
+  absl::Status AttentionBackward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                                 int64_t batch, int64_t seq_len, int64_t heads, Tensor* dqkv);
 
   // ---- Cross-entropy with logits (mean over non-ignored positions) ----
   struct CrossEntropyResult {
@@ -138,18 +137,63 @@ class Backend {
     std::vector<int32_t> predictions;  // argmax of each row (first max), size N
   };
   // logits [N,V], targets.size() = N (kIgnoreTarget or in [0,V)); probs [N,V] receives softmax.
-  virtual absl::StatusOr<CrossEntropyResult> CrossEntropyForward(const Tensor& logits,
-                                                                 absl::Span<const int32_t> targets,
-                                                                 Tensor* probs) = 0;
+  absl::StatusOr<CrossEntropyResult> CrossEntropyForward(const Tensor& logits,
+                                                         absl::Span<const int32_t> targets,
+                                                         Tensor* probs);
   // dlogits = grad_scale * (probs - onehot(target)) / valid_targets for valid rows, 0 for
   // ignored rows (dlogits may alias probs).
-  virtual absl::Status CrossEntropyBackward(const Tensor& probs, absl::Span<const int32_t> targets,
-                                            float grad_scale, Tensor* dlogits) = 0;
+  absl::Status CrossEntropyBackward(const Tensor& probs, absl::Span<const int32_t> targets,
+                                    float grad_scale, Tensor* dlogits);
 
   // ---- Optimizer ----
   // One AdamW step on param with grad and moments m, v (all same numel); step >= 1.
-  virtual absl::Status AdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
-                                   Tensor* param, Tensor* m, Tensor* v) = 0;
+  absl::Status AdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
+                           Tensor* param, Tensor* m, Tensor* v);
+
+ private:
+  // The implementations behind the ops above. The public op has already checked every argument
+  // (locations, shapes, ids, counts) as documented there, so an implementation only computes.
+  // DoGemm is not called when c is empty (m or n is 0); k may be 0.
+  virtual absl::Status DoUpload(absl::Span<const float> src, Tensor* dst) = 0;
+  virtual absl::Status DoDownload(const Tensor& src, absl::Span<float> dst) = 0;
+  virtual absl::StatusOr<Tensor> DoCopyToHost(const Tensor& src, absl::string_view what) = 0;
+  virtual absl::StatusOr<Tensor> DoCopyToDevice(const Tensor& src, absl::string_view what) = 0;
+  virtual absl::Status DoCopy(const Tensor& src, Tensor* dst) = 0;
+  virtual absl::Status DoFill(float value, Tensor* t) = 0;
+  virtual absl::Status DoAddInPlace(const Tensor& x, Tensor* y) = 0;
+  virtual absl::Status DoAdd(const Tensor& a, const Tensor& b, Tensor* out) = 0;
+  virtual absl::Status DoGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                              float alpha, float beta, Tensor* c) = 0;
+  virtual absl::Status DoAddBias(const Tensor& bias, Tensor* y) = 0;
+  virtual absl::Status DoBiasGrad(const Tensor& dy, bool accumulate, Tensor* db) = 0;
+  virtual absl::Status DoEmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len,
+                                          const Tensor& wte, const Tensor& wpe, Tensor* out) = 0;
+  virtual absl::Status DoEmbeddingBackward(absl::Span<const int32_t> ids, int64_t seq_len,
+                                           const Tensor& dout, bool accumulate, Tensor* dwte,
+                                           Tensor* dwpe) = 0;
+  virtual absl::Status DoLayerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                          Tensor* y, Tensor* mean, Tensor* rstd) = 0;
+  virtual absl::Status DoLayerNormBackwardInput(const Tensor& dy, const Tensor& x,
+                                                const Tensor& gamma, const Tensor& mean,
+                                                const Tensor& rstd, Tensor* dx) = 0;
+  virtual absl::Status DoLayerNormBackwardWeight(const Tensor& dy, const Tensor& x,
+                                                 const Tensor& mean, const Tensor& rstd,
+                                                 bool accumulate, Tensor* dgamma,
+                                                 Tensor* dbeta) = 0;
+  virtual absl::Status DoGeluForward(const Tensor& x, Tensor* y) = 0;
+  virtual absl::Status DoGeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) = 0;
+  virtual absl::Status DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
+                                          int64_t heads, Tensor* probs, Tensor* out) = 0;
+  virtual absl::Status DoAttentionBackward(const Tensor& dout, const Tensor& qkv,
+                                           const Tensor& probs, int64_t batch, int64_t seq_len,
+                                           int64_t heads, Tensor* dqkv) = 0;
+  virtual absl::StatusOr<CrossEntropyResult> DoCrossEntropyForward(
+      const Tensor& logits, absl::Span<const int32_t> targets, Tensor* probs) = 0;
+  virtual absl::Status DoCrossEntropyBackward(const Tensor& probs,
+                                              absl::Span<const int32_t> targets, float grad_scale,
+                                              Tensor* dlogits) = 0;
+  virtual absl::Status DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
+                                     Tensor* param, Tensor* m, Tensor* v) = 0;
 };
 
 }  // namespace pipetrain::kernels

@@ -5,33 +5,14 @@
 #include <cmath>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/shape_checks.h"
 
 namespace pipetrain::kernels {
-namespace {
 
-absl::Status CheckAttentionArgs(absl::string_view op, const Tensor& qkv, int64_t batch,
-                                int64_t seq_len, int64_t heads, const Tensor& probs) {
-  PT_RETURN_IF_ERROR(CheckDevice(op, "qkv", qkv));
-  if (batch <= 0 || seq_len <= 0 || heads <= 0 || Cols(qkv) % (3 * heads) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": bad batch/seq_len/heads ", batch, "/",
-                                                   seq_len, "/", heads, " for qkv ",
-                                                   ShapeString(qkv.shape())));
-  }
-  PT_RETURN_IF_ERROR(CheckMatrix(op, "qkv", qkv, batch * seq_len, -1));
-  return CheckNumel(op, "probs", probs, batch * heads * seq_len * seq_len);
-}
-
-}  // namespace
-
-absl::Status CpuBackend::AttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
-                                          int64_t heads, Tensor* probs, Tensor* out) {
-  PT_RETURN_IF_ERROR(CheckAttentionArgs("AttentionForward", qkv, batch, seq_len, heads, *probs));
+absl::Status CpuBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
+                                            int64_t heads, Tensor* probs, Tensor* out) {
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
-  PT_RETURN_IF_ERROR(CheckMatrix("AttentionForward", "out", *out, batch * t, h));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t hh = 0; hh < heads; ++hh) {
@@ -62,13 +43,10 @@ absl::Status CpuBackend::AttentionForward(const Tensor& qkv, int64_t batch, int6
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::AttentionBackward(const Tensor& dout, const Tensor& qkv,
-                                           const Tensor& probs, int64_t batch, int64_t seq_len,
-                                           int64_t heads, Tensor* dqkv) {
-  PT_RETURN_IF_ERROR(CheckAttentionArgs("AttentionBackward", qkv, batch, seq_len, heads, probs));
+absl::Status CpuBackend::DoAttentionBackward(const Tensor& dout, const Tensor& qkv,
+                                             const Tensor& probs, int64_t batch, int64_t seq_len,
+                                             int64_t heads, Tensor* dqkv) {
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
-  PT_RETURN_IF_ERROR(CheckMatrix("AttentionBackward", "dout", dout, batch * t, h));
-  PT_RETURN_IF_ERROR(CheckMatrix("AttentionBackward", "dqkv", *dqkv, batch * t, h3));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> ds(static_cast<size_t>(t * t));  // scratch, not counted
   for (int64_t b = 0; b < batch; ++b) {

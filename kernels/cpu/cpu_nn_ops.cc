@@ -2,7 +2,6 @@
 #include <cmath>
 #include <limits>
 
-#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/shape_checks.h"
@@ -19,19 +18,10 @@ inline float FastTanh(float u) { return 1.0f - 2.0f / (std::exp(2.0f * u) + 1.0f
 
 }  // namespace
 
-absl::Status CpuBackend::EmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len,
-                                          const Tensor& wte, const Tensor& wpe, Tensor* out) {
+absl::Status CpuBackend::DoEmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len,
+                                            const Tensor& wte, const Tensor& wpe, Tensor* out) {
   const int64_t n = static_cast<int64_t>(ids.size());
-  PT_RETURN_IF_ERROR(CheckDevice("EmbeddingForward", "wte", wte));
   const int64_t h = Cols(wte);
-  PT_RETURN_IF_ERROR(CheckMatrix("EmbeddingForward", "wpe", wpe, -1, h));
-  PT_RETURN_IF_ERROR(CheckMatrix("EmbeddingForward", "out", *out, n, h));
-  if (seq_len <= 0 || n % seq_len != 0 || Rows(wpe) < seq_len) {
-    return absl::InvalidArgumentError(absl::StrCat("EmbeddingForward: bad seq_len ", seq_len,
-                                                   " for ", n, " ids and ", Rows(wpe),
-                                                   " positions"));
-  }
-  PT_RETURN_IF_ERROR(CheckIds("EmbeddingForward", ids, Rows(wte), false));
   for (int64_t i = 0; i < n; ++i) {
     const float* te = wte.data() + static_cast<int64_t>(ids[i]) * h;
     const float* pe = wpe.data() + (i % seq_len) * h;
@@ -41,18 +31,11 @@ absl::Status CpuBackend::EmbeddingForward(absl::Span<const int32_t> ids, int64_t
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::EmbeddingBackward(absl::Span<const int32_t> ids, int64_t seq_len,
-                                           const Tensor& dout, bool accumulate, Tensor* dwte,
-                                           Tensor* dwpe) {
+absl::Status CpuBackend::DoEmbeddingBackward(absl::Span<const int32_t> ids, int64_t seq_len,
+                                             const Tensor& dout, bool accumulate, Tensor* dwte,
+                                             Tensor* dwpe) {
   const int64_t n = static_cast<int64_t>(ids.size());
-  PT_RETURN_IF_ERROR(CheckDevice("EmbeddingBackward", "dwte", *dwte));
   const int64_t h = Cols(*dwte);
-  PT_RETURN_IF_ERROR(CheckMatrix("EmbeddingBackward", "dwpe", *dwpe, -1, h));
-  PT_RETURN_IF_ERROR(CheckMatrix("EmbeddingBackward", "dout", dout, n, h));
-  if (seq_len <= 0 || n % seq_len != 0 || Rows(*dwpe) < seq_len) {
-    return absl::InvalidArgumentError("EmbeddingBackward: bad seq_len");
-  }
-  PT_RETURN_IF_ERROR(CheckIds("EmbeddingBackward", ids, Rows(*dwte), false));
   if (!accumulate) {
     PT_RETURN_IF_ERROR(Fill(0.0f, dwte));
     PT_RETURN_IF_ERROR(Fill(0.0f, dwpe));
@@ -69,15 +52,10 @@ absl::Status CpuBackend::EmbeddingBackward(absl::Span<const int32_t> ids, int64_
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::LayerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                          Tensor* y, Tensor* mean, Tensor* rstd) {
-  PT_RETURN_IF_ERROR(CheckDevice("LayerNormForward", "x", x));
+absl::Status CpuBackend::DoLayerNormForward(const Tensor& x, const Tensor& gamma,
+                                            const Tensor& beta, Tensor* y, Tensor* mean,
+                                            Tensor* rstd) {
   const int64_t rows = Rows(x), h = Cols(x);
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormForward", "gamma", gamma, h));
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormForward", "beta", beta, h));
-  PT_RETURN_IF_ERROR(CheckMatrix("LayerNormForward", "y", *y, rows, h));
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormForward", "mean", *mean, rows));
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormForward", "rstd", *rstd, rows));
   const float* g = gamma.data();
   const float* b = beta.data();
   for (int64_t r = 0; r < rows; ++r) {
@@ -96,16 +74,10 @@ absl::Status CpuBackend::LayerNormForward(const Tensor& x, const Tensor& gamma, 
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::LayerNormBackwardInput(const Tensor& dy, const Tensor& x,
-                                                const Tensor& gamma, const Tensor& mean,
-                                                const Tensor& rstd, Tensor* dx) {
-  PT_RETURN_IF_ERROR(CheckDevice("LayerNormBackwardInput", "x", x));
+absl::Status CpuBackend::DoLayerNormBackwardInput(const Tensor& dy, const Tensor& x,
+                                                  const Tensor& gamma, const Tensor& mean,
+                                                  const Tensor& rstd, Tensor* dx) {
   const int64_t rows = Rows(x), h = Cols(x);
-  PT_RETURN_IF_ERROR(CheckMatrix("LayerNormBackwardInput", "dy", dy, rows, h));
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormBackwardInput", "gamma", gamma, h));
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormBackwardInput", "mean", mean, rows));
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormBackwardInput", "rstd", rstd, rows));
-  PT_RETURN_IF_ERROR(CheckMatrix("LayerNormBackwardInput", "dx", *dx, rows, h));
   const float* g = gamma.data();
   const float inv_h = 1.0f / static_cast<float>(h);
   for (int64_t r = 0; r < rows; ++r) {
@@ -128,16 +100,10 @@ absl::Status CpuBackend::LayerNormBackwardInput(const Tensor& dy, const Tensor& 
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::LayerNormBackwardWeight(const Tensor& dy, const Tensor& x,
-                                                 const Tensor& mean, const Tensor& rstd,
-                                                 bool accumulate, Tensor* dgamma, Tensor* dbeta) {
-  PT_RETURN_IF_ERROR(CheckDevice("LayerNormBackwardWeight", "x", x));
+absl::Status CpuBackend::DoLayerNormBackwardWeight(const Tensor& dy, const Tensor& x,
+                                                   const Tensor& mean, const Tensor& rstd,
+                                                   bool accumulate, Tensor* dgamma, Tensor* dbeta) {
   const int64_t rows = Rows(x), h = Cols(x);
-  PT_RETURN_IF_ERROR(CheckMatrix("LayerNormBackwardWeight", "dy", dy, rows, h));
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormBackwardWeight", "mean", mean, rows));
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormBackwardWeight", "rstd", rstd, rows));
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormBackwardWeight", "dgamma", *dgamma, h));
-  PT_RETURN_IF_ERROR(CheckNumel("LayerNormBackwardWeight", "dbeta", *dbeta, h));
   float* dg = dgamma->data();
   float* db = dbeta->data();
   if (!accumulate) {
@@ -155,9 +121,7 @@ absl::Status CpuBackend::LayerNormBackwardWeight(const Tensor& dy, const Tensor&
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::GeluForward(const Tensor& x, Tensor* y) {
-  PT_RETURN_IF_ERROR(CheckDevice("GeluForward", "x", x));
-  PT_RETURN_IF_ERROR(CheckNumel("GeluForward", "y", *y, x.numel()));
+absl::Status CpuBackend::DoGeluForward(const Tensor& x, Tensor* y) {
   const float* xp = x.data();
   float* yp = y->data();
   for (int64_t i = 0; i < x.numel(); ++i) {
@@ -167,10 +131,7 @@ absl::Status CpuBackend::GeluForward(const Tensor& x, Tensor* y) {
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::GeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) {
-  PT_RETURN_IF_ERROR(CheckDevice("GeluBackward", "x", x));
-  PT_RETURN_IF_ERROR(CheckNumel("GeluBackward", "dy", dy, x.numel()));
-  PT_RETURN_IF_ERROR(CheckNumel("GeluBackward", "dx", *dx, x.numel()));
+absl::Status CpuBackend::DoGeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) {
   const float* xp = x.data();
   const float* dp = dy.data();
   float* op = dx->data();
@@ -184,16 +145,9 @@ absl::Status CpuBackend::GeluBackward(const Tensor& dy, const Tensor& x, Tensor*
   return absl::OkStatus();
 }
 
-absl::StatusOr<Backend::CrossEntropyResult> CpuBackend::CrossEntropyForward(
+absl::StatusOr<Backend::CrossEntropyResult> CpuBackend::DoCrossEntropyForward(
     const Tensor& logits, absl::Span<const int32_t> targets, Tensor* probs) {
-  PT_RETURN_IF_ERROR(CheckDevice("CrossEntropyForward", "logits", logits));
   const int64_t rows = Rows(logits), v = Cols(logits);
-  if (static_cast<int64_t>(targets.size()) != rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CrossEntropyForward: ", targets.size(), " targets for ", rows, " rows"));
-  }
-  PT_RETURN_IF_ERROR(CheckMatrix("CrossEntropyForward", "probs", *probs, rows, v));
-  PT_RETURN_IF_ERROR(CheckIds("CrossEntropyForward", targets, v, true));
   CrossEntropyResult result;
   result.predictions.resize(static_cast<size_t>(rows));
   double loss_sum = 0.0;
@@ -226,16 +180,10 @@ absl::StatusOr<Backend::CrossEntropyResult> CpuBackend::CrossEntropyForward(
   return result;
 }
 
-absl::Status CpuBackend::CrossEntropyBackward(const Tensor& probs,
-                                              absl::Span<const int32_t> targets, float grad_scale,
-                                              Tensor* dlogits) {
-  PT_RETURN_IF_ERROR(CheckDevice("CrossEntropyBackward", "probs", probs));
+absl::Status CpuBackend::DoCrossEntropyBackward(const Tensor& probs,
+                                                absl::Span<const int32_t> targets, float grad_scale,
+                                                Tensor* dlogits) {
   const int64_t rows = Rows(probs), v = Cols(probs);
-  if (static_cast<int64_t>(targets.size()) != rows) {
-    return absl::InvalidArgumentError("CrossEntropyBackward: targets/rows mismatch");
-  }
-  PT_RETURN_IF_ERROR(CheckMatrix("CrossEntropyBackward", "dlogits", *dlogits, rows, v));
-  PT_RETURN_IF_ERROR(CheckIds("CrossEntropyBackward", targets, v, true));
   int64_t valid = 0;
   for (int32_t t : targets) valid += t != kIgnoreTarget ? 1 : 0;
   const float scale = valid > 0 ? grad_scale / static_cast<float>(valid) : 0.0f;

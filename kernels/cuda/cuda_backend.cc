@@ -103,81 +103,56 @@ absl::StatusOr<const int32_t*> CudaBackend::StageIds(absl::Span<const int32_t> i
   return static_cast<const int32_t*>(p);
 }
 
-absl::Status CudaBackend::Upload(absl::Span<const float> src, Tensor* dst) {
-  PT_RETURN_IF_ERROR(CheckNumel("Upload", "dst", *dst, static_cast<int64_t>(src.size())));
+absl::Status CudaBackend::DoUpload(absl::Span<const float> src, Tensor* dst) {
   PT_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(dst->data(), src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Download(const Tensor& src, absl::Span<float> dst) {
-  PT_RETURN_IF_ERROR(CheckNumel("Download", "src", src, static_cast<int64_t>(dst.size())));
+absl::Status CudaBackend::DoDownload(const Tensor& src, absl::Span<float> dst) {
   PT_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(dst.data(), src.data(), dst.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> CudaBackend::CopyToHost(const Tensor& src, absl::string_view what) {
-  PT_RETURN_IF_ERROR(CheckDevice("CopyToHost", what, src));
+absl::StatusOr<Tensor> CudaBackend::DoCopyToHost(const Tensor& src, absl::string_view what) {
   PT_ASSIGN_OR_RETURN(Tensor dst, host_->Allocate(src.shape(), what));
   PT_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToHost));
   return dst;
 }
 
-absl::StatusOr<Tensor> CudaBackend::CopyToDevice(const Tensor& src, absl::string_view what) {
-  if (src.empty() || src.location() != Location::kHost) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CopyToDevice: ", what, " is not a host tensor"));
-  }
+absl::StatusOr<Tensor> CudaBackend::DoCopyToDevice(const Tensor& src, absl::string_view what) {
   PT_ASSIGN_OR_RETURN(Tensor dst, device_->Allocate(src.shape(), what));
   PT_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst.data(), src.data(), src.bytes(), cudaMemcpyHostToDevice));
   return dst;
 }
 
-absl::Status CudaBackend::Copy(const Tensor& src, Tensor* dst) {
-  PT_RETURN_IF_ERROR(CheckDevice("Copy", "src", src));
-  PT_RETURN_IF_ERROR(CheckNumel("Copy", "dst", *dst, src.numel()));
+absl::Status CudaBackend::DoCopy(const Tensor& src, Tensor* dst) {
   PT_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(dst->data(), src.data(), src.bytes(), cudaMemcpyDeviceToDevice));
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Fill(float value, Tensor* t) {
-  PT_RETURN_IF_ERROR(CheckDevice("Fill", "t", *t));
+absl::Status CudaBackend::DoFill(float value, Tensor* t) {
   PT_CUDA_RETURN_IF_ERROR(LaunchFill(t->data(), t->numel(), value));
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::AddInPlace(const Tensor& x, Tensor* y) {
-  PT_RETURN_IF_ERROR(CheckDevice("AddInPlace", "x", x));
-  PT_RETURN_IF_ERROR(CheckNumel("AddInPlace", "y", *y, x.numel()));
+absl::Status CudaBackend::DoAddInPlace(const Tensor& x, Tensor* y) {
   PT_CUDA_RETURN_IF_ERROR(LaunchAddInPlace(x.data(), y->data(), x.numel()));
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Add(const Tensor& a, const Tensor& b, Tensor* out) {
-  PT_RETURN_IF_ERROR(CheckDevice("Add", "a", a));
-  PT_RETURN_IF_ERROR(CheckNumel("Add", "b", b, a.numel()));
-  PT_RETURN_IF_ERROR(CheckNumel("Add", "out", *out, a.numel()));
+absl::Status CudaBackend::DoAdd(const Tensor& a, const Tensor& b, Tensor* out) {
   PT_CUDA_RETURN_IF_ERROR(LaunchAdd(a.data(), b.data(), out->data(), a.numel()));
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                               float alpha, float beta, Tensor* c) {
-  PT_RETURN_IF_ERROR(CheckDevice("Gemm", "a", a));
-  PT_RETURN_IF_ERROR(CheckDevice("Gemm", "b", b));
+absl::Status CudaBackend::DoGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                                 float alpha, float beta, Tensor* c) {
   const int64_t m = trans_a ? Cols(a) : Rows(a);
   const int64_t k = trans_a ? Rows(a) : Cols(a);
-  const int64_t kb = trans_b ? Cols(b) : Rows(b);
   const int64_t n = trans_b ? Rows(b) : Cols(b);
-  if (k != kb) {
-    return absl::InvalidArgumentError(absl::StrCat("Gemm: inner dimensions differ: a ",
-                                                   ShapeString(a.shape()), " b ",
-                                                   ShapeString(b.shape())));
-  }
-  PT_RETURN_IF_ERROR(CheckMatrix("Gemm", "c", *c, m, n));
-  if (m == 0 || n == 0) return absl::OkStatus();
   if (!options_.bf16_gemm) {
     return impl_->Gemm(trans_a, trans_b, m, n, k, alpha, a.data(), Cols(a), 0, b.data(), Cols(b), 0,
                        beta, c->data(), n, 0, 1);
@@ -194,28 +169,19 @@ absl::Status CudaBackend::Gemm(const Tensor& a, bool trans_a, const Tensor& b, b
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::AddBias(const Tensor& bias, Tensor* y) {
-  PT_RETURN_IF_ERROR(CheckDevice("AddBias", "y", *y));
-  PT_RETURN_IF_ERROR(CheckNumel("AddBias", "bias", bias, Cols(*y)));
+absl::Status CudaBackend::DoAddBias(const Tensor& bias, Tensor* y) {
   PT_CUDA_RETURN_IF_ERROR(LaunchAddBias(bias.data(), y->data(), Rows(*y), Cols(*y)));
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::BiasGrad(const Tensor& dy, bool accumulate, Tensor* db) {
-  PT_RETURN_IF_ERROR(CheckDevice("BiasGrad", "dy", dy));
-  PT_RETURN_IF_ERROR(CheckNumel("BiasGrad", "db", *db, Cols(dy)));
+absl::Status CudaBackend::DoBiasGrad(const Tensor& dy, bool accumulate, Tensor* db) {
   PT_CUDA_RETURN_IF_ERROR(LaunchBiasGrad(dy.data(), db->data(), Rows(dy), Cols(dy), accumulate));
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::AdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
-                                      Tensor* param, Tensor* m, Tensor* v) {
-  if (step < 1) return absl::InvalidArgumentError("AdamWUpdate: step must be >= 1");
-  PT_RETURN_IF_ERROR(CheckDevice("AdamWUpdate", "grad", grad));
+absl::Status CudaBackend::DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
+                                        Tensor* param, Tensor* m, Tensor* v) {
   const int64_t n = grad.numel();
-  PT_RETURN_IF_ERROR(CheckNumel("AdamWUpdate", "param", *param, n));
-  PT_RETURN_IF_ERROR(CheckNumel("AdamWUpdate", "m", *m, n));
-  PT_RETURN_IF_ERROR(CheckNumel("AdamWUpdate", "v", *v, n));
   const float bc1 = 1.0f - std::pow(config.beta1, static_cast<float>(step));
   const float bc2 = 1.0f - std::pow(config.beta2, static_cast<float>(step));
   PT_CUDA_RETURN_IF_ERROR(LaunchAdamW(param->data(), grad.data(), m->data(), v->data(), n,

@@ -37,53 +37,56 @@ class CudaBackend : public Backend {
   CountingAllocator& host_allocator() override { return *host_; }
   absl::Status Synchronize() override;
 
-  absl::Status Upload(absl::Span<const float> src, Tensor* dst) override;
-  absl::Status Download(const Tensor& src, absl::Span<float> dst) override;
-  absl::StatusOr<Tensor> CopyToHost(const Tensor& src, absl::string_view what) override;
-  absl::StatusOr<Tensor> CopyToDevice(const Tensor& src, absl::string_view what) override;
-  absl::Status Copy(const Tensor& src, Tensor* dst) override;
-
-  absl::Status Fill(float value, Tensor* t) override;
-  absl::Status AddInPlace(const Tensor& x, Tensor* y) override;
-  absl::Status Add(const Tensor& a, const Tensor& b, Tensor* out) override;
-
-  absl::Status Gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha,
-                    float beta, Tensor* c) override;
-  absl::Status AddBias(const Tensor& bias, Tensor* y) override;
-  absl::Status BiasGrad(const Tensor& dy, bool accumulate, Tensor* db) override;
-
-  absl::Status EmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len, const Tensor& wte,
-                                const Tensor& wpe, Tensor* out) override;
-  absl::Status EmbeddingBackward(absl::Span<const int32_t> ids, int64_t seq_len, const Tensor& dout,
-                                 bool accumulate, Tensor* dwte, Tensor* dwpe) override;
-
-  absl::Status LayerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor* y,
-                                Tensor* mean, Tensor* rstd) override;
-  absl::Status LayerNormBackwardInput(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                      const Tensor& mean, const Tensor& rstd, Tensor* dx) override;
-  absl::Status LayerNormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                       const Tensor& rstd, bool accumulate, Tensor* dgamma,
-                                       Tensor* dbeta) override;
-
-  absl::Status GeluForward(const Tensor& x, Tensor* y) override;
-  absl::Status GeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) override;
-
-  absl::Status AttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len, int64_t heads,
-                                Tensor* probs, Tensor* out) override;
-  absl::Status AttentionBackward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                 int64_t batch, int64_t seq_len, int64_t heads,
-                                 Tensor* dqkv) override;
-
-  absl::StatusOr<CrossEntropyResult> CrossEntropyForward(const Tensor& logits,
-                                                         absl::Span<const int32_t> targets,
-                                                         Tensor* probs) override;
-  absl::Status CrossEntropyBackward(const Tensor& probs, absl::Span<const int32_t> targets,
-                                    float grad_scale, Tensor* dlogits) override;
-
-  absl::Status AdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
-                           Tensor* param, Tensor* m, Tensor* v) override;
-
  private:
+  // Backend's ops; the public wrappers in backend.h have checked the arguments.
+  absl::Status DoUpload(absl::Span<const float> src, Tensor* dst) override;
+  absl::Status DoDownload(const Tensor& src, absl::Span<float> dst) override;
+  absl::StatusOr<Tensor> DoCopyToHost(const Tensor& src, absl::string_view what) override;
+  absl::StatusOr<Tensor> DoCopyToDevice(const Tensor& src, absl::string_view what) override;
+  absl::Status DoCopy(const Tensor& src, Tensor* dst) override;
+
+  absl::Status DoFill(float value, Tensor* t) override;
+  absl::Status DoAddInPlace(const Tensor& x, Tensor* y) override;
+  absl::Status DoAdd(const Tensor& a, const Tensor& b, Tensor* out) override;
+
+  absl::Status DoGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha,
+                      float beta, Tensor* c) override;
+  absl::Status DoAddBias(const Tensor& bias, Tensor* y) override;
+  absl::Status DoBiasGrad(const Tensor& dy, bool accumulate, Tensor* db) override;
+
+  absl::Status DoEmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len, const Tensor& wte,
+                                  const Tensor& wpe, Tensor* out) override;
+  absl::Status DoEmbeddingBackward(absl::Span<const int32_t> ids, int64_t seq_len,
+                                   const Tensor& dout, bool accumulate, Tensor* dwte,
+                                   Tensor* dwpe) override;
+
+  absl::Status DoLayerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  Tensor* y, Tensor* mean, Tensor* rstd) override;
+  absl::Status DoLayerNormBackwardInput(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& mean, const Tensor& rstd,
+                                        Tensor* dx) override;
+  absl::Status DoLayerNormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                         const Tensor& rstd, bool accumulate, Tensor* dgamma,
+                                         Tensor* dbeta) override;
+
+  absl::Status DoGeluForward(const Tensor& x, Tensor* y) override;
+  absl::Status DoGeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) override;
+
+  absl::Status DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len, int64_t heads,
+                                  Tensor* probs, Tensor* out) override;
+  absl::Status DoAttentionBackward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                                   int64_t batch, int64_t seq_len, int64_t heads,
+                                   Tensor* dqkv) override;
+
+  absl::StatusOr<CrossEntropyResult> DoCrossEntropyForward(const Tensor& logits,
+                                                           absl::Span<const int32_t> targets,
+                                                           Tensor* probs) override;
+  absl::Status DoCrossEntropyBackward(const Tensor& probs, absl::Span<const int32_t> targets,
+                                      float grad_scale, Tensor* dlogits) override;
+
+  absl::Status DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
+                             Tensor* param, Tensor* m, Tensor* v) override;
+
   struct Impl;
   explicit CudaBackend(const CudaBackendOptions& options);
   // Uncounted device scratch of at least `bytes` (grows, never shrinks).
