@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "pipetrain/v1/coordinator.grpc.pb.h"
 #include "tests/coordinator/grpc_test_util.h"
+#include "tests/coordinator/in_process_coordinator.h"
 #include "tests/coordinator/test_util.h"
 #include "tests/fakes/fake_job_store.h"
 #include "tests/fakes/fake_worker_client.h"
@@ -23,8 +24,10 @@ namespace {
 using ::pipetrain::testing::FakeJobStore;
 using ::pipetrain::testing::FakeWorkerClient;
 using ::pipetrain::testing::HealthStatus;
+using ::pipetrain::testing::InProcessConfig;
 using ::pipetrain::testing::Loopback;
 using ::pipetrain::testing::SmallSpec;
+using ::pipetrain::testing::StartWithFakeSteps;
 using ::pipetrain::testing::WaitUntil;
 using ::testing::HasSubstr;
 
@@ -33,16 +36,9 @@ class GrpcServiceTest : public ::testing::Test {
   static void SetUpTestSuite() {
     store_ = new FakeJobStore();
     workers_ = new FakeWorkerClient();
-    CoordinatorConfig config;
-    config.listen = "127.0.0.1:0";
-    config.metrics_listen = "";  // the Exposer has its own test binary
-    config.store = store_;
-    config.worker_client = workers_;
-    config.jobs.scheduler_tick = absl::Milliseconds(20);
-    coordinator_ = Coordinator::Start(config).value().release();
-    workers_->SetAutoRun(
-        [](const v1::ReportStepRequest& r) { return coordinator_->jobs().ReportStep(r); },
-        absl::Milliseconds(2));
+    coordinator_ =
+        StartWithFakeSteps(InProcessConfig(store_, workers_), workers_, absl::Milliseconds(2))
+            .release();
     channel_ = new std::shared_ptr<grpc::Channel>(Loopback(coordinator_->address()));
   }
   static void TearDownTestSuite() {
@@ -432,11 +428,7 @@ TEST_F(GrpcServiceTest, JobRunsThroughTheRpcs) {
 TEST(GrpcAuthTest, BearerTokenGuardsJobService) {
   FakeJobStore store;
   FakeWorkerClient workers;
-  CoordinatorConfig config;
-  config.listen = "127.0.0.1:0";
-  config.metrics_listen = "";
-  config.store = &store;
-  config.worker_client = &workers;
+  CoordinatorConfig config = InProcessConfig(&store, &workers);
   config.auth_token = "s3cret";
   std::unique_ptr<Coordinator> coordinator = Coordinator::Start(config).value();
   auto channel = Loopback(coordinator->address());
@@ -470,16 +462,8 @@ TEST(GrpcAuthTest, BearerTokenGuardsJobService) {
 TEST(GrpcShutdownTest, NotServingWhileAbortingAndTheJobIsLeftToResume) {
   FakeJobStore store;
   FakeWorkerClient workers;
-  CoordinatorConfig config;
-  config.listen = "127.0.0.1:0";
-  config.metrics_listen = "";
-  config.store = &store;
-  config.worker_client = &workers;
-  config.jobs.scheduler_tick = absl::Milliseconds(20);
-  std::unique_ptr<Coordinator> coordinator = Coordinator::Start(config).value();
-  workers.SetAutoRun(
-      [&](const v1::ReportStepRequest& r) { return coordinator->jobs().ReportStep(r); },
-      absl::Milliseconds(2));
+  std::unique_ptr<Coordinator> coordinator =
+      StartWithFakeSteps(InProcessConfig(&store, &workers), &workers, absl::Milliseconds(2));
   FakeWorkerClient::Behavior slow;
   slow.stall_at_step = 1;
   slow.abort_delay = absl::Milliseconds(500);

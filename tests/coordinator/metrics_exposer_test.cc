@@ -10,6 +10,7 @@
 #include "coordinator/coordinator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/in_process_coordinator.h"
 #include "tests/coordinator/test_util.h"
 #include "tests/fakes/fake_job_store.h"
 #include "tests/fakes/fake_worker_client.h"
@@ -45,16 +46,10 @@ std::string HttpGet(int port, const std::string& path) {
 TEST(MetricsExposerTest, ScrapeHasPipetrainSeries) {
   testing::FakeJobStore store;
   testing::FakeWorkerClient workers;
-  CoordinatorConfig config;
-  config.listen = "127.0.0.1:0";
+  CoordinatorConfig config = testing::InProcessConfig(&store, &workers);
   config.metrics_listen = "127.0.0.1:0";
-  config.store = &store;
-  config.worker_client = &workers;
-  config.jobs.scheduler_tick = absl::Milliseconds(20);
-  std::unique_ptr<Coordinator> coordinator = Coordinator::Start(config).value();
-  workers.SetAutoRun(
-      [&](const v1::ReportStepRequest& r) { return coordinator->jobs().ReportStep(r); },
-      absl::ZeroDuration());
+  std::unique_ptr<Coordinator> coordinator =
+      testing::StartWithFakeSteps(config, &workers, absl::ZeroDuration());
   int port = 0;
   ASSERT_TRUE(absl::SimpleAtoi(
       coordinator->metrics_address().substr(coordinator->metrics_address().rfind(':') + 1), &port));

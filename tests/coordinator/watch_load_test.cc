@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "pipetrain/v1/coordinator.grpc.pb.h"
 #include "tests/coordinator/grpc_test_util.h"
+#include "tests/coordinator/in_process_coordinator.h"
 #include "tests/coordinator/test_util.h"
 #include "tests/fakes/fake_job_store.h"
 #include "tests/fakes/fake_worker_client.h"
@@ -23,16 +24,8 @@ constexpr int kSteps = 2;
 TEST(WatchLoadTest, FiftyWatchersTwoHundredJobs) {
   testing::FakeJobStore store;
   testing::FakeWorkerClient workers;
-  CoordinatorConfig config;
-  config.listen = "127.0.0.1:0";
-  config.metrics_listen = "";
-  config.store = &store;
-  config.worker_client = &workers;
-  config.jobs.scheduler_tick = absl::Milliseconds(20);
-  std::unique_ptr<Coordinator> coordinator = Coordinator::Start(config).value();
-  workers.SetAutoRun(
-      [&](const v1::ReportStepRequest& r) { return coordinator->jobs().ReportStep(r); },
-      absl::ZeroDuration());
+  std::unique_ptr<Coordinator> coordinator = testing::StartWithFakeSteps(
+      testing::InProcessConfig(&store, &workers), &workers, absl::ZeroDuration());
   auto channel = testing::Loopback(coordinator->address());
   auto jobs = v1::JobService::NewStub(channel);
 
