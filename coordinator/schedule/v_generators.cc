@@ -142,6 +142,10 @@ std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double 
   modulo.beam = std::clamp(512 / p, 8, 32);  // as the searched blocks': linear in p x beam
   modulo.max_results = p <= 16 ? 3 : 1;       // each is a candidate run; fewer at large p
   modulo.max_steps = std::min(1'000'000, 12'000'000 / p);  // narrower where a period has many layouts
+  // A hard limit that binds only past p = 16 (3.9M transitions per search there, 244k at p = 64):
+  // with real costs the grid is fine (1:1.5:0.5, comm 0.2: 60+ slots, 10^4-10^5 layouts) and
+  // without it one v-half at p = 64 took 2.7 s.
+  modulo.max_transitions = 1'000'000'000 / (p * p);
   std::vector<BuildingBlock> shortest = ModuloVBlocks(p, costs, cap, modulo);
   int found_at = 0;
   for (auto [lo, hi] : {std::pair{1, slots / 5}, std::pair{slots / 5 + 1, slots / 2}}) {

@@ -57,7 +57,13 @@ class Search {
     if (layouts_.empty()) return {};
     // The beam narrows so that one search costs at most max_steps transitions.
     const long per_state = static_cast<long>(layouts_.size()) * std::max(1, p_ - 1);
-    beam_ = static_cast<int>(std::clamp<long>(opt_.max_steps / per_state, 4, std::max(4, opt_.beam)));
+    beam_ =
+        static_cast<int>(std::clamp<long>(opt_.max_steps / per_state, 4, std::max(4, opt_.beam)));
+    // Where even the narrowest beam would pass max_transitions (many layouts, many workers),
+    // each state tries every stride-th layout, from an offset that moves with the state and the
+    // worker, so that the beam as a whole still tries them all.
+    stride_ = static_cast<int>(
+        std::max<long>(1, (beam_ * per_state + opt_.max_transitions - 1) / opt_.max_transitions));
     std::vector<std::vector<State>> level(p_);
     std::vector<State> next;
     for (int l = 0; l < static_cast<int>(layouts_.size()); ++l) {
@@ -73,7 +79,7 @@ class Search {
       next.clear();
       for (int k = 0; k < static_cast<int>(level[i].size()); ++k) {
         const State& s = level[i][k];
-        for (int l = 0; l < static_cast<int>(layouts_.size()); ++l) {
+        for (int l = (k + i) % stride_; l < static_cast<int>(layouts_.size()); l += stride_) {
           const Layout& lay = layouts_[l];
           // Waits of the four hops as functions of x's wait a: a, (c1 - a), (c2 + a), (c3 - a)
           // modulo the period; their sum is constant between the breakpoints below.
@@ -216,7 +222,9 @@ class Search {
       return ((int64_t{s.x} * kMaxSlots + s.y) * kMaxSlots + s.z) * kMaxSlots + s.u;
     };
     absl::flat_hash_map<int64_t, int> best;
+    best.reserve(all.size());
     std::vector<State> unique;
+    unique.reserve(all.size());
     for (const State& s : all) {
       auto [it, inserted] = best.try_emplace(key(s), static_cast<int>(unique.size()));
       if (inserted) {
@@ -270,6 +278,7 @@ class Search {
   double q_ = 1.0;
   int f_ = 1, b_ = 1, w_ = 1, c_ = 0, k_ = 6;
   int beam_ = 4;
+  int stride_ = 1;
   Mask full_ = 0;
   std::vector<Layout> layouts_;
 };

@@ -39,8 +39,11 @@ namespace pipetrain::schedule {
 struct ModuloBlockOptions {
   int beam = 32;             // states kept per worker, at most
   long max_steps = 1500000;  // transitions per search: the beam narrows to stay within
-  int extra_slots = 0;       // period = busiest worker's work + this many grid slots
-  int max_results = 3;       // complete blocks returned, shortest first
+  // Hard limit on transitions per search: beyond it (even a beam of 4 would pass it) each state
+  // tries only a share of the layouts.
+  long max_transitions = 1L << 40;
+  int extra_slots = 0;  // period = busiest worker's work + this many grid slots
+  int max_results = 3;  // complete blocks returned, shortest first
 };
 
 // Blocks for p >= 2 workers (VPlacement) whose repeated peak is <= cap (memory units) on every

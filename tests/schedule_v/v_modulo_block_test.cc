@@ -1,6 +1,8 @@
 // ModuloVBlocks (coordinator/schedule/v_modulo_block.h): blocks found under a memory cap keep
 // their promise when repeated (simulated peak <= cap, valid), and where a block at the busiest
 // worker's work exists it is found and beats 1F1B.
+#include "coordinator/schedule/v_modulo_block.h"
+
 #include <algorithm>
 #include <tuple>
 #include <vector>
@@ -8,7 +10,6 @@
 #include "coordinator/schedule/building_block.h"
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/v_modulo_block.h"
 #include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
 
@@ -21,7 +22,9 @@ CostModel Costs(int p, double f, double b, double w, double comm) {
   return costs;
 }
 
-double Peak(const SimResult& r) { return *std::max_element(r.peak_memory.begin(), r.peak_memory.end()); }
+double Peak(const SimResult& r) {
+  return *std::max_element(r.peak_memory.begin(), r.peak_memory.end());
+}
 
 // The grid is exact for these costs: 1:2:1 with comm 0.2 needs 0.1-unit slots (40 per period
 // of 4), 1:1.5:0.5 with comm 0.2 0.05-unit slots (60 per period of 3), unit costs 24.
@@ -105,6 +108,28 @@ TEST(ModuloBlockTest, VMinTakesALongerPeriodUnderItsCap) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_LT(r->bubble_ratio, 0.18);
   EXPECT_LE(Peak(*r), (8 + 4) / 3 + 1e-9);
+}
+
+// A hard transition budget far below what the layouts need makes each state try a share of them
+// (p=8, 1:1.5:0.5, comm 0.2, 16 slots above the work: ~3 x 10^4 layouts, a beam of 6 over 7
+// steps, so 20000 transitions leave one layout in ~66 per state); the blocks found still keep the
+// cap exactly when repeated, and are valid.
+TEST(ModuloBlockTest, HardTransitionBudgetStillKeepsTheCap) {
+  const int p = 8;
+  const CostModel costs = Costs(p, 1, 1.5, 0.5, 0.2);
+  const double cap = (p + 2) / 2;
+  ModuloBlockOptions options;
+  options.extra_slots = 16;
+  options.max_transitions = 20000;
+  const std::vector<BuildingBlock> found = ModuloVBlocks(p, costs, cap, options);
+  ASSERT_FALSE(found.empty());
+  for (const BuildingBlock& block : found) {
+    const Schedule s = RepeatBlock(block, 4 * p, "modulo");
+    ASSERT_TRUE(ValidateSchedule(s).ok()) << ValidateSchedule(s);
+    absl::StatusOr<SimResult> r = Simulate(s, costs);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_LE(Peak(*r), cap + 1e-9);
+  }
 }
 
 // Too small a cap (less than one microbatch beyond the chain's own need): nothing is returned
