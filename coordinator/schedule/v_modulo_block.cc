@@ -153,29 +153,32 @@ class Search {
   }
 
   // Every relative layout where F, F, B, B do not overlap and both W's find room (each at the
-  // first free room after its B; either W placed first).
+  // first free room after its B; either W placed first). The arcs of each length are tabled by
+  // start: this runs once per search over period^3 candidates.
   void BuildLayouts() {
+    std::vector<Mask> af(k_), ab(k_), aw(k_);
+    for (int t = 0; t < k_; ++t) af[t] = Arc(t, f_), ab[t] = Arc(t, b_), aw[t] = Arc(t, w_);
+    const Mask ox = af[0];
     for (int y = 0; y < k_; ++y) {
-      const Mask oy = Arc(0, f_);
-      if (oy & Arc(y, f_)) continue;
+      if (ox & af[y]) continue;
+      const Mask oy = ox | af[y];
       for (int z = 0; z < k_; ++z) {
-        const Mask oz = oy | Arc(y, f_);
-        if (oz & Arc(z, b_)) continue;
+        if (oy & ab[z]) continue;
+        const Mask oz = oy | ab[z];
         for (int u = 0; u < k_; ++u) {
-          const Mask ou = oz | Arc(z, b_);
-          if (ou & Arc(u, b_)) continue;
-          const Mask occ = ou | Arc(u, b_);
+          if (oz & ab[u]) continue;
+          const Mask occ = oz | ab[u];
           int seen_da = -1, seen_db = -1;
           for (bool a_first : {false, true}) {
             Mask o = occ;
             int da = -1, db = -1;
             for (int pass = 0; pass < 2; ++pass) {
               const bool is_a = (pass == 0) == a_first;
-              const int from = (is_a ? u : z) + b_;
+              const int from = Wrap((is_a ? u : z) + b_);
               int d = 0;
-              while (d < k_ && (o & Arc(from + d, w_))) ++d;
+              while (d < k_ && (o & aw[Wrap(from + d)])) ++d;
               if (d == k_) break;
-              o |= Arc(from + d, w_);
+              o |= aw[Wrap(from + d)];
               (is_a ? da : db) = d;
             }
             if (da < 0 || db < 0 || (da == seen_da && db == seen_db)) continue;
