@@ -26,6 +26,14 @@ class JobManagerTest : public ::testing::Test {
     workers_.SetAutoRun([this](const v1::ReportStepRequest& r) { return manager_->ReportStep(r); },
                         step_delay_);
   }
+  // Make() with the defaults, Start() and register fake workers 0 and 1; false if Start fails.
+  bool StartWithTwoWorkers() {
+    Make();
+    if (!manager_->Start().ok()) return false;
+    ::pipetrain::testing::AddWorker(*registry_, 0);
+    ::pipetrain::testing::AddWorker(*registry_, 1);
+    return true;
+  }
   void TearDown() override {
     workers_.Shutdown();
     if (manager_ != nullptr) manager_->Shutdown();

@@ -20,10 +20,7 @@ using ::pipetrain::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 TEST_F(JobManagerTest, RunsToSucceededAndAggregatesSteps) {
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  AddWorker(*registry_, 0);
-  AddWorker(*registry_, 1);
+  ASSERT_TRUE(StartWithTwoWorkers());
   v1::Job job = manager_->Submit(SmallSpec(2, 3)).value();
   EXPECT_EQ(job.id(), "job-000001");
   EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
@@ -91,10 +88,7 @@ TEST_F(JobManagerTest, WatchSeesEveryStateAndStep) {
 
 TEST_F(JobManagerTest, JobsQueueWhileWorkersAreBusy) {
   step_delay_ = absl::Milliseconds(30);
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  AddWorker(*registry_, 0);
-  AddWorker(*registry_, 1);
+  ASSERT_TRUE(StartWithTwoWorkers());
   const std::string a = manager_->Submit(SmallSpec(2, 5)).value().id();
   const std::string b = manager_->Submit(SmallSpec(2, 2)).value().id();
   ASSERT_TRUE(WaitState(a, v1::JOB_STATE_RUNNING));
@@ -143,10 +137,7 @@ TEST_F(JobManagerTest, CancelQueuedAndRunningJobs) {
 }
 
 TEST_F(JobManagerTest, PrepareFailureFailsJob) {
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  AddWorker(*registry_, 0);
-  AddWorker(*registry_, 1);
+  ASSERT_TRUE(StartWithTwoWorkers());
   FakeWorkerClient::Behavior bad;
   bad.prepare_status = absl::InternalError("out of memory building chunks");
   workers_.SetBehavior("127.0.0.1:20000", bad);

@@ -21,10 +21,7 @@ using ::testing::HasSubstr;
 
 TEST_F(JobManagerTest, WorkerFailureWithoutRestartsFailsJobAndAbortsOthers) {
   step_delay_ = absl::Milliseconds(5);
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  AddWorker(*registry_, 0);
-  AddWorker(*registry_, 1);
+  ASSERT_TRUE(StartWithTwoWorkers());
   FakeWorkerClient::Behavior fail;
   fail.fail_at_step = 1;
   workers_.SetBehavior("127.0.0.1:20001", fail);
@@ -46,10 +43,7 @@ TEST_F(JobManagerTest, WorkerFailureWithoutRestartsFailsJobAndAbortsOthers) {
 
 TEST_F(JobManagerTest, RepeatedFailureRecoversUntilTheRestartBudgetIsUsedUp) {
   step_delay_ = absl::Milliseconds(2);
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  AddWorker(*registry_, 0);
-  AddWorker(*registry_, 1);
+  ASSERT_TRUE(StartWithTwoWorkers());
   FakeWorkerClient::Behavior fail;
   fail.fail_at_step = 1;  // every attempt
   workers_.SetBehavior("127.0.0.1:20001", fail);
@@ -79,10 +73,7 @@ TEST_F(JobManagerTest, RepeatedFailureRecoversUntilTheRestartBudgetIsUsedUp) {
 // loss, the redone steps replacing the lost attempt's.
 TEST_F(JobManagerTest, StepFailureResumesFromTheLastCompleteCheckpoint) {
   step_delay_ = absl::Milliseconds(2);
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  AddWorker(*registry_, 0);
-  AddWorker(*registry_, 1);
+  ASSERT_TRUE(StartWithTwoWorkers());
   FakeWorkerClient::Behavior fail;
   fail.fail_at_step = 5;
   fail.fail_once = true;
@@ -157,10 +148,7 @@ TEST_F(JobManagerTest, StepFailureResumesFromTheLastCompleteCheckpoint) {
 // its part): step 6 is never complete, so the job resumes from step-4, never from the torn one.
 TEST_F(JobManagerTest, CheckpointInterruptedWhileWritingIsNeverUsed) {
   step_delay_ = absl::Milliseconds(2);
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  AddWorker(*registry_, 0);
-  AddWorker(*registry_, 1);
+  ASSERT_TRUE(StartWithTwoWorkers());
   FakeWorkerClient::Behavior crash;
   crash.crash_in_checkpoint = 6;
   crash.fail_once = true;
@@ -386,10 +374,7 @@ TEST_F(JobManagerTest, RestartResumesARunningJobFromItsCheckpoint) {
 // the store (not FAILED), so the next coordinator resumes it.
 TEST_F(JobManagerTest, ShutdownLeavesRunningJobsToResume) {
   step_delay_ = absl::Milliseconds(5);
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  AddWorker(*registry_, 0);
-  AddWorker(*registry_, 1);
+  ASSERT_TRUE(StartWithTwoWorkers());
   FakeWorkerClient::Behavior stall;
   stall.stall_at_step = 2;
   workers_.SetBehavior("127.0.0.1:20000", stall);
