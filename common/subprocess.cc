@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "absl/time/clock.h"
@@ -73,8 +75,37 @@ bool WaitForText(const std::string& path, const std::string& needle, absl::Durat
   return false;
 }
 
+namespace {
+
+// True if 127.0.0.1:port can be bound now.
+bool Bindable(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
 int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  // Below the kernel's ephemeral range: a port handed out for bind(0) or taken by an outgoing
+  // connection (tests make thousands) could be reused before the process meant to listen on it
+  // binds it. Random, so that tests running side by side pick independently.
+  int ephemeral_low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  const int lo = 10000, hi = std::max(lo + 1000, ephemeral_low) - 1;
+  static std::mt19937 rng(std::random_device{}());
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = std::uniform_int_distribution<int>(lo, hi)(rng);
+    if (Bindable(port)) return port;
+  }
+  // Everything tried was taken: let the kernel pick one.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = 0;
