@@ -7,7 +7,7 @@
 #include "client/job_file.h"
 #include "client/job_view.h"
 #include "common/status_macros.h"
-#include "coordinator/schedule/codec/plan_proto.h"
+#include "schedule/codec/plan_proto.h"
 
 namespace pipetrain::client {
 namespace {

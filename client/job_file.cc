@@ -8,8 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "coordinator/schedule/codec/plan_proto.h"
 #include "nlohmann/json.hpp"
+#include "schedule/codec/plan_proto.h"
 
 namespace pipetrain::client {
 namespace {

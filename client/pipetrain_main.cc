@@ -18,7 +18,7 @@
 #include "client/plan_command.h"
 #include "client/report_command.h"
 #include "client/trace_command.h"
-#include "coordinator/schedule/generator.h"
+#include "schedule/generator.h"
 
 namespace {
 

@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "coordinator/schedule/codec/plan_proto.h"
-#include "coordinator/schedule/render_plot.h"
-#include "coordinator/schedule/render_svg.h"
+#include "schedule/codec/plan_proto.h"
+#include "schedule/render_plot.h"
+#include "schedule/render_svg.h"
 
 namespace pipetrain::client {
 namespace {

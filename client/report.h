@@ -15,10 +15,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "coordinator/schedule/schedule.h"
-#include "coordinator/schedule/simulator.h"
 #include "pipetrain/v1/coordinator.pb.h"
 #include "pipetrain/v1/plan.pb.h"
+#include "schedule/schedule.h"
+#include "schedule/simulator.h"
 
 namespace pipetrain::client {
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/schedule/generator.h"
+#include "schedule/generator.h"
 
 namespace pipetrain::coordinator {
 namespace {

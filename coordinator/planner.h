@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/schedule/cost_model.h"
-#include "coordinator/schedule/schedule.h"
-#include "coordinator/schedule/simulator.h"
 #include "pipetrain/v1/job.pb.h"
 #include "pipetrain/v1/plan.pb.h"
+#include "schedule/cost_model.h"
+#include "schedule/schedule.h"
+#include "schedule/simulator.h"
 
 namespace pipetrain::coordinator {
 

@@ -5,9 +5,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
-#include "coordinator/schedule/codec/plan_proto.h"
-#include "coordinator/schedule/shared_core_simulator.h"
 #include "glog/logging.h"
+#include "schedule/codec/plan_proto.h"
+#include "schedule/shared_core_simulator.h"
 
 namespace pipetrain::coordinator {
 

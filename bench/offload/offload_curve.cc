@@ -15,9 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/offload_pass.h"
-#include "coordinator/schedule/simulator.h"
+#include "schedule/generator.h"
+#include "schedule/offload_pass.h"
+#include "schedule/simulator.h"
 
 namespace ps = pipetrain::schedule;
 

@@ -20,8 +20,8 @@
 #include "absl/strings/str_split.h"
 #include "common/subprocess.h"
 #include "coordinator/planner.h"
-#include "coordinator/schedule/codec/plan_proto.h"
 #include "pipetrain/v1/worker.pb.h"
+#include "schedule/codec/plan_proto.h"
 
 namespace pt = pipetrain;
 

@@ -23,10 +23,10 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/simulator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
+#include "schedule/simulator.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/in_process_pipeline.h"
 

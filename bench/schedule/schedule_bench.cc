@@ -6,11 +6,11 @@
 
 #include "absl/status/status.h"
 #include "benchmark/benchmark.h"
-#include "coordinator/schedule/cost_model.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/validator.h"
+#include "schedule/cost_model.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
+#include "schedule/simulator.h"
+#include "schedule/validator.h"
 
 namespace pipetrain::schedule {
 namespace {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Is there ONE V-shape building block that repeats every `period` within a memory cap?
 
-An independent check of coordinator/schedule/v_modulo_block.h (docs/SCHEDULES.md, Known gaps):
+An independent check of schedule/v_modulo_block.h (docs/SCHEDULES.md, Known gaps):
 the same question as a CP-SAT model, sharing no code with pipetrain. Integer time (pick a unit
 in which all costs are whole numbers, e.g. 0.1: 1:2:1 -> chunk F=5 B=10 W=5, comm 0.2 -> 2).
 
@@ -37,7 +37,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=60.0, help="solver time limit")
     ap.add_argument("--print-order", action="store_true",
                     help="when feasible, print each worker's cyclic order as JSON (kind, stage, "
-                         "microbatch in the block, lap), the form of coordinator/schedule/"
+                         "microbatch in the block, lap), the form of schedule/"
                          "cyclic_order.h")
     a = ap.parse_args()
     p, T, k = a.p, a.period, a.microbatches

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
-#include "coordinator/schedule/generator.h"
+#include "schedule/generator.h"
 
 namespace pipetrain::schedule {
 namespace {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/render_ascii.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/v_greedy.h"
+#include "schedule/generator.h"
+#include "schedule/render_ascii.h"
+#include "schedule/simulator.h"
+#include "schedule/v_greedy.h"
 
 using namespace pipetrain::schedule;
 

@@ -9,8 +9,8 @@
 #include <functional>
 #include <string>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/simulator.h"
+#include "schedule/generator.h"
+#include "schedule/simulator.h"
 
 using namespace pipetrain::schedule;
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/suite/offload_hook.h"
 #include "bench/suite/suite.h"
-#include "coordinator/schedule/render_plot.h"
+#include "schedule/render_plot.h"
 
 namespace pipetrain::bench {
 namespace {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/suite/suite.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/render_plot.h"
+#include "schedule/generator.h"
+#include "schedule/render_plot.h"
 
 namespace pipetrain::bench {
 namespace {

@@ -10,12 +10,12 @@
 #include "absl/strings/str_format.h"
 #include "bench/suite/offload_hook.h"
 #include "bench/suite/suite.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/offload_pass.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/render_plot.h"
-#include "coordinator/schedule/simulator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "schedule/generator.h"
+#include "schedule/offload_pass.h"
+#include "schedule/passes.h"
+#include "schedule/render_plot.h"
+#include "schedule/simulator.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/in_process_pipeline.h"
 
@@ -141,7 +141,7 @@ std::vector<OffloadPoint> OffloadFrontierPoints(int p, int m) {
 
 std::string OffloadNote() {
   return absl::StrFormat(
-      "offload plans are simulated with issue 7's offload pass (coordinator/schedule/"
+      "offload plans are simulated with issue 7's offload pass (schedule/"
       "offload_pass.h) at offload ratio k = %.2f (a stage's copy time out and back over its F+B+W; duplex "
       "host link)", kRatio);
 }
@@ -265,7 +265,7 @@ Section Offload(const SuiteOptions& options) {
       "suite's unit-cost job (F = B = W = 1 per worker share, m = 4p), so layers per worker stay "
       "fixed as p grows; the host link is duplex and gives offload ratio k = ", Fixed(kRatio, 2),
       " (PipeOffload's k: a stage's copy time out and back over its F+B+W, each way k/2; "
-      "coordinator/schedule/offload_ratio.h says why). Peak = the largest worker's simulated "
+      "schedule/offload_ratio.h says why). Peak = the largest worker's simulated "
       "peak, in units "
       "of one microbatch's activations for a worker's share.\n\n",
       table, "\n![offload memory](bench/offload_memory.svg)\n\n",

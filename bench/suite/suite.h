@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/schedule/generator.h"
+#include "schedule/generator.h"
 
 namespace pipetrain::bench {
 

@@ -4,13 +4,13 @@
 #include "client/trace_command.h"
 
 #include "absl/strings/str_format.h"
-#include "coordinator/schedule/codec/plan_proto.h"
-#include "coordinator/schedule/cost_model.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/simulator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "schedule/codec/plan_proto.h"
+#include "schedule/cost_model.h"
+#include "schedule/generator.h"
+#include "schedule/simulator.h"
 
 namespace pipetrain::client {
 namespace {

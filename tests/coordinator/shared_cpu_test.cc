@@ -5,11 +5,11 @@
 #include <numeric>
 
 #include "coordinator/planner.h"
-#include "coordinator/schedule/codec/plan_proto.h"
-#include "coordinator/schedule/shared_core_simulator.h"
-#include "coordinator/schedule/simulator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schedule/codec/plan_proto.h"
+#include "schedule/shared_core_simulator.h"
+#include "schedule/simulator.h"
 #include "tests/coordinator/test_util.h"
 
 namespace pipetrain::coordinator {

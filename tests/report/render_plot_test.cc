@@ -1,5 +1,5 @@
 // RenderPlot / NestSvg: structure of the SVG (what is drawn where), not pixels.
-#include "coordinator/schedule/render_plot.h"
+#include "schedule/render_plot.h"
 
 #include <string>
 

@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include "coordinator/schedule/codec/plan_proto.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
 #include "gtest/gtest.h"
+#include "schedule/codec/plan_proto.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
 
 namespace pipetrain::client {
 namespace {

@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "common/status_macros.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
 #include "tests/runtime/training_fixtures.h"
 #include "worker/model/checkpoint.h"
 #include "worker/runtime/executor.h"

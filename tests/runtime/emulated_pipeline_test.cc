@@ -6,10 +6,10 @@
 #include <cmath>
 #include <memory>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/simulator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
+#include "schedule/simulator.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/in_process_pipeline.h"
 

@@ -11,10 +11,10 @@
 #include <memory>
 #include <random>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/simulator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
+#include "schedule/simulator.h"
 #include "tests/runtime/training_fixtures.h"
 #include "worker/model/cost_model.h"
 #include "worker/runtime/in_process_pipeline.h"

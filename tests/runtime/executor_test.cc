@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "absl/time/clock.h"
-#include "coordinator/schedule/schedule.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "schedule/schedule.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/in_process_pipeline.h"
 

@@ -16,12 +16,12 @@
 #include <random>
 #include <thread>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/offload_pass.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/validator.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "schedule/generator.h"
+#include "schedule/offload_pass.h"
+#include "schedule/passes.h"
+#include "schedule/simulator.h"
+#include "schedule/validator.h"
 #include "tests/runtime/training_fixtures.h"
 #include "worker/model/cost_model.h"
 #include "worker/runtime/activation_copier.h"

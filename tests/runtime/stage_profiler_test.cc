@@ -5,9 +5,9 @@
 
 #include <cstring>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
 #include "gtest/gtest.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
 #include "tests/runtime/training_fixtures.h"
 #include "worker/runtime/in_process_pipeline.h"
 #include "worker/transport/fake_transport.h"

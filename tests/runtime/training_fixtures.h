@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/schedule/cost_model.h"
-#include "coordinator/schedule/schedule.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "schedule/cost_model.h"
+#include "schedule/schedule.h"
 #include "worker/model/gpt_chunk.h"
 #include "worker/model/gpt_config.h"
 #include "worker/runtime/model_stage_runner.h"

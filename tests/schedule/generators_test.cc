@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
+#include "schedule/simulator.h"
+#include "schedule/validator.h"
 
 namespace pipetrain::schedule {
 namespace {

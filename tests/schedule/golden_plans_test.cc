@@ -14,11 +14,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/offload_pass.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/schedule_io.h"
-#include "coordinator/schedule/simulator.h"
+#include "schedule/generator.h"
+#include "schedule/offload_pass.h"
+#include "schedule/passes.h"
+#include "schedule/schedule_io.h"
+#include "schedule/simulator.h"
 #include "tests/schedule/test_util.h"
 
 namespace pipetrain::schedule {

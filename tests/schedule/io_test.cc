@@ -1,11 +1,11 @@
 // Round trips: action text form, schedule text form, PyTorch-style CSV.
 #include <string>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/schedule_io.h"
-#include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
+#include "schedule/schedule_io.h"
+#include "schedule/validator.h"
 
 namespace pipetrain::schedule {
 namespace {

@@ -5,14 +5,14 @@
 #include <sstream>
 #include <string>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/plan_json.h"
-#include "coordinator/schedule/render_ascii.h"
-#include "coordinator/schedule/render_svg.h"
-#include "coordinator/schedule/render_trace.h"
-#include "coordinator/schedule/simulator.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "schedule/generator.h"
+#include "schedule/plan_json.h"
+#include "schedule/render_ascii.h"
+#include "schedule/render_svg.h"
+#include "schedule/render_trace.h"
+#include "schedule/simulator.h"
 
 namespace pipetrain::schedule {
 namespace {

@@ -1,14 +1,14 @@
 // SimulateSharedCores: with a device (or a core) per worker it is the simulator; with one core it
 // is the summed compute; in between it lies between the two bounds a shared host allows.
-#include "coordinator/schedule/shared_core_simulator.h"
+#include "schedule/shared_core_simulator.h"
 
 #include <numeric>
 #include <string>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/simulator.h"
 #include "gtest/gtest.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
+#include "schedule/simulator.h"
 
 namespace pipetrain::schedule {
 namespace {

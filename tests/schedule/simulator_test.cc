@@ -1,13 +1,13 @@
 // Simulate: exact timings, implicit and explicit comm, the memory model, offload, deadlock.
-#include "coordinator/schedule/simulator.h"
+#include "schedule/simulator.h"
 
 #include <string>
 
-#include "coordinator/schedule/cost_model.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/passes.h"
-#include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "schedule/cost_model.h"
+#include "schedule/generator.h"
+#include "schedule/passes.h"
+#include "schedule/validator.h"
 #include "tests/schedule/test_util.h"
 
 namespace pipetrain::schedule {

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "coordinator/schedule/action.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/schedule.h"
 #include "gtest/gtest.h"
+#include "schedule/action.h"
+#include "schedule/generator.h"
+#include "schedule/schedule.h"
 
 namespace pipetrain::schedule::testing {
 

@@ -1,11 +1,11 @@
 // ValidateSchedule: accepts good schedules and rejects each kind of broken one with a message
 // that names the offending action and ends with the marked step x worker grid.
-#include "coordinator/schedule/validator.h"
+#include "schedule/validator.h"
 
 #include <string>
 
-#include "coordinator/schedule/passes.h"
 #include "gtest/gtest.h"
+#include "schedule/passes.h"
 #include "tests/schedule/test_util.h"
 
 namespace pipetrain::schedule {

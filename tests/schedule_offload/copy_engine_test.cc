@@ -4,10 +4,10 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "coordinator/schedule/cost_model.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "schedule/cost_model.h"
+#include "schedule/simulator.h"
+#include "schedule/validator.h"
 
 namespace pipetrain::schedule {
 namespace {

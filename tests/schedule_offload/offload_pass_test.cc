@@ -4,13 +4,13 @@
 #include <cstdio>
 #include <string>
 
-#include "coordinator/schedule/auto_planner.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/offload_pass.h"
-#include "coordinator/schedule/offload_ratio.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "schedule/auto_planner.h"
+#include "schedule/generator.h"
+#include "schedule/offload_pass.h"
+#include "schedule/offload_ratio.h"
+#include "schedule/simulator.h"
+#include "schedule/validator.h"
 
 namespace pipetrain::schedule {
 namespace {

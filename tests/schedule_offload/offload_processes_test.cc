@@ -17,9 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/planner.h"
-#include "coordinator/schedule/codec/plan_proto.h"
-#include "pipetrain/v1/worker.pb.h"
 #include "gtest/gtest.h"
+#include "pipetrain/v1/worker.pb.h"
+#include "schedule/codec/plan_proto.h"
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/process_util.h"
 

@@ -1,4 +1,4 @@
-// CyclicOrder (coordinator/schedule/cyclic_order.h): the period and peaks computed from a cyclic
+// CyclicOrder (schedule/cyclic_order.h): the period and peaks computed from a cyclic
 // order agree with Simulate on the unrolled schedule; unrolled orders are valid for any m; the
 // search finds a two-microbatch steady state faster than one repeated block (and than 1F1B's)
 // where transfer costs make the chain long, and leaves compute-bound steady states alone.
@@ -11,13 +11,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "coordinator/schedule/building_block.h"
-#include "coordinator/schedule/cyclic_order.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/v_modulo_block.h"
-#include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "schedule/building_block.h"
+#include "schedule/cyclic_order.h"
+#include "schedule/generator.h"
+#include "schedule/simulator.h"
+#include "schedule/v_modulo_block.h"
+#include "schedule/validator.h"
 #include "tests/schedule/test_util.h"
 
 namespace pipetrain::schedule {

@@ -1,16 +1,16 @@
-// PolishOrder (coordinator/schedule/order_polish.h): the polished order is valid, fits the cap,
+// PolishOrder (schedule/order_polish.h): the polished order is valid, fits the cap,
 // is never slower than its input (as Simulate times both), is deterministic, and closes the gap
 // rules leave with transfer costs.
 #include <algorithm>
 #include <tuple>
 #include <vector>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/order_polish.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/v_pattern.h"
-#include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "schedule/generator.h"
+#include "schedule/order_polish.h"
+#include "schedule/simulator.h"
+#include "schedule/v_pattern.h"
+#include "schedule/validator.h"
 #include "tests/schedule/test_util.h"
 
 namespace pipetrain::schedule {

@@ -1,17 +1,17 @@
-// ModuloVBlocks (coordinator/schedule/v_modulo_block.h): blocks found under a memory cap keep
+// ModuloVBlocks (schedule/v_modulo_block.h): blocks found under a memory cap keep
 // their promise when repeated (simulated peak <= cap, valid), and where a block at the busiest
 // worker's work exists it is found and beats 1F1B.
-#include "coordinator/schedule/v_modulo_block.h"
+#include "schedule/v_modulo_block.h"
 
 #include <algorithm>
 #include <tuple>
 #include <vector>
 
-#include "coordinator/schedule/building_block.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "schedule/building_block.h"
+#include "schedule/generator.h"
+#include "schedule/simulator.h"
+#include "schedule/validator.h"
 
 namespace pipetrain::schedule {
 namespace {

@@ -7,15 +7,15 @@
 #include <tuple>
 #include <vector>
 
-#include "coordinator/schedule/auto_planner.h"
-#include "coordinator/schedule/building_block.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/v_block_search.h"
-#include "coordinator/schedule/v_generators.h"
-#include "coordinator/schedule/v_pattern.h"
-#include "coordinator/schedule/validator.h"
 #include "gtest/gtest.h"
+#include "schedule/auto_planner.h"
+#include "schedule/building_block.h"
+#include "schedule/generator.h"
+#include "schedule/simulator.h"
+#include "schedule/v_block_search.h"
+#include "schedule/v_generators.h"
+#include "schedule/v_pattern.h"
+#include "schedule/validator.h"
 #include "tests/schedule/test_util.h"
 
 namespace pipetrain::schedule {

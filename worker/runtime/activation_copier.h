@@ -1,7 +1,7 @@
 // ActivationCopier: the worker's copy engines for OFFLOAD/RELOAD. A D2H copy thread and an H2D
 // copy thread (one shared thread when not duplex) each drain a FIFO of copy jobs, so copies run
 // beside compute (the executor thread), one at a time per direction and in issue order, exactly
-// like the simulator's copy engines (coordinator/schedule/engine.h). A RELOAD job given the
+// like the simulator's copy engines (schedule/engine.h). A RELOAD job given the
 // ticket of its stash's OFFLOAD starts its copy only after that one has finished.
 //
 // Ownership protocol (why the GptChunk, which is not thread-safe, is never touched off the

@@ -22,7 +22,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "coordinator/schedule/cost_model.h"
+#include "schedule/cost_model.h"
 #include "worker/runtime/activation_copier.h"
 #include "worker/runtime/offload_table.h"
 #include "worker/runtime/stage_runner.h"

@@ -21,8 +21,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "coordinator/schedule/measured_timeline.h"
-#include "coordinator/schedule/schedule.h"
+#include "schedule/measured_timeline.h"
+#include "schedule/schedule.h"
 #include "worker/runtime/stage_runner.h"
 #include "worker/transport/transport.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/schedule/schedule.h"
+#include "schedule/schedule.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/stage_runner.h"
 #include "worker/transport/fake_transport.h"

@@ -19,9 +19,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "coordinator/schedule/schedule.h"
 #include "kernels/backend.h"
 #include "pipetrain/v1/worker.pb.h"
+#include "schedule/schedule.h"
 #include "worker/data/dataset.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/stage_profiler.h"

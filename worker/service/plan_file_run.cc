@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "coordinator/schedule/codec/plan_proto.h"
-#include "coordinator/schedule/measured_timeline.h"
-#include "coordinator/schedule/render_trace.h"
+#include "schedule/codec/plan_proto.h"
+#include "schedule/measured_timeline.h"
+#include "schedule/render_trace.h"
 
 namespace pipetrain::worker {
 

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "coordinator/schedule/codec/plan_proto.h"
 #include "glog/logging.h"
+#include "schedule/codec/plan_proto.h"
 #include "worker/service/host_lock.h"
 
 namespace pipetrain::worker {

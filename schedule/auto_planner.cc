@@ -1,0 +1,227 @@
+#include "schedule/auto_planner.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "schedule/offload_pass.h"
+#include "schedule/simulator.h"
+
+namespace pipetrain::schedule {
+namespace {
+
+constexpr const char* kFamily[] = {
+    "v-zb",  "zb-v",  "v-half",           "v-min", "v-adaptive", "1f1b",
+    "zb-h1", "zb-h2", "interleaved-1f1b", "gpipe"};
+
+struct Tried {
+  PlanCandidate row;
+  std::optional<Schedule> schedule;
+};
+
+std::vector<Tried> TryAll(const PipelineSpec& spec) {
+  std::vector<Tried> out;
+  for (const char* name : kFamily) {
+    Tried t;
+    t.row.name = name;
+    if (std::string(name) == "v-adaptive" && spec.memory_limit <= 0) continue;
+    absl::StatusOr<Schedule> s = Generate(name, spec);
+    if (!s.ok()) {
+      t.row.error = std::string(s.status().message());
+      out.push_back(std::move(t));
+      continue;
+    }
+    absl::StatusOr<SimResult> sim = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
+    if (!sim.ok()) {
+      t.row.error = std::string(sim.status().message());
+      out.push_back(std::move(t));
+      continue;
+    }
+    t.row.generated = true;
+    t.row.makespan = sim->makespan;
+    t.row.bubble = sim->bubble_ratio;
+    t.row.peak = *std::max_element(sim->peak_memory.begin(), sim->peak_memory.end());
+    t.row.fits = spec.memory_limit <= 0 || t.row.peak <= spec.memory_limit + 1e-9;
+    t.schedule = std::move(*s);
+    const bool plain_fits = t.row.fits;
+    const Schedule compute = *t.schedule;
+    out.push_back(std::move(t));
+    if (spec.offload_ratio <= 0 || spec.memory_limit <= 0) continue;
+    const CostModel costs = CostModelFor(spec, compute.ChunksPerWorker());
+    for (OffloadMode mode : {OffloadMode::kHalf, OffloadMode::kFull, OffloadMode::kSelective}) {
+      if (mode == OffloadMode::kSelective && plain_fits) continue;
+      OffloadOptions options;
+      options.mode = mode;
+      options.memory_limit = spec.memory_limit;
+      Tried o;
+      o.row.name = name;
+      o.row.offload = OffloadModeName(mode);
+      absl::StatusOr<OffloadPlan> plan = AddOffload(compute, costs, options);
+      if (!plan.ok()) {
+        o.row.error = std::string(plan.status().message());
+        out.push_back(std::move(o));
+        continue;
+      }
+      if (plan->offloaded == 0) continue;  // the same plan as without offload
+      o.row.generated = true;
+      o.row.makespan = plan->sim.makespan;
+      o.row.bubble = plan->sim.bubble_ratio;
+      o.row.peak = *std::max_element(plan->sim.peak_memory.begin(), plan->sim.peak_memory.end());
+      o.row.fits = o.row.peak <= spec.memory_limit + 1e-9;
+      o.row.offloaded = plan->offloaded;
+      o.row.stashes = plan->stashes;
+      o.schedule = std::move(plan->schedule);
+      out.push_back(std::move(o));
+    }
+  }
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(out.size()); ++i) {
+    if (out[i].row.fits && (best < 0 || out[i].row.makespan < out[best].row.makespan - 1e-9)) {
+      best = i;
+    }
+  }
+  if (best >= 0) out[best].row.chosen = true;
+  return out;
+}
+
+}  // namespace
+
+std::vector<PlanCandidate> ExplainAuto(const PipelineSpec& spec) {
+  std::vector<PlanCandidate> rows;
+  for (Tried& t : TryAll(spec)) rows.push_back(std::move(t.row));
+  return rows;
+}
+
+std::string FormatCandidates(const std::vector<PlanCandidate>& candidates) {
+  std::string out = absl::StrFormat("%-18s %-16s %12s %8s %8s %5s\n", "schedule", "offload",
+                                    "makespan", "bubble", "peak", "fits");
+  for (const PlanCandidate& c : candidates) {
+    const std::string offload =
+        c.offload == "none" ? "none" : absl::StrCat(c.offload, c.generated ? absl::StrCat(" ", c.offloaded, "/", c.stashes) : "");
+    if (!c.generated) {
+      absl::StrAppend(&out,
+                      absl::StrFormat("%-18s %-16s %s\n", c.name, c.offload, "refused: " + c.error));
+      continue;
+    }
+    absl::StrAppend(&out, absl::StrFormat("%-18s %-16s %12.3f %8.4f %8.2f %5s%s\n", c.name,
+                                          offload, c.makespan, c.bubble, c.peak,
+                                          c.fits ? "yes" : "no", c.chosen ? "  <- chosen" : ""));
+  }
+  return out;
+}
+
+std::string ExplainChoice(const PipelineSpec& spec, const std::vector<PlanCandidate>& rows) {
+  const PlanCandidate* chosen = nullptr;
+  const PlanCandidate* smallest = nullptr;
+  int fitting = 0;
+  for (const PlanCandidate& c : rows) {
+    if (c.chosen) chosen = &c;
+    if (c.fits) ++fitting;
+    if (c.generated && (smallest == nullptr || c.peak < smallest->peak)) smallest = &c;
+  }
+  auto label = [](const PlanCandidate& c) {
+    return c.offload == "none" ? c.name : absl::StrCat(c.name, " with ", c.offload, " offload (",
+                                                       c.offloaded, " of ", c.stashes,
+                                                       " stashes)");
+  };
+  const std::string limit = spec.memory_limit > 0
+                                ? absl::StrFormat("memory_limit %.4g units", spec.memory_limit)
+                                : std::string("no memory limit");
+  if (chosen == nullptr) {
+    if (smallest == nullptr) return "no candidate generated for this spec";
+    return absl::StrFormat(
+        "nothing fits %s; the smallest achievable peak is %.4g units (%s)%s", limit,
+        smallest->peak, label(*smallest),
+        spec.offload_ratio > 0 ? "" : "; with a host link (--offload-ratio) offload plans are "
+                                      "considered too");
+  }
+  std::string out = absl::StrFormat(
+      "chosen: %s, makespan %.4g, bubble %.4f, peak %.4g units: the fastest of %d candidate(s) "
+      "that fit %s",
+      label(*chosen), chosen->makespan, chosen->bubble, chosen->peak, fitting, limit);
+  const PlanCandidate* faster = nullptr;
+  for (const PlanCandidate& c : rows) {
+    if (c.generated && !c.fits && c.makespan < chosen->makespan - 1e-9 &&
+        (faster == nullptr || c.makespan < faster->makespan)) {
+      faster = &c;
+    }
+  }
+  if (faster != nullptr) {
+    absl::StrAppend(&out, absl::StrFormat("; faster but over the limit: %s (makespan %.4g, peak "
+                                          "%.4g)",
+                                          label(*faster), faster->makespan, faster->peak));
+  }
+  if (chosen->offload != "none") {
+    for (const PlanCandidate& c : rows) {
+      if (c.generated && c.name == chosen->name && c.offload == "none") {
+        absl::StrAppend(&out, absl::StrFormat(
+                                  "; offload lowers %s's peak %.4g -> %.4g units for %+.2f%% "
+                                  "makespan (offload ratio k = %.3g)",
+                                  c.name, c.peak, chosen->peak,
+                                  100.0 * (chosen->makespan / c.makespan - 1), spec.offload_ratio));
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string AutoName(const PlanCandidate& row) {
+  return absl::StrCat("auto:", row.name, row.offload == "none" ? "" : "+offload-" + row.offload);
+}
+
+}  // namespace
+
+std::vector<Schedule> FittingAutoPlans(const PipelineSpec& spec) {
+  std::vector<Tried> tried = TryAll(spec);
+  // MakeAuto's choice first, then the other fitting rows by makespan.
+  std::stable_sort(tried.begin(), tried.end(), [](const Tried& a, const Tried& b) {
+    if (a.row.chosen != b.row.chosen) return a.row.chosen;
+    if (a.row.fits != b.row.fits) return a.row.fits;
+    return a.row.makespan < b.row.makespan;
+  });
+  std::vector<Schedule> out;
+  for (Tried& t : tried) {
+    if (!t.row.fits) break;
+    out.push_back(std::move(*t.schedule));
+    out.back().name = AutoName(t.row);
+  }
+  return out;
+}
+
+absl::StatusOr<Schedule> MakeAuto(const PipelineSpec& spec) {
+  std::vector<Tried> tried = TryAll(spec);
+  double smallest = std::numeric_limits<double>::infinity();
+  std::string smallest_name;
+  for (Tried& t : tried) {
+    if (t.row.chosen) {
+      Schedule s = std::move(*t.schedule);
+      s.name = AutoName(t.row);
+      return s;
+    }
+    if (t.row.generated && t.row.peak < smallest) {
+      smallest = t.row.peak;
+      smallest_name = t.row.offload == "none" ? t.row.name
+                                              : absl::StrCat(t.row.name, " with ", t.row.offload,
+                                                             " offload");
+    }
+  }
+  if (smallest_name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("auto: no schedule accepts this spec\n", FormatCandidates(ExplainAuto(spec))));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "auto: no schedule fits memory_limit = ", spec.memory_limit,
+      " units per worker; the smallest achievable peak is ", smallest, " units (", smallest_name,
+      "). What would help: more workers (peak per worker falls with p for V-Min/V-Half), a "
+      "smaller microbatch (activation units scale with microbatch size)",
+      spec.offload_ratio > 0 ? ".\n" : ", or activation offload to host memory (give the host "
+                                        "link's offload ratio).\n",
+      FormatCandidates(ExplainAuto(spec))));
+}
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,66 @@
+// Memory-budget planner ("auto"): given the cost model and PipelineSpec.memory_limit (peak
+// activation units per worker; 0 = unlimited), try every schedule family in the registry
+// (V-shape: v-zb, zb-v, v-half, v-min and the adaptive V search under the limit; loop
+// placement: 1f1b, zb-h1, zb-h2, interleaved-1f1b, gpipe), Simulate each, and return the one
+// with the least simulated makespan whose simulated peak fits on every worker. When nothing
+// fits: ResourceExhausted with the smallest achievable peak and the knobs that would help.
+//
+// Offload (PipeOffload): when the spec has a host link (offload_ratio > 0) and a memory limit,
+// each schedule that generated is also tried with the offload pass (offload_pass.h): half and
+// full, and selective under the limit when the schedule alone does not fit. Every such plan is
+// a candidate row of its own (offload column) and competes on simulated makespan with the rest;
+// at equal makespan the plan without offload (tried first) wins. The chosen plan's schedule
+// then carries OFFLOAD/RELOAD actions.
+//
+// ExplainAuto returns the whole candidates table (for `pipetrain plan --explain`);
+// ExplainChoice says in words why the chosen row won (or why nothing fits).
+//
+// Thread-safety: pure functions.
+#ifndef PIPETRAIN_SCHEDULE_AUTO_PLANNER_H_
+#define PIPETRAIN_SCHEDULE_AUTO_PLANNER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "schedule/generator.h"
+#include "schedule/schedule.h"
+
+namespace pipetrain::schedule {
+
+struct PlanCandidate {
+  std::string name;        // registry name
+  bool generated = false;  // false: the generator refused the spec (see `error`)
+  std::string error;
+  double makespan = 0.0;  // simulated
+  double bubble = 0.0;    // simulated bubble ratio
+  double peak = 0.0;      // simulated peak over workers (units)
+  bool fits = false;      // generated and peak <= memory_limit (or no limit)
+  bool chosen = false;
+  std::string offload = "none";  // offload pass applied: none, half, full, selective
+  int offloaded = 0;             // stashes offloaded (of `stashes`)
+  int stashes = 0;
+};
+
+// Every candidate, in the order tried; exactly one has chosen = true when any fits.
+std::vector<PlanCandidate> ExplainAuto(const PipelineSpec& spec);
+
+// Fixed-width text table of ExplainAuto's result.
+std::string FormatCandidates(const std::vector<PlanCandidate>& candidates);
+
+// One paragraph: which row was chosen and why (fastest that fits; what was faster but did not
+// fit; what offload cost or saved), or the smallest peak when nothing fits.
+std::string ExplainChoice(const PipelineSpec& spec, const std::vector<PlanCandidate>& candidates);
+
+// The registry's "auto" generator.
+absl::StatusOr<Schedule> MakeAuto(const PipelineSpec& spec);
+
+// Every candidate that fits, fastest simulated makespan first (ties in the order tried, so the
+// first is MakeAuto's choice), named as MakeAuto names its choice. For callers that re-check
+// each plan under a finer cost model than the spec's uniform one (the job planner: per-stage
+// bytes and transfers) and take the first that still fits. Empty when nothing fits.
+std::vector<Schedule> FittingAutoPlans(const PipelineSpec& spec);
+
+}  // namespace pipetrain::schedule
+
+#endif  // PIPETRAIN_SCHEDULE_AUTO_PLANNER_H_

@@ -1,0 +1,114 @@
+#include "schedule/generator.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "schedule/auto_planner.h"
+#include "schedule/generators_classic.h"
+#include "schedule/v_generators.h"
+#include "schedule/validator.h"
+
+namespace pipetrain::schedule {
+
+CostModel CostModelFor(const PipelineSpec& spec, int chunks_per_worker) {
+  if (!spec.stage_costs.stages.empty()) return spec.stage_costs;
+  CostModel c =
+      UniformCostModel(spec.num_workers, chunks_per_worker, spec.f, spec.b, spec.w, spec.comm);
+  const double compute = spec.f + spec.b + spec.w;
+  if (spec.offload_ratio > 0 && compute > 0) {
+    // A chunk holds 1/v unit and computes (f+b+w)/v; each way takes k/2 of that:
+    // (1/v) / bw = (k/2) (f+b+w)/v.
+    c.d2h_bytes_per_s = c.h2d_bytes_per_s = 2.0 / (spec.offload_ratio * compute);
+  }
+  return c;
+}
+
+// The registry: ONE table. Add new generators here (name, one-line description, function).
+const std::vector<GeneratorInfo>& Generators() {
+  static const auto* const kTable = new std::vector<GeneratorInfo>{
+      {"gpipe", "GPipe: all forwards then all backwards; peak m units; any m", MakeGpipe},
+      {"1f1b", "1F1B: one forward one backward; peak p units; any m", Make1F1B},
+      {"interleaved-1f1b",
+       "interleaved 1F1B (Megatron order), v chunks per worker (default 2); m a multiple of p",
+       MakeInterleaved1F1B},
+      {"interleaved-group",
+       "generalised interleaved 1F1B: chunks cycle over groups of group_size microbatches "
+       "(default p); m a multiple of the group size",
+       MakeGroupedInterleaved},
+      {"zb-h1", "zero bubble H1: split B/W greedy at 1F1B memory (p units); any m", MakeZbH1},
+      {"zb-h2", "zero bubble H2: split B/W greedy at 2p units; any m", MakeZbH2},
+      {"zb-v", "ZB-V: V-shape, backward-first greedy, peak <= p units; p >= 2, any m", MakeZbV},
+      {"v-zb", "V-ZB: V-shape building block, peak <= p units; p >= 2, any m", MakeVZb},
+      {"v-half", "V-Half: V-shape, peak <= (p+2)//2 units; p >= 2, any m", MakeVHalf},
+      {"v-min", "V-Min: V-shape, peak <= (p+4)//3 units; p >= 2, any m", MakeVMin},
+      {"v-adaptive", "V-shape block search under memory_limit (> 0); p >= 2, any m",
+       MakeVAdaptive},
+      {"auto", "fastest simulated schedule whose peak fits memory_limit", MakeAuto},
+  };
+  return *kTable;
+}
+
+std::vector<std::string> GeneratorNames() {
+  std::vector<std::string> names;
+  for (const GeneratorInfo& g : Generators()) names.push_back(g.name);
+  return names;
+}
+
+namespace {
+
+absl::Status CheckSpec(const PipelineSpec& spec) {
+  if (spec.num_workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_workers must be >= 1 (got ", spec.num_workers, ")"));
+  }
+  if (spec.num_microbatches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_microbatches must be >= 1 (got ", spec.num_microbatches, ")"));
+  }
+  if (spec.chunks_per_worker < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunks_per_worker must be >= 0 (0 = schedule default; got ", spec.chunks_per_worker, ")"));
+  }
+  if (!(spec.offload_ratio >= 0) || !std::isfinite(spec.offload_ratio)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "offload_ratio must be finite and >= 0 (0 = no host link; got ", spec.offload_ratio, ")"));
+  }
+  for (double x : {spec.f, spec.b, spec.w, spec.comm, spec.memory_limit}) {
+    if (!(x >= 0) || !std::isfinite(x)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "costs f, b, w, comm and memory_limit must be finite and >= 0 (got f=", spec.f, " b=",
+          spec.b, " w=", spec.w, " comm=", spec.comm, " memory_limit=", spec.memory_limit, ")"));
+    }
+  }
+  if (spec.f + spec.b + spec.w <= 0 && spec.stage_costs.stages.empty()) {
+    return absl::InvalidArgumentError("costs f + b + w must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Schedule> Generate(absl::string_view name, const PipelineSpec& spec) {
+  const GeneratorInfo* found = nullptr;
+  for (const GeneratorInfo& g : Generators()) {
+    if (g.name == name) found = &g;
+  }
+  if (found == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown schedule \"", name, "\"; valid: ", absl::StrJoin(GeneratorNames(), ", ")));
+  }
+  PT_RETURN_IF_ERROR(CheckSpec(spec));
+  PT_ASSIGN_OR_RETURN(Schedule schedule, found->fn(spec));
+  if (!spec.stage_costs.stages.empty() &&
+      static_cast<int>(spec.stage_costs.stages.size()) != schedule.num_stages) {
+    return absl::InvalidArgumentError(absl::StrCat("stage_costs has ",
+                                                   spec.stage_costs.stages.size(), " entries but ",
+                                                   name, " has ", schedule.num_stages, " stages"));
+  }
+  PT_RETURN_IF_ERROR(ValidateSchedule(schedule));
+  return schedule;
+}
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,61 @@
+#include "schedule/passes.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "schedule/engine.h"
+#include "schedule/validator.h"
+
+namespace pipetrain::schedule {
+
+absl::StatusOr<Schedule> AddTransfers(const Schedule& schedule) {
+  if (HasTransfers(schedule)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddTransfers: schedule \"", schedule.name, "\" already has transfers"));
+  }
+  PT_RETURN_IF_ERROR(ValidateSchedule(schedule));
+  // Per stage (valid now): whether its edge to the previous / next stage crosses workers.
+  const int n_stages = schedule.num_stages;
+  std::vector<uint8_t> cross_prev(n_stages, 0), cross_next(n_stages, 0);
+  for (int s = 0; s + 1 < n_stages; ++s) {
+    cross_next[s] = cross_prev[s + 1] = schedule.WorkerOf(s) != schedule.WorkerOf(s + 1);
+  }
+  Schedule out;
+  out.name = schedule.name;
+  out.num_workers = schedule.num_workers;
+  out.num_stages = schedule.num_stages;
+  out.num_microbatches = schedule.num_microbatches;
+  out.stage_to_worker = schedule.stage_to_worker;
+  out.worker_actions.resize(schedule.num_workers);
+  for (int w = 0; w < schedule.num_workers; ++w) {
+    const auto& in = schedule.worker_actions[w];
+    size_t size = in.size();
+    for (const Action& a : in) {
+      if (a.kind == ActionKind::kF || a.kind == ActionKind::kB || a.kind == ActionKind::kBW) {
+        size += cross_prev[a.stage] + cross_next[a.stage];
+      }
+    }
+    auto& list = out.worker_actions[w];
+    list.reserve(size);
+    for (const Action& a : in) {
+      const int s = a.stage, i = a.microbatch;
+      if (a.kind == ActionKind::kF) {
+        if (cross_prev[s]) list.push_back({ActionKind::kRecvAct, s, i});
+        list.push_back(a);
+        if (cross_next[s]) list.push_back({ActionKind::kSendAct, s, i});
+      } else if (a.kind == ActionKind::kB || a.kind == ActionKind::kBW) {
+        if (cross_next[s]) list.push_back({ActionKind::kRecvGrad, s, i});
+        list.push_back(a);
+        if (cross_prev[s]) list.push_back({ActionKind::kSendGrad, s, i});
+      } else {
+        list.push_back(a);
+      }
+    }
+  }
+  PT_RETURN_IF_ERROR(ValidateSchedule(out));
+  return out;
+}
+
+}  // namespace pipetrain::schedule

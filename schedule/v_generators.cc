@@ -1,0 +1,604 @@
+#include "schedule/v_generators.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "schedule/cyclic_order.h"
+#include "schedule/order_polish.h"
+#include "schedule/simulator.h"
+#include "schedule/v_block_search.h"
+#include "schedule/v_greedy.h"
+#include "schedule/v_modulo_block.h"
+#include "schedule/v_pattern.h"
+#include "schedule/v_zbv.h"
+
+namespace pipetrain::schedule {
+namespace {
+
+// Smallest cap the V schedules accept: one microbatch on the fullest worker.
+double OneMicrobatch(const CostModel& costs, int p) {
+  double most = 0.0;
+  for (int w = 0; w < p; ++w) {
+    most = std::max(most, costs.stages[w].activation + costs.stages[2 * p - 1 - w].activation);
+  }
+  return most;
+}
+
+double BusiestWork(const CostModel& costs, int p) {
+  double most = 0.0;
+  for (int w = 0; w < p; ++w) {
+    const StageCost& x = costs.stages[w];
+    const StageCost& y = costs.stages[2 * p - 1 - w];
+    most = std::max(most, x.f + x.b + x.w + y.f + y.b + y.w);
+  }
+  return most;
+}
+
+// The greedy engine's search space for a cap: priority rules x in-flight limits K (chunk-0
+// microbatches a worker may hold before their chunk-0 B; 0 = limited by memory only).
+// A limit K >= `no_limit_from` never binds (memory stops a worker first) and would repeat the
+// K = 0 candidates.
+std::vector<VVariant> GreedyVariants(int p, double cap_chunks, bool full, double no_limit_from) {
+  std::vector<int> ks = {0};
+  if (full) {
+    for (double x : {0.75, 1.0}) {
+      ks.push_back(std::max(1, static_cast<int>(std::ceil(x * cap_chunks))));
+    }
+    ks.push_back(p);
+    std::sort(ks.begin(), ks.end());
+    ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+    ks.erase(std::remove_if(ks.begin() + 1, ks.end(), [&](int k) { return k >= no_limit_from; }),
+             ks.end());
+  }
+  // (b_older_first, f1_first, wait): the rules that won somewhere on the tested grid.
+  struct Rule {
+    bool older, f1, wait;
+  };
+  const Rule rules[] = {{true, true, false},
+                        {true, true, true},
+                        {false, true, false},
+                        {false, true, true},
+                        {true, false, false}};
+  std::vector<VVariant> out;
+  for (int k : ks) {
+    for (const Rule& rule : rules) {
+      if (!rule.f1 && k != 0) continue;
+      VVariant v;
+      v.label = absl::StrCat("greedy K=", k, rule.older ? " b-older" : " b-down",
+                             rule.f1 ? " f1" : " f0", rule.wait ? " wait" : "");
+      v.options.b_older_first = rule.older;
+      v.options.f1_first = rule.f1;
+      v.options.idle_budget = rule.wait ? 1.0 : 0.0;
+      v.inflight = k;
+      out.push_back(std::move(v));
+      if (!full) return out;  // ZB-V: the one backward-first greedy
+    }
+  }
+  return out;
+}
+
+// Repeated real-cost building blocks (building_block.h) as candidates: the shapes that won
+// somewhere on the tested grid (p 4..16, costs 1:1:1, 1:2:1, 1:1.5:0.5, comm 0 and 0.2) in a
+// search over gaps {0, .5, 1, 2}, W delay {0, 1, 3, 6}, period stretch {0, .25, .5, .75}.
+// Each is kept only if its simulated peak fits the cap.
+std::vector<VVariant> BlockVariants() {
+  const VBlockShape shapes[] = {
+      {1, 2, 0.5, 0.5, 3, 0.5},  {0, 1, 1, 1, 3, 0.5},    {1, 2, 0, 0, 1, 0.25},
+      {0, 0.5, 0.5, 0, 3, 0.25}, {0, 2, 0, 2, 3, 0.5},    {0.5, 2, 0.5, 1, 3, 0.75},
+      {0, 2, 0.5, 1, 6, 0.75},   {0.5, 1, 0, 0, 1, 0.25}, {2, 2, 1, 0, 0, 0.75}};
+  std::vector<VVariant> out;
+  for (const VBlockShape& s : shapes) {
+    VVariant v;
+    v.label = absl::StrCat("block gaps ", s.f0_gap, "/", s.f1_gap, "/", s.b1_gap, "/", s.b0_gap,
+                           " w+", s.w_delay, " stretch ", s.period_stretch);
+    v.block = s;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// Searched building blocks (v_block_search.h) on the grid that represents the costs best, at the
+// period of the busiest worker's work, else one or two slots longer (comm or rounding can force
+// waits that only a longer period absorbs): the first period at which a block's lifespan bound
+// fits the cap ends the search. The beam narrows with p (the search is linear in p x beam; the
+// grid's cells p <= 16 keep the full beam).
+std::vector<VVariant> SearchedBlockVariants(int p, const CostModel& costs, double cap) {
+  std::vector<VVariant> out;
+  VBlockSearchOptions options;
+  options.slots = ChooseVBlockSlots(p, costs);
+  options.beam = std::clamp(512 / p, 8, 32);
+  options.max_wait = 2;
+  options.max_results = 3;
+  for (int extra : {0, 1, 2}) {
+    options.extra_slots = extra;
+    std::vector<BuildingBlock> found = SearchVBlocks(p, costs, options);
+    bool fits = false;
+    for (size_t k = 0; k < found.size(); ++k) {
+      const std::vector<double> bound = LifespanPeakBound(found[k], costs);
+      fits |= *std::max_element(bound.begin(), bound.end()) <= cap + 1e-9;
+      VVariant v;
+      v.label = absl::StrCat("searched block ", options.slots, "+", extra, " slots #", k);
+      v.fixed_block = std::move(found[k]);
+      out.push_back(std::move(v));
+    }
+    if (fits) break;
+  }
+  return out;
+}
+
+// Modulo-scheduled blocks (v_modulo_block.h), their peak exact: the shortest period, up to 50%
+// above the busiest worker's work, at which the beam finds blocks within the cap. The work's own
+// period first (it often fits), else a bisection up to +20%, else one from there to +50% (a
+// longer period rarely fits worse, but the bounded beam is narrower where a period has more
+// layouts, so the near range is settled first); each search is bounded, the beam narrows with p.
+std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double cap) {
+  const int slots = ModuloGridSlots(p, costs);
+  ModuloBlockOptions modulo;
+  modulo.beam = std::clamp(512 / p, 8, 32);  // as the searched blocks': linear in p x beam
+  modulo.max_results = p <= 16 ? 3 : 1;       // each is a candidate run; fewer at large p
+  modulo.max_steps = std::min(1'000'000, 12'000'000 / p);  // narrower where a period has many layouts
+  // A hard limit that binds only past p = 16 (3.9M transitions per search there, 244k at p = 64):
+  // with real costs the grid is fine (1:1.5:0.5, comm 0.2: 60+ slots, 10^4-10^5 layouts) and
+  // without it one v-half at p = 64 took 2.7 s.
+  modulo.max_transitions = 1'000'000'000 / (p * p);
+  std::vector<BuildingBlock> shortest = ModuloVBlocks(p, costs, cap, modulo);
+  int found_at = 0;
+  for (auto [lo, hi] : {std::pair{1, slots / 5}, std::pair{slots / 5 + 1, slots / 2}}) {
+    if (!shortest.empty()) break;
+    while (lo <= hi) {  // bisection down to the shortest period found in [lo, hi]
+      modulo.extra_slots = (lo + hi) / 2;
+      std::vector<BuildingBlock> found = ModuloVBlocks(p, costs, cap, modulo);
+      if (found.empty()) {
+        lo = modulo.extra_slots + 1;
+      } else {
+        shortest = std::move(found);
+        found_at = modulo.extra_slots;
+        hi = modulo.extra_slots - 1;
+      }
+    }
+  }
+  std::vector<VVariant> out;
+  for (size_t k = 0; k < shortest.size(); ++k) {
+    VVariant v;
+    v.label = absl::StrCat("modulo block ", slots, "+", found_at, " slots #", k);
+    v.fixed_block = std::move(shortest[k]);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// `zbv`: also the ZB-V wave scheduler (v_zbv.h), which wins whenever the cap allows its
+// warm-up (about p units); the greedy candidates run unless it already reached the lower bound.
+// Schedules up to this many actions (p x m <= ~1365) get the order polish (order_polish.h, up to
+// ~60 ms); beyond it warm-up and cool-down are a small share of the step and the polish's fixed
+// budget buys only a few hundred timings (unit costs, p=16 m=128: none of them helped).
+constexpr int64_t kPolishMaxActions = 8192;
+
+Schedule Polished(Schedule s, const CostModel& costs, double cap) {
+  int64_t actions = 0;
+  for (const auto& l : s.worker_actions) actions += static_cast<int64_t>(l.size());
+  if (actions > kPolishMaxActions) return s;
+  PolishOptions options;
+  options.memory_cap = cap;
+  options.edge = 8 * s.num_workers;
+  return PolishOrder(s, costs, options).schedule;
+}
+
+// With a long chain (transfer costs) and a tight cap, no one-microbatch block may repeat as fast
+// as the workers could go; two microbatches per period interleaved unevenly can
+// (cyclic_order.h). The plan's steady state, read as a cyclic order of two microbatches, is
+// searched for a shorter period and, when one is found, the unrolled order competes with the
+// plan (each polished; the shorter longest worker span wins). Nothing runs when the steady state
+// is already at the busiest worker's work.
+constexpr int64_t kCyclicSearchBudget = 12'000'000;  // edge relaxations (~30 ms at p=8)
+
+double LongestSpan(const Schedule& s, const CostModel& costs) {
+  const absl::StatusOr<SimResult> r = Simulate(s, costs);
+  return r.ok() ? *std::max_element(r->span.begin(), r->span.end()) : 1e300;
+}
+
+Schedule Finished(Schedule s, const CostModel& costs, double cap) {
+  constexpr int kMicrobatchesPerPeriod = 2;
+  const std::optional<CyclicOrder> window = SteadyWindow(s, kMicrobatchesPerPeriod);
+  std::optional<Schedule> unrolled;
+  if (window) {
+    CyclicSearchOptions options;
+    options.memory_cap = cap;
+    // Past p = 16 the budget falls as 1/p^2: each candidate costs more there, and a shorter
+    // period is no likelier (on the tested grid one was found only at p <= 4; at p = 24, 32 and
+    // 64 with comm 0.2 the plans are the same with 12M relaxations or with this).
+    const int64_t p = s.num_workers;
+    options.work_budget =
+        std::min<int64_t>(kCyclicSearchBudget, kCyclicSearchBudget * 256 / (p * p));
+    const CyclicSearchResult found = ShortenPeriod(*window, s, costs, options);
+    if (found.period < found.start_period - 1e-9) {
+      unrolled = Unroll(found.order, s, s.num_microbatches);
+    }
+  }
+  Schedule plan = Polished(std::move(s), costs, cap);
+  if (!unrolled) return plan;
+  Schedule other = Polished(std::move(*unrolled), costs, cap);
+  return LongestSpan(other, costs) < LongestSpan(plan, costs) - 1e-9 ? std::move(other)
+                                                                     : std::move(plan);
+}
+
+absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& name, double law,
+                                   const std::vector<VPatternKind>& patterns, bool full,
+                                   bool zbv = false, bool blocks = false, bool modulo = false) {
+  PT_RETURN_IF_ERROR(CheckVSpec(spec));
+  const CostModel costs = CostModelFor(spec, 2);
+  double cap = law;
+  if (spec.memory_limit > 0) cap = std::min(cap, spec.memory_limit);
+  cap = std::max(cap, OneMicrobatch(costs, spec.num_workers));
+  const int p = spec.num_workers, m = spec.num_microbatches;
+  std::optional<ZbvResult> wave;
+  if (zbv) {
+    absl::StatusOr<ZbvResult> r = ZbvSchedule(p, m, costs, cap, name);
+    if (r.ok()) {
+      if (r->max_span <= BusiestWork(costs, p) * m * (1 + 1e-9)) return std::move(r->schedule);
+      wave = std::move(*r);
+    }
+  }
+  double chunk = 0.0;
+  for (const StageCost& c : costs.stages) chunk = std::max(chunk, c.activation);
+  // The limit counts chunk-0 microbatches between their F and chunk-0 B, each holding its whole
+  // chunk-0 activation a0, and an F needs mem + a0 <= cap: K >= floor(cap / a0) cannot bind.
+  // (Every worker: the one with the smallest a0 admits the most.)
+  double no_limit_from = 0.0;
+  for (int w = 0; w < p; ++w) {
+    const double a0 = costs.stages[w].activation;
+    no_limit_from = a0 > 0 ? std::max(no_limit_from, std::floor((cap + 1e-6) / a0)) : 1e300;
+    if (a0 <= 0) break;
+  }
+  std::vector<VVariant> variants =
+      GreedyVariants(p, chunk > 0 ? cap / chunk : 2.0 * p, full, no_limit_from);
+  if (blocks) {
+    for (VVariant& v : BlockVariants()) variants.push_back(std::move(v));
+    for (VVariant& v : SearchedBlockVariants(p, costs, cap)) variants.push_back(std::move(v));
+  }
+  if (modulo) {
+    for (VVariant& v : ModuloBlockVariants(p, costs, cap)) variants.push_back(std::move(v));
+  }
+  // With a wave schedule in hand, only candidates that can beat its span matter.
+  absl::StatusOr<VPlan> plan =
+      PlanBestV(p, m, costs, cap, patterns, variants, name, wave ? wave->max_span : 1e300);
+  if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
+               (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
+    return Finished(std::move(wave->schedule), costs, cap);
+  }
+  if (!plan.ok()) return plan.status();
+  return Finished(std::move(plan->schedule), costs, cap);
+}
+
+}  // namespace
+
+int VMinPeakLaw(int p) { return (p + 4) / 3; }
+int VHalfPeakLaw(int p) { return (p + 2) / 2; }
+int VZbPeakLaw(int p) { return p; }
+
+absl::Status CheckVSpec(const PipelineSpec& spec) {
+  if (spec.num_workers < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("num_workers = ", spec.num_workers,
+                                                   ": V-shape schedules need num_workers >= 2"));
+  }
+  if (spec.num_microbatches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_microbatches = ", spec.num_microbatches, ": must be >= 1"));
+  }
+  if (spec.chunks_per_worker != 0 && spec.chunks_per_worker != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunks_per_worker = ", spec.chunks_per_worker,
+                     ": V-shape schedules use exactly 2 (or 0 for the default)"));
+  }
+  if (!spec.stage_costs.stages.empty() &&
+      static_cast<int>(spec.stage_costs.stages.size()) != 2 * spec.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stage_costs has ", spec.stage_costs.stages.size(),
+                     " stages: V-shape needs 2 * num_workers = ", 2 * spec.num_workers));
+  }
+  for (double x : {spec.f, spec.b, spec.w, spec.comm}) {
+    if (!(x >= 0) || !std::isfinite(x)) {
+      return absl::InvalidArgumentError("f, b, w and comm must be finite and >= 0");
+    }
+  }
+  if (spec.memory_limit < 0) {
+    return absl::InvalidArgumentError("memory_limit must be >= 0 (0 = unlimited)");
+  }
+  if (spec.memory_limit > 0) {
+    const CostModel costs = CostModelFor(spec, 2);
+    const double one = OneMicrobatch(costs, spec.num_workers);
+    if (spec.memory_limit + 1e-9 < one) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "memory_limit = ", spec.memory_limit, " units is below one microbatch (", one,
+          " units) on a worker: no V-shape schedule fits; use a smaller microbatch, more "
+          "workers, or activation offload"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+struct Scored {
+  double span = 0.0, makespan = 0.0;
+  int index = 0;  // < 0: pattern -index-1, else greedy variant
+};
+
+const char* PatternLabel(VPatternKind kind) {
+  switch (kind) {
+    case VPatternKind::kMin: return "pattern v-min";
+    case VPatternKind::kHalf: return "pattern v-half";
+    case VPatternKind::kMinReordered: return "pattern v-min, reordered";
+    default: return "pattern v-half, reordered";
+  }
+}
+
+// Runs candidate `index` (see Scored) for m microbatches; nullopt if it does not fit the cap or
+// if its longest worker span is certain to exceed `abort_span` (then *pruned = true). `record`
+// = false: the greedy engine does not materialise its actions (for screening).
+std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& costs, double cap,
+                                  const std::vector<VPatternKind>& patterns,
+                                  const std::vector<VVariant>& variants, const std::string& name,
+                                  absl::Status& error, double abort_span, bool record,
+                                  bool* pruned) {
+  *pruned = false;
+  if (index < 0) {
+    const VPatternKind kind = patterns[-index - 1];
+    Schedule s = MakeVPattern(kind, p, m, name);
+    const VOrderEval e = EvaluateVOrder(s, costs, cap, abort_span);
+    *pruned = e.pruned;
+    if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) return std::nullopt;
+    return VPlan{std::move(s), e.max_span, e.makespan, e.peak,
+                 PatternLabel(kind)};
+  }
+  const VVariant& variant = variants[index];
+  if (variant.block.has_value() || variant.fixed_block.has_value()) {
+    Schedule s = RepeatBlock(
+        variant.fixed_block ? *variant.fixed_block : MakeVBlock(p, costs, *variant.block), m, name);
+    const VOrderEval e = EvaluateVOrder(s, costs, cap, abort_span);
+    *pruned = e.pruned;
+    if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) return std::nullopt;
+    return VPlan{std::move(s), e.max_span, e.makespan, e.peak, variant.label};
+  }
+  VGreedyOptions options = variant.options;
+  options.memory_cap = cap;
+  options.abort_span = abort_span;
+  options.record = record;
+  if (variant.inflight > 0) options.max_inflight.assign(p, variant.inflight);
+  absl::StatusOr<VGreedyResult> r = GreedyScheduleV(p, m, costs, options, name);
+  if (!r.ok()) {
+    error = r.status();
+    return std::nullopt;
+  }
+  if (r->pruned) {
+    *pruned = true;
+    return std::nullopt;
+  }
+  return VPlan{std::move(r->schedule), r->max_span, r->makespan, std::move(r->peak), variant.label};
+}
+
+bool Better(const VPlan& a, const std::optional<VPlan>& best) {
+  return !best || a.max_span < best->max_span - 1e-9 ||
+         (a.max_span < best->max_span + 1e-9 && a.makespan < best->makespan - 1e-9);
+}
+
+constexpr double kNoLimit = 1e300;
+
+// A candidate's predicted span at full m; kNoLimit if none (it runs last and is never skipped).
+double Prediction(const std::vector<std::pair<int, double>>& predicted, int index) {
+  for (const auto& [i, span] : predicted) {
+    if (i == index) return span;
+  }
+  return kNoLimit;
+}
+
+}  // namespace
+
+absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
+                                double cap, const std::vector<VPatternKind>& patterns,
+                                const std::vector<VVariant>& variants, const std::string& name,
+                                double beat_span) {
+  const int p = num_workers, m = num_microbatches;
+  absl::Status error = absl::InternalError("no V candidate fits the memory cap");
+  std::vector<int> all;
+  for (int i = 0; i < static_cast<int>(patterns.size()); ++i) all.push_back(-i - 1);
+  for (int i = 0; i < static_cast<int>(variants.size()); ++i) all.push_back(i);
+  // Screen on a prefix when m is large: the steady state is periodic, so the ranking on
+  // 2p microbatches carries over; only the best few run at full m.
+  const int screen_m = std::max(2 * p, 24);
+  std::vector<int> finalists = all;
+  std::vector<std::pair<int, double>> predicted;  // (candidate, predicted span at full m)
+  std::vector<Scored> scored;                      // the screening's results
+  const double slack = BusiestWork(costs, p);       // one microbatch of the busiest worker
+  if (m > screen_m && all.size() > 2) {
+    // Only the best two and the best of each family (pattern, greedy, block) matter below, so a
+    // candidate is stopped once its span is certain to exceed both the second-best span so far
+    // and its family's best so far (both only fall, so a stopped candidate stays irrelevant).
+    // Promising candidates run first to tighten those bounds early: the patterns, the blocks,
+    // then the greedy variants with an in-flight limit.
+    auto family = [&](int index) {
+      if (index < 0) return 0;
+      return variants[index].block.has_value() || variants[index].fixed_block.has_value() ? 2 : 1;
+    };
+    std::vector<int> order = all;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      auto key = [&](int i) {
+        const int f = family(i);
+        if (f != 1) return f == 0 ? 0 : 1;
+        return variants[i].inflight > 0 ? 2 : 3;
+      };
+      return key(a) < key(b);
+    });
+    double s1 = kNoLimit, s2 = kNoLimit;
+    double family_best[3] = {kNoLimit, kNoLimit, kNoLimit};
+    for (int index : order) {
+      const double bound = std::max(s2, family_best[family(index)]);
+      bool pruned = false;
+      std::optional<VPlan> r = RunCandidate(index, p, screen_m, costs, cap, patterns, variants,
+                                            name, error, bound, /*record=*/false, &pruned);
+      if (!r) continue;
+      scored.push_back({r->max_span, r->makespan, index});
+      if (r->max_span < s1) {
+        s2 = s1;
+        s1 = r->max_span;
+      } else if (r->max_span < s2) {
+        s2 = r->max_span;
+      }
+      double& fb = family_best[family(index)];
+      fb = std::min(fb, r->max_span);
+    }
+    // Rank in the candidates' own order (ties keep it), as if all had run to the end.
+    auto position = [&](int index) { return index < 0 ? -index - 1 : index + 1000000; };
+    std::sort(scored.begin(), scored.end(),
+              [&](const Scored& a, const Scored& b) { return position(a.index) < position(b.index); });
+    std::stable_sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
+      return a.span < b.span - 1e-9 || (a.span < b.span + 1e-9 && a.makespan < b.makespan);
+    });
+    finalists.clear();
+    for (size_t i = 0; i < scored.size() && i < 2; ++i) finalists.push_back(scored[i].index);
+    // Also the best of each family (greedy, repeated block): their bubbles fall with m at
+    // different rates, so the prefix ranking across families is not reliable.
+    for (bool block : {false, true}) {
+      for (const Scored& sc : scored) {
+        if (sc.index < 0) continue;
+        const VVariant& v = variants[sc.index];
+        if ((v.block.has_value() || v.fixed_block.has_value()) != block) continue;
+        if (std::find(finalists.begin(), finalists.end(), sc.index) == finalists.end()) {
+          finalists.push_back(sc.index);
+        }
+        break;
+      }
+    }
+    // The fixed patterns always run at full m (never worse than the authors' pattern), and the
+    // plain backward-first greedy always fits (admission control): a safe fallback. A pattern
+    // and its reordered variant share the steady state (only warm-up and cool-down differ, and
+    // the prefix has both), so of such a pair only the one screened faster runs.
+    auto screened = [&](int index) {
+      for (const Scored& sc : scored) {
+        if (sc.index == index) return sc.span;
+      }
+      return kNoLimit;
+    };
+    auto partner = [&](VPatternKind kind) {
+      switch (kind) {
+        case VPatternKind::kMin: return VPatternKind::kMinReordered;
+        case VPatternKind::kMinReordered: return VPatternKind::kMin;
+        case VPatternKind::kHalf: return VPatternKind::kHalfReordered;
+        default: return VPatternKind::kHalf;
+      }
+    };
+    auto outrun = [&](int i) {  // pattern i's partner screened faster (ties: lower index)
+      const auto other = std::find(patterns.begin(), patterns.end(), partner(patterns[i]));
+      if (other == patterns.end()) return false;
+      const int j = static_cast<int>(other - patterns.begin());
+      const double mine = screened(-i - 1), theirs = screened(-j - 1);
+      return theirs < mine - 1e-9 || (theirs < mine + 1e-9 && j < i);
+    };
+    for (int i = 0; i < static_cast<int>(patterns.size()); ++i) {
+      if (std::find(finalists.begin(), finalists.end(), -i - 1) == finalists.end()) {
+        finalists.push_back(-i - 1);
+      }
+    }
+    finalists.erase(std::remove_if(finalists.begin(), finalists.end(),
+                                   [&](int index) { return index < 0 && outrun(-index - 1); }),
+                    finalists.end());
+    if (std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
+    // Predict each finalist's span at full m. A pattern or repeated block is periodic: past the
+    // warm-up every extra microbatch adds one steady-state period, so the difference of two
+    // prefixes (the screen and a shorter one) cancels warm-up and cool-down. The greedy is not
+    // periodic (its rate over a prefix can be above its later one), so it gets the optimistic
+    // estimate: from the screen on, no bubble at all. Full-m runs then go best-predicted first,
+    // and a finalist predicted worse than the best full-m span so far by more than one
+    // microbatch of the busiest worker's work is skipped: re-running every finalist at full m
+    // cost more than the whole screening.
+    const int short_m = screen_m - std::max(1, screen_m / 4);
+    for (int index : finalists) {
+      const double at_screen = screened(index);
+      if (at_screen >= kNoLimit) continue;  // pruned in the screening: no estimate, runs
+      if (family(index) == 1) {
+        predicted.emplace_back(index, at_screen + slack * (m - screen_m));
+        continue;
+      }
+      bool pruned = false;
+      std::optional<VPlan> r = RunCandidate(index, p, short_m, costs, cap, patterns, variants,
+                                            name, error, kNoLimit, /*record=*/false, &pruned);
+      if (!r) continue;
+      // No steady state is faster than the busiest worker's work per microbatch (a shorter
+      // difference means the short prefix had not left the warm-up yet).
+      const double rate = std::max(slack, (at_screen - r->max_span) / (screen_m - short_m));
+      predicted.emplace_back(index, at_screen + rate * (m - screen_m));
+    }
+    std::stable_sort(finalists.begin(), finalists.end(), [&](int a, int b) {
+      return Prediction(predicted, a) < Prediction(predicted, b);
+    });
+  }
+  // Full m: a candidate that cannot beat the best so far (or beat_span) is stopped early.
+  // A greedy finalist that screened exactly like one already run (span and makespan, to the
+  // last bit) is taken to be the same plan: a rule that never fires on this input leaves the
+  // order as it is, and a tie cannot win, while re-running it at full m costs as much again.
+  auto screening = [&](int index) -> const Scored* {
+    for (const Scored& sc : scored) {
+      if (sc.index == index) return &sc;
+    }
+    return nullptr;
+  };
+  std::vector<const Scored*> ran;
+  std::optional<VPlan> best;
+  for (int index : finalists) {
+    if (index >= static_cast<int>(variants.size())) continue;
+    const Scored* mine = index >= 0 && !variants[index].block && !variants[index].fixed_block
+                             ? screening(index)
+                             : nullptr;
+    if (mine != nullptr &&
+        std::any_of(ran.begin(), ran.end(), [&](const Scored* other) {
+          return other->span == mine->span && other->makespan == mine->makespan;
+        })) {
+      continue;
+    }
+    if (mine != nullptr) ran.push_back(mine);
+    const double guess = Prediction(predicted, index);
+    if (best && guess < kNoLimit && guess > best->max_span + slack) continue;
+    bool pruned = false;
+    const double bound = best ? std::min(best->max_span, beat_span) : beat_span;
+    std::optional<VPlan> r = RunCandidate(index, p, m, costs, cap, patterns, variants, name, error,
+                                          bound, /*record=*/true, &pruned);
+    if (r && Better(*r, best)) best = std::move(r);
+  }
+  if (!best) return error;
+  return std::move(*best);
+}
+
+absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec) {
+  return MakeNamed(spec, "v-min", VMinPeakLaw(spec.num_workers),
+                   {VPatternKind::kMin, VPatternKind::kMinReordered}, true, /*zbv=*/false,
+                   /*blocks=*/false, /*modulo=*/true);
+}
+absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec) {
+  return MakeNamed(spec, "v-half", VHalfPeakLaw(spec.num_workers),
+                   {VPatternKind::kHalf, VPatternKind::kMin, VPatternKind::kHalfReordered}, true,
+                   /*zbv=*/false, /*blocks=*/true, /*modulo=*/true);
+}
+absl::StatusOr<Schedule> MakeVZb(const PipelineSpec& spec) {
+  return MakeNamed(spec, "v-zb", VZbPeakLaw(spec.num_workers),
+                   {VPatternKind::kHalf, VPatternKind::kMin}, true, /*zbv=*/true);
+}
+absl::StatusOr<Schedule> MakeZbV(const PipelineSpec& spec) {
+  return MakeNamed(spec, "zb-v", VZbPeakLaw(spec.num_workers), {}, false, /*zbv=*/true);
+}
+absl::StatusOr<Schedule> MakeVAdaptive(const PipelineSpec& spec) {
+  if (spec.memory_limit <= 0) {
+    return absl::InvalidArgumentError(
+        "memory_limit must be > 0 for v-adaptive (peak activation units per worker)");
+  }
+  // Above 2p units nothing changes: every V schedule is done by then.
+  return MakeNamed(spec, "v-adaptive", 2.0 * spec.num_workers,
+                   {VPatternKind::kHalf, VPatternKind::kMin}, true, /*zbv=*/false,
+                   /*blocks=*/false, /*modulo=*/true);
+}
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,279 @@
+#include "schedule/v_greedy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <tuple>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace pipetrain::schedule {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kEps = 1e-9;
+
+class VGreedy {
+ public:
+  VGreedy(int p, int m, const CostModel& costs, const VGreedyOptions& options)
+      : p_(p), m_(m), s_(2 * p), costs_(costs), opt_(options) {}
+
+  absl::StatusOr<VGreedyResult> Run(std::string name) {
+    r_.schedule = MakeEmptySchedule(std::move(name), p_, m_, VPlacement(p_));
+    for (int w = 0; w < p_; ++w) {
+      const double one = Act(w) + Act(s_ - 1 - w);
+      if (one > opt_.memory_cap + kEps) {
+        return absl::InvalidArgumentError(absl::StrCat("memory_cap ", opt_.memory_cap,
+                                                       " is below one microbatch's activation (",
+                                                       one, " units) on worker ", w));
+      }
+      if (opt_.record) r_.schedule.worker_actions[w].reserve(6 * static_cast<size_t>(m_));
+    }
+    rem_.assign(p_, 0.0);
+    for (int w = 0; w < p_; ++w) {
+      const StageCost& x = costs_.stages[w];
+      const StageCost& y = costs_.stages[s_ - 1 - w];
+      rem_[w] = m_ * (x.f + x.b + x.w + y.f + y.b + y.w);
+    }
+    // Remaining work is tracked by subtraction: allow for its rounding before pruning.
+    abort_at_ = opt_.abort_span + 1e-7 * (1.0 + std::abs(opt_.abort_span));
+    nf_.assign(s_, 0);
+    nb_.assign(s_, 0);
+    nw_.assign(s_, 0);
+    end_f_.assign(static_cast<size_t>(s_) * m_, 0.0);
+    end_b_.assign(static_cast<size_t>(s_) * m_, 0.0);
+    wq_.assign(p_, {});
+    for (auto& q : wq_) q.reserve(2 * static_cast<size_t>(m_));
+    wq_head_.assign(p_, 0);
+    clock_.assign(p_, 0.0);
+    first_.assign(p_, kInf);
+    pending_.assign(p_, kInf);
+    mem_.assign(p_, 0.0);
+    r_.peak.assign(p_, 0.0);
+    leaves_ = 1;
+    while (leaves_ < p_) leaves_ *= 2;
+    pending_.push_back(kInf);  // index p_: the padding leaves, never pending
+    tree_.assign(2 * leaves_, p_);
+    for (int w = 0; w < p_; ++w) tree_[leaves_ + w] = w;
+    for (int w = 0; w < p_; ++w) Wake(w, 0.0);
+    long remaining = 6L * p_ * m_;
+    while (pending_[tree_[1]] < kInf) {
+      // The earliest pending decision (ties: lowest worker) is the tree's winner.
+      const int w = tree_[1];
+      now_ = pending_[w];
+      SetPending(w, kInf);
+      if (Decide(w)) --remaining;
+      if (r_.pruned) return std::move(r_);
+    }
+    if (remaining != 0) {
+      return absl::InternalError(absl::StrCat("V greedy scheduler stalled with ", remaining,
+                                              " passes left (cap ", opt_.memory_cap, ")"));
+    }
+    for (int w = 0; w < p_; ++w) {
+      r_.max_span = std::max(r_.max_span, clock_[w] - first_[w]);
+      r_.makespan = std::max(r_.makespan, clock_[w]);
+    }
+    return std::move(r_);
+  }
+
+ private:
+  // A pass a worker could run next. ready: input arrival (kInf = producer not started yet).
+  struct Cand {
+    ActionKind kind = ActionKind::kF;
+    int stage = -1;
+    double ready = kInf;
+    bool ok = false;  // exists and allowed (memory, admission)
+  };
+
+  double Act(int stage) const { return costs_.stages[stage].activation; }
+  double Comm(int from, int to) const {
+    // Adjacent stages on one worker: only p-1 -> p (the V's tip).
+    return (from == p_ - 1 && to == p_) || (from == p_ && to == p_ - 1) ? 0.0 : costs_.comm;
+  }
+  size_t Idx(int stage, int mb) const { return static_cast<size_t>(stage) * m_ + mb; }
+
+  void SetPending(int w, double time) {
+    pending_[w] = time;
+    // Replay the matches on w's path; once a match's winner is another worker both before and
+    // after, nothing above it changes.
+    for (int node = (leaves_ + w) / 2; node >= 1; node /= 2) {
+      const int left = tree_[2 * node], right = tree_[2 * node + 1];
+      const int winner = pending_[left] <= pending_[right] ? left : right;
+      if (winner == tree_[node] && winner != w) break;
+      tree_[node] = winner;
+    }
+  }
+  void Wake(int w, double time) { SetPending(w, time); }
+  void Notify(int w, double ready) {
+    const double when = std::max({clock_[w], ready, now_});
+    if (when < pending_[w]) Wake(w, when);
+  }
+
+  Cand Forward(int stage) const {
+    Cand c{ActionKind::kF, stage};
+    const int j = nf_[stage];
+    if (j >= m_) return c;
+    c.ok = true;
+    if (stage == 0) {
+      c.ready = std::max(0.0, (j - opt_.front_load) * opt_.release_period);
+    } else if (nf_[stage - 1] > j) {
+      c.ready = end_f_[Idx(stage - 1, j)] + Comm(stage - 1, stage);
+    }
+    return c;
+  }
+  Cand Backward(int stage) const {
+    Cand c{ActionKind::kB, stage};
+    const int j = nb_[stage];
+    if (j >= m_) return c;
+    c.ok = true;
+    if (stage == s_ - 1) {
+      if (nf_[stage] > j) c.ready = end_f_[Idx(stage, j)];
+    } else if (nb_[stage + 1] > j) {
+      c.ready = end_b_[Idx(stage + 1, j)] + Comm(stage + 1, stage);
+    }
+    return c;
+  }
+
+  bool Decide(int w) {
+    const double now = now_;
+    const int a = w, b = s_ - 1 - w;
+    const double a0 = Act(a), a1 = Act(b), cap = opt_.memory_cap + kEps;
+    const double mem = mem_[w];
+
+    Cand b1 = Backward(b), b0 = Backward(a);
+    Cand f1 = Forward(b), f0 = Forward(a);
+    bool mem_blocked = false;  // an F's input is there but memory is not
+    if (f1.ok && mem + a1 > cap) {
+      f1.ok = false;
+      mem_blocked |= f1.ready <= now + kEps;
+    }
+    if (f0.ok) {
+      const double first_leg = a0 * (nf_[a] - nf_[b]);
+      const double releasable = mem - first_leg;
+      f0.ok = mem + a0 <= cap && (mem + a0 + a1 <= cap || releasable >= a1 - kEps);
+      if (!f0.ok) mem_blocked |= f0.ready <= now + kEps;
+      if (f0.ok && !opt_.max_inflight.empty()) f0.ok = nf_[a] - nb_[a] < opt_.max_inflight[w];
+    }
+    auto is_ready = [&](const Cand& c) { return c.ok && c.ready <= now + kEps; };
+    // 1. B's.
+    const Cand* pick = nullptr;
+    if (opt_.f1_over_b && is_ready(f1)) {
+      pick = &f1;
+    } else if (is_ready(b1) && is_ready(b0)) {
+      // b0's microbatch is always the older one (its chunk-1 B already ran here).
+      pick = opt_.b_older_first ? &b0 : &b1;
+    } else if (is_ready(b1)) {
+      pick = &b1;
+    } else if (is_ready(b0)) {
+      pick = &b0;
+    }
+    // 2. F's.
+    if (pick == nullptr) {
+      if (is_ready(f1) && is_ready(f0)) {
+        pick = opt_.f1_first ? &f1 : &f0;
+      } else if (is_ready(f1)) {
+        pick = &f1;
+      } else if (is_ready(f0)) {
+        pick = &f0;
+      }
+    }
+    if (pick != nullptr) {
+      Commit(w, pick->kind, pick->stage, std::max(now, pick->ready));
+      return true;
+    }
+    // 3. W's, unless a known arrival is so close that waiting is cheaper than delaying it.
+    double next = kInf;
+    for (const Cand* c : {&b1, &b0, &f1, &f0}) {
+      if (c->ok && c->ready > now + kEps) next = std::min(next, c->ready);
+    }
+    const auto& q = wq_[w];
+    if (wq_head_[w] < q.size()) {
+      const int stage = q[wq_head_[w]];
+      const double dw = costs_.stages[stage].w;
+      const bool collides = next < now + dw - kEps;
+      const bool forwards_left = nf_[a] < m_ || nf_[b] < m_;
+      const double backlog = static_cast<double>(q.size() - wq_head_[w]);
+      const bool hold =
+          !mem_blocked && forwards_left && backlog <= opt_.w_reserve * 2 * (p_ - 1 - w);
+      if (!hold && !(collides && next - now < opt_.idle_budget * dw)) {
+        Commit(w, ActionKind::kW, stage, now);
+        return true;
+      }
+    }
+    if (next < kInf) Wake(w, next);
+    return false;  // otherwise asleep until an input arrives
+  }
+
+  void Commit(int w, ActionKind kind, int stage, double start) {
+    const StageCost& c = costs_.stages[stage];
+    double end = start;
+    int mb = 0;
+    if (kind == ActionKind::kF) {
+      mb = nf_[stage]++;
+      end = start + c.f;
+      end_f_[Idx(stage, mb)] = end;
+      mem_[w] += c.activation;
+      r_.peak[w] = std::max(r_.peak[w], mem_[w]);
+      if (stage + 1 < s_)
+        Notify(r_.schedule.stage_to_worker[stage + 1], end + Comm(stage, stage + 1));
+    } else if (kind == ActionKind::kB) {
+      mb = nb_[stage]++;
+      end = start + c.b;
+      end_b_[Idx(stage, mb)] = end;
+      mem_[w] -= c.freed_by_b;
+      wq_[w].push_back(stage);
+      if (stage > 0) Notify(r_.schedule.stage_to_worker[stage - 1], end + Comm(stage, stage - 1));
+    } else {
+      ++wq_head_[w];
+      mb = nw_[stage]++;
+      end = start + c.w;
+      mem_[w] -= c.activation - c.freed_by_b;
+    }
+    first_[w] = std::min(first_[w], start);
+    clock_[w] = end;
+    rem_[w] -= kind == ActionKind::kF ? c.f : (kind == ActionKind::kB ? c.b : c.w);
+    if (end - first_[w] + rem_[w] > abort_at_) r_.pruned = true;
+    if (opt_.record) r_.schedule.worker_actions[w].push_back(Action{kind, stage, mb});
+    Wake(w, end);
+  }
+
+  const int p_, m_, s_;
+  const CostModel& costs_;
+  const VGreedyOptions& opt_;
+  std::vector<int> nf_, nb_, nw_;
+  std::vector<double> end_f_, end_b_;
+  std::vector<std::vector<int>> wq_;  // per worker: stages of pending W's, in B order
+  std::vector<size_t> wq_head_;
+  std::vector<double> clock_, first_, pending_, mem_;
+  std::vector<double> rem_;  // per worker: work not yet committed
+  double abort_at_ = kInf;
+  // Tournament tree over the workers' pending decision times (kInf = asleep until notified):
+  // each node holds the worker that wins below it (earliest, ties: lowest), leaves at leaves_.
+  int leaves_ = 1;
+  std::vector<int> tree_;
+  double now_ = 0.0;
+  VGreedyResult r_;
+};
+
+}  // namespace
+
+absl::StatusOr<VGreedyResult> GreedyScheduleV(int num_workers, int num_microbatches,
+                                              const CostModel& costs, const VGreedyOptions& options,
+                                              std::string name) {
+  if (num_workers < 2 || num_microbatches < 1 ||
+      static_cast<int>(costs.stages.size()) != 2 * num_workers) {
+    return absl::InvalidArgumentError("GreedyScheduleV: p >= 2, m >= 1 and 2p stage costs");
+  }
+  if (!options.max_inflight.empty() &&
+      static_cast<int>(options.max_inflight.size()) != num_workers) {
+    return absl::InvalidArgumentError("GreedyScheduleV: max_inflight needs one entry per worker");
+  }
+  VGreedy engine(num_workers, num_microbatches, costs, options);
+  return engine.Run(std::move(name));
+}
+
+}  // namespace pipetrain::schedule

@@ -1,0 +1,328 @@
+#include "schedule/v_zbv.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace pipetrain::schedule {
+namespace {
+
+constexpr double kEps = 1e-9;
+constexpr double kUnset = -1.0;
+
+// Pass kinds of one worker, in the dependency order of a microbatch on it:
+// F0 (chunk 0 forward, stage i), F1 (chunk 1 forward, stage 2p-1-i), BD (chunk 1 backward,
+// travels down the workers), BU (chunk 0 backward, travels up), WD / WU their W's.
+enum Kind { kF0 = 0, kF1 = 1, kBD = 2, kBU = 3, kWD = 4, kWU = 5 };
+
+class Zbv {
+ public:
+  Zbv(int p, int m, const CostModel& costs, const ZbvOptions& opt,
+      const std::vector<double>& approved)
+      : p_(p), m_(m), costs_(costs), opt_(opt), approved_(approved) {}
+
+  absl::StatusOr<ZbvResult> Run(const std::string& name) {
+    r_.schedule = MakeEmptySchedule(name, p_, m_, VPlacement(p_));
+    for (auto& l : r_.schedule.worker_actions) l.reserve(6 * static_cast<size_t>(m_));
+    cnt_.assign(static_cast<size_t>(p_) * 6, 0);
+    end_.assign(static_cast<size_t>(4) * p_ * m_, kUnset);
+    cur_.assign(p_, 0.0);
+    first_.assign(p_, -1.0);
+    mem_.assign(p_, 0.0);
+    r_.idle.assign(p_, 0.0);
+    r_.peak.assign(p_, 0.0);
+    wq_.assign(p_, {});
+    for (auto& q : wq_) q.reserve(2 * static_cast<size_t>(m_));
+    wq_head_.assign(p_, 0);
+    max_approved_ = -1.0;
+    for (double a : approved_) max_approved_ = std::max(max_approved_, a);
+    if (!WarmUp() || !Steady()) return absl::NotFoundError(failure_);
+    for (int i = 0; i < p_; ++i) {
+      while (HasW(i)) {
+        if (!PutW(i)) return absl::NotFoundError(failure_);
+      }
+      r_.max_span = std::max(r_.max_span, cur_[i] - std::max(0.0, first_[i]));
+      r_.makespan = std::max(r_.makespan, cur_[i]);
+    }
+    return std::move(r_);
+  }
+
+ private:
+  int& Cnt(int i, int k) { return cnt_[static_cast<size_t>(i) * 6 + k]; }
+  int CntOf(int i, int k) const { return cnt_[static_cast<size_t>(i) * 6 + k]; }
+  int Stage(int i, int k) const { return (k == kF0 || k == kBU || k == kWU) ? i : 2 * p_ - 1 - i; }
+  double Cost(int i, int k) const {
+    const StageCost& c = costs_.stages[Stage(i, k)];
+    return k <= kF1 ? c.f : (k <= kBU ? c.b : c.w);
+  }
+  // End time of pass k (F0, F1, BD, BU) of worker i for microbatch mb; kUnset if not placed.
+  double& End(int k, int i, int mb) { return end_[(static_cast<size_t>(k) * p_ + i) * m_ + mb]; }
+  // The cross-worker input of pass k on worker i for microbatch mb: its end + comm, or
+  // nullopt when the input comes from this worker. Unset inputs give kUnset + comm (< now).
+  std::optional<double> Input(int k, int i, int mb) {
+    if (k == kF0 || k == kBD) {  // travels down: from worker i-1
+      if (i == 0) return std::nullopt;
+      return End(k, i - 1, mb) + costs_.comm;
+    }
+    if (k == kF1 || k == kBU) {  // travels up: from worker i+1
+      if (i == p_ - 1) return std::nullopt;
+      return End(k, i + 1, mb) + costs_.comm;
+    }
+    return std::nullopt;
+  }
+  double MaxBubble(int i) const {
+    double b = max_idle_;
+    if (!approved_.empty()) b = std::max(b, max_approved_ - approved_[i]);
+    return b;
+  }
+  bool HasW(int i) const { return wq_head_[i] < wq_[i].size(); }
+  bool Fail(std::string why) {
+    failure_ = std::move(why);
+    return false;
+  }
+
+  bool Put(int i, int k) {
+    const int mb = Cnt(i, k);
+    if (mb >= m_) return Fail(absl::StrCat("pass ", k, " on worker ", i, " exhausted"));
+    const int stage = Stage(i, k);
+    const StageCost& c = costs_.stages[stage];
+    // Same-worker predecessor must be placed (F0 -> F1 -> BD -> BU; W after its B).
+    if (k == kF1 && End(kF0, i, mb) < 0) return Fail("F1 before F0");
+    if (k == kBD && End(kF1, i, mb) < 0) return Fail("BD before F1");
+    if (k == kBU && End(kBD, i, mb) < 0) return Fail("BU before BD");
+    double start = cur_[i];
+    if (k <= kBU) {
+      const std::optional<double> in = Input(k, i, mb);
+      if (in) {
+        if (*in < costs_.comm) return Fail("input not placed");
+        start = std::max(start, *in);
+      }
+    }
+    double delta = 0.0;
+    if (k <= kF1) {
+      delta = c.activation;
+    } else if (k <= kBU) {
+      delta = -c.freed_by_b;
+    } else {
+      delta = -(c.activation - c.freed_by_b);
+    }
+    if (mem_[i] + delta > opt_.memory_cap + kEps) return Fail("memory cap");
+    if (Cnt(i, kF0) > 0) {
+      r_.idle[i] += start - cur_[i];
+      max_idle_ = std::max(max_idle_, r_.idle[i]);
+    } else {
+      first_[i] = start;
+    }
+    const double end = start + Cost(i, k);
+    if (k <= kBU) End(k, i, mb) = end;
+    cur_[i] = end;
+    mem_[i] += delta;
+    r_.peak[i] = std::max(r_.peak[i], mem_[i]);
+    ++Cnt(i, k);
+    if (k == kBD || k == kBU) wq_[i].push_back(k + 2);
+    r_.schedule.worker_actions[i].push_back(Action{
+        k <= kF1 ? ActionKind::kF : (k <= kBU ? ActionKind::kB : ActionKind::kW), stage, mb});
+    return true;
+  }
+  bool PutW(int i) {
+    if (!HasW(i)) return Fail("no W to free memory");
+    return Put(i, wq_[i][wq_head_[i]++]);
+  }
+  double NextWCost(int i) const { return Cost(i, wq_[i][wq_head_[i]]); }
+
+  bool WarmUp() {
+    for (int i = 0; i < p_; ++i) {
+      if (!Put(i, kF0)) return false;
+    }
+    for (int i = p_ - 1; i >= 0; --i) {
+      if (i < p_ - 1) {
+        const double arrive = End(kF1, i + 1, 0) + costs_.comm;
+        const double unit = costs_.stages[i].activation;
+        while (mem_[i] + unit * (2 + 2 * i) <= opt_.memory_cap + kEps &&
+               cur_[i] + Cost(i, kF0) <= arrive + kEps && Cnt(i, kF0) < m_) {
+          for (int j = 0; j <= i; ++j) {
+            if (!Put(j, kF0)) return false;
+          }
+        }
+      }
+      if (!Put(i, kF1)) return false;
+    }
+    int chunk = kF0;
+    for (int i = 1; i < p_; ++i) {
+      int idle_rounds = 0;
+      while (Cnt(i, kF0) + Cnt(i, kF1) < Cnt(i - 1, kF0) + Cnt(i - 1, kF1) ||
+             (Cnt(i, kF1) <= Cnt(i - 1, kF1) && Cnt(i - 1, kF1) < m_)) {
+        bool put = false;
+        for (int j = p_ - 1; j >= i; --j) {
+          if (Cnt(j, chunk) < m_) {
+            if (!Put(j, chunk)) return false;
+            put = true;
+          }
+        }
+        chunk = 1 - chunk;
+        idle_rounds = put ? 0 : idle_rounds + 1;
+        if (idle_rounds >= 2) return Fail("warm-up stalled");
+      }
+    }
+    return true;
+  }
+
+  // W's that end before the input of the next pass arrives; then one more if the remaining gap
+  // exceeds this worker's approved bubble (when `extra`).
+  bool FillGap(int i, std::optional<double> in, bool extra) {
+    while (in && HasW(i) && *in >= cur_[i] + NextWCost(i) - kEps) {
+      if (!PutW(i)) return false;
+    }
+    if (extra && in && HasW(i) && *in - cur_[i] > MaxBubble(i) - r_.idle[i] + kEps) {
+      if (!PutW(i)) return false;
+    }
+    return true;
+  }
+
+  bool Steady() {
+    std::vector<std::pair<int, int>> order;
+    order.reserve(p_);
+    std::vector<int> down;
+    down.reserve(p_);
+    for (int round = 0; round < 2 * m_; ++round) {
+      order.clear();
+      down.clear();
+      for (int i = 0; i < p_; ++i) {
+        const int bd = Cnt(i, kBD), bu = Cnt(i, kBU);
+        if (bu >= bd) {
+          down.push_back(i);
+        } else if (i == p_ - 1 || End(kBU, i + 1, bu) >= 0 || bd >= m_) {
+          order.push_back({i, kBU});
+        } else {
+          down.push_back(i);
+        }
+      }
+      std::reverse(order.begin(), order.end());
+      for (int i : down) order.push_back({i, kBD});
+      for (const auto& [i, k] : order) {
+        if (Cnt(i, k) >= m_) continue;
+        const std::optional<double> in = Input(k, i, Cnt(i, k));
+        if (!FillGap(i, in, k == kBU || opt_.fill_b) || !Put(i, k)) return false;
+      }
+      for (int i = 0; i < p_; ++i) {
+        if (Cnt(i, kF1) >= m_) continue;
+        int k = -1;
+        const int f0 = Cnt(i, kF0), f1 = Cnt(i, kF1);
+        if (f1 >= f0) {
+          k = kF0;
+        } else if (i == p_ - 1 || End(kF1, i + 1, f1) >= 0) {
+          k = kF1;
+        } else if (f0 < m_ && (i == 0 || End(kF0, i - 1, f0) >= 0)) {
+          k = kF0;
+        }
+        if (k < 0) continue;
+        const double need = costs_.stages[Stage(i, k)].activation;
+        while (mem_[i] + need > opt_.memory_cap + kEps) {
+          if (!PutW(i)) return false;
+        }
+        if (!FillGap(i, Input(k, i, Cnt(i, k)), opt_.fill_f) || !Put(i, k)) return false;
+      }
+    }
+    return true;
+  }
+
+  const int p_, m_;
+  const CostModel& costs_;
+  const ZbvOptions& opt_;
+  const std::vector<double>& approved_;
+  double max_approved_ = -1.0, max_idle_ = 0.0;
+  std::vector<int> cnt_;
+  std::vector<double> end_, cur_, first_, mem_;
+  std::vector<std::vector<int>> wq_;
+  std::vector<size_t> wq_head_;
+  std::string failure_;
+  ZbvResult r_;
+};
+
+double MaxIdle(const ZbvResult& r) { return *std::max_element(r.idle.begin(), r.idle.end()); }
+
+bool Better(const ZbvResult& a, const std::optional<ZbvResult>& best) {
+  return !best || a.max_span < best->max_span - kEps ||
+         (a.max_span < best->max_span + kEps && a.makespan < best->makespan - kEps);
+}
+
+}  // namespace
+
+absl::StatusOr<ZbvResult> ZbvTry(int num_workers, int num_microbatches, const CostModel& costs,
+                                 const ZbvOptions& options, const std::vector<double>& approved,
+                                 const std::string& name) {
+  if (num_workers < 2 || num_microbatches < 1 ||
+      static_cast<int>(costs.stages.size()) != 2 * num_workers ||
+      (!approved.empty() && static_cast<int>(approved.size()) != num_workers)) {
+    return absl::InvalidArgumentError("ZbvTry: p >= 2, m >= 1, 2p stage costs, p budgets");
+  }
+  Zbv run(num_workers, num_microbatches, costs, options, approved);
+  return run.Run(name);
+}
+
+namespace {
+
+// fill_b x fill_f, each with the refinement loop; returns the best and which flags won.
+absl::StatusOr<ZbvResult> Search(int p, int m, const CostModel& costs, double cap,
+                                 const std::vector<std::pair<bool, bool>>& flags,
+                                 const std::string& name, std::pair<bool, bool>* winner) {
+  std::optional<ZbvResult> best;
+  absl::Status error = absl::NotFoundError("no ZB-V wave schedule fits the cap");
+  for (const auto& [fill_b, fill_f] : flags) {
+    ZbvOptions options;
+    options.memory_cap = cap;
+    options.fill_b = fill_b;
+    options.fill_f = fill_f;
+    const std::string label = absl::StrCat("zbv", fill_b ? " fill_b" : "", fill_f ? " fill_f" : "");
+    absl::StatusOr<ZbvResult> prev = ZbvTry(p, m, costs, options, {}, name);
+    if (!prev.ok()) {
+      error = prev.status();
+      continue;
+    }
+    prev->variant = label;
+    for (int k = 0; k < options.max_refinements; ++k) {
+      absl::StatusOr<ZbvResult> next = ZbvTry(p, m, costs, options, prev->idle, name);
+      if (!next.ok()) break;
+      next->variant = absl::StrCat(label, " refined ", k + 1);
+      const bool improved = MaxIdle(*next) < MaxIdle(*prev) - kEps;
+      if (Better(*next, best)) {
+        best = *next;
+        if (winner) *winner = {fill_b, fill_f};
+      }
+      if (!improved) break;
+      prev = std::move(next);
+    }
+    if (Better(*prev, best)) {
+      best = std::move(*prev);
+      if (winner) *winner = {fill_b, fill_f};
+    }
+  }
+  if (!best) return error;
+  return std::move(*best);
+}
+
+}  // namespace
+
+absl::StatusOr<ZbvResult> ZbvSchedule(int num_workers, int num_microbatches, const CostModel& costs,
+                                      double memory_cap, const std::string& name) {
+  const std::vector<std::pair<bool, bool>> all = {
+      {true, true}, {true, false}, {false, true}, {false, false}};
+  const int p = num_workers, m = num_microbatches;
+  // Rank the fill variants on a prefix (the steady state repeats, warm-up and cool-down do not
+  // depend on m); only the winner runs at full m. Fall back to all if it fails there.
+  const int screen_m = std::max(2 * p, 24);
+  if (m > screen_m) {
+    std::pair<bool, bool> winner;
+    if (Search(p, screen_m, costs, memory_cap, all, name, &winner).ok()) {
+      absl::StatusOr<ZbvResult> r = Search(p, m, costs, memory_cap, {winner}, name, nullptr);
+      if (r.ok()) return r;
+    }
+  }
+  return Search(p, m, costs, memory_cap, all, name, nullptr);
+}
+
+}  // namespace pipetrain::schedule
