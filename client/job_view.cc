@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "model/job_model.h"
 
 namespace pipetrain::client {
 
@@ -43,8 +44,7 @@ std::string FormatJobStatus(const v1::Job& job) {
                                                     : std::string("none yet"));
   }
   if (job.recoveries_size() > 0) {
-    const int max_restarts = job.spec().max_restarts();
-    const int budget = max_restarts == 0 ? 3 : std::max(0, max_restarts);
+    const int budget = std::max(0, model::WithDefaults(job.spec()).max_restarts());
     absl::StrAppendFormat(&out, "  recoveries: %d (restarts %d of %d)\n", job.recoveries_size(),
                           job.restarts(), budget);
     // The newest few; GetJob --json has them all.

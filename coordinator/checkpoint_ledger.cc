@@ -3,7 +3,8 @@
 #include <algorithm>
 
 #include "glog/logging.h"
-#include "worker/model/checkpoint.h"
+#include "model/checkpoint_layout.h"
+#include "model/job_model.h"
 
 namespace pipetrain::coordinator {
 
@@ -30,7 +31,8 @@ absl::Status CommitCheckpoint(JobStore& store, const v1::Job& job, int64_t step,
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::vector<int64_t>> pruned = model::PruneCheckpoints(dir, spec.keep_last());
+  absl::StatusOr<std::vector<int64_t>> pruned =
+      model::PruneCheckpoints(dir, model::WithDefaults(job.spec()).checkpoint().keep_last());
   if (!pruned.ok()) {
     LOG(WARNING) << "job " << job.id() << ": pruning " << dir << ": " << pruned.status();
   }

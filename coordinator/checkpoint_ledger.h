@@ -2,7 +2,7 @@
 // <checkpoint.dir>/step-N atomically and reports N (StepReport.checkpoint_step); the checkpoint
 // is complete once every rank of the current run has reported it. CheckpointLedger counts the
 // reports; CommitCheckpoint makes a complete one the job's resume point: the manifest naming it
-// is written last (worker/model/checkpoint.h), then the store records it complete, then older
+// is written last (model/checkpoint_layout.h), then the store records it complete, then older
 // ones beyond keep_last are pruned. A step that some rank never reported (a worker killed while
 // writing it) is never committed, so a resume uses the previous one.
 //

@@ -10,7 +10,7 @@
 #include "coordinator/job_manager_internal.h"
 #include "coordinator/metrics.h"
 #include "glog/logging.h"
-#include "worker/runtime/job_config.h"
+#include "model/job_model.h"
 
 namespace pipetrain::coordinator {
 namespace {
@@ -18,24 +18,11 @@ namespace {
 using internal::ResumePoint;
 using internal::SlimCopy;
 
-// global_batch x the model's sequence length (the dataset's when the spec leaves it 0).
-int64_t TokensPerStep(const v1::JobSpec& spec) {
-  int64_t seq_len = spec.model().seq_len();
-  if (absl::StatusOr<std::unique_ptr<data::Dataset>> dataset = worker::MakeDataset(spec);
-      dataset.ok()) {
-    if (absl::StatusOr<model::GptConfig> config = worker::ModelConfig(spec, **dataset);
-        config.ok()) {
-      seq_len = config->seq_len;
-    }
-  }
-  return static_cast<int64_t>(spec.training().global_batch()) * seq_len;
-}
-
 // The profiled times of every stage of `plan`, or nullopt if some stage has none.
-std::optional<MeasuredStageCosts> MeasuredFromProfile(
+std::optional<planner::MeasuredStageCosts> MeasuredFromProfile(
     const v1::Plan& plan, const std::vector<v1::PrepareResponse>& responses) {
   const int stages = plan.num_stages();
-  MeasuredStageCosts measured;
+  planner::MeasuredStageCosts measured;
   measured.num_stages = stages;
   measured.forward_s.assign(stages, -1);
   measured.backward_input_s.assign(stages, -1);
@@ -112,7 +99,7 @@ bool JobManager::PlanNextQueued() {
     TransitionLocked(r, v1::JOB_STATE_PLANNING, "");
     spec = r.job.spec();
   }
-  absl::StatusOr<PlannedJob> planned = planner_(spec, std::nullopt);
+  absl::StatusOr<planner::PlannedJob> planned = planner_(spec, std::nullopt);
   absl::MutexLock lock(&mu_);
   Record& r = jobs_[seq];
   if (r.job.state() != v1::JOB_STATE_PLANNING) return true;  // cancelled while planning
@@ -192,7 +179,7 @@ void JobManager::Launch(int64_t seq) {
     job = r.job;
     targets = r.targets;
   }
-  const int64_t tokens = TokensPerStep(job.spec());
+  const int64_t tokens = model::TokensPerStep(job.spec());
   {
     absl::MutexLock lock(&mu_);
     Record& r = jobs_[seq];
@@ -228,13 +215,13 @@ void JobManager::Launch(int64_t seq) {
 
 absl::StatusOr<std::optional<v1::Plan>> JobManager::ReplanWithProfile(
     int64_t seq, const v1::Job& job, const std::vector<v1::PrepareResponse>& responses) {
-  std::optional<MeasuredStageCosts> measured = MeasuredFromProfile(job.plan(), responses);
+  std::optional<planner::MeasuredStageCosts> measured = MeasuredFromProfile(job.plan(), responses);
   if (!measured.has_value()) {
     LOG(WARNING) << "job " << job.id() << ": the workers sent no complete profile; keeping the "
                  << "analytic plan";
     return std::nullopt;
   }
-  PT_ASSIGN_OR_RETURN(PlannedJob planned, planner_(job.spec(), measured));
+  PT_ASSIGN_OR_RETURN(planner::PlannedJob planned, planner_(job.spec(), measured));
   const bool same = SamePlanShape(job.plan(), planned.plan);
   absl::MutexLock lock(&mu_);
   Record& r = jobs_[seq];

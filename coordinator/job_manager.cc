@@ -8,9 +8,10 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "coordinator/job_manager_internal.h"
-#include "coordinator/job_spec_validation.h"
 #include "coordinator/metrics.h"
 #include "glog/logging.h"
+#include "model/job_model.h"
+#include "planner/job_spec_validation.h"
 
 namespace pipetrain::coordinator {
 namespace {
@@ -23,7 +24,7 @@ using internal::SlimCopy;
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 
-// Limits the coordinator adds to ValidateJobSpec: free-text fields stay small.
+// Limits the coordinator adds to planner::ValidateJobSpec: free-text fields stay small.
 absl::Status CheckTextFields(const v1::JobSpec& spec) {
   if (spec.name().size() > 256) {
     return absl::InvalidArgumentError(
@@ -85,10 +86,10 @@ JobManager::JobManager(JobStore* store, WorkerRegistry* registry, WorkerClient* 
       dispatcher_(workers, options_.dispatch) {
   if (!planner_) {
     planner_ = [registry](const v1::JobSpec& spec,
-                          const std::optional<MeasuredStageCosts>& measured) {
+                          const std::optional<planner::MeasuredStageCosts>& measured) {
       // Offload planning's host link: the slowest measured copy bandwidth over the registered
       // workers, when every one of them reported it (workers measure at start-up).
-      PlannerOptions options;
+      planner::PlannerOptions options;
       options.measured = measured;
       const std::vector<WorkerInfo> workers =
           registry != nullptr ? registry->List() : std::vector<WorkerInfo>{};
@@ -104,7 +105,7 @@ JobManager::JobManager(JobStore* store, WorkerRegistry* registry, WorkerClient* 
         options.host_d2h_bytes_per_s = d2h;
         options.host_h2d_bytes_per_s = h2d;
       }
-      return PlanJob(spec, options);
+      return planner::PlanJob(spec, options);
     };
   }
   registry_->SetListeners([this](const std::string& worker, const std::string& job,
@@ -219,7 +220,7 @@ void JobManager::Shutdown() {
 }
 
 absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec) {
-  PT_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  PT_RETURN_IF_ERROR(planner::ValidateJobSpec(spec));
   PT_RETURN_IF_ERROR(CheckTextFields(spec));
   v1::Job stored;
   {
@@ -231,7 +232,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec) {
                        " unfinished jobs (the limit); wait for some to finish or cancel some"));
     }
     v1::Job job;
-    *job.mutable_spec() = spec;
+    *job.mutable_spec() = model::WithDefaults(spec);  // what will run, every default explicit
     job.set_state(v1::JOB_STATE_QUEUED);
     SetNow(job.mutable_created());
     *job.mutable_updated() = job.created();
@@ -326,7 +327,7 @@ absl::StatusOr<std::shared_ptr<JobWatch>> JobManager::Watch(const std::string& j
 
 absl::StatusOr<v1::Plan> JobManager::Plan(const v1::JobSpec& spec) const {
   PT_RETURN_IF_ERROR(CheckTextFields(spec));
-  absl::StatusOr<PlannedJob> planned = planner_(spec, std::nullopt);
+  absl::StatusOr<planner::PlannedJob> planned = planner_(spec, std::nullopt);
   if (!planned.ok()) {
     if (absl::IsResourceExhausted(planned.status())) {
       return absl::InvalidArgumentError(planned.status().message());

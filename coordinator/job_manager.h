@@ -61,24 +61,24 @@
 #include "coordinator/job_store.h"
 #include "coordinator/job_watch.h"
 #include "coordinator/shared_cpu.h"
-#include "coordinator/planner.h"
 #include "coordinator/step_aggregator.h"
 #include "coordinator/step_traces.h"
 #include "coordinator/task_group.h"
 #include "coordinator/worker_client.h"
 #include "coordinator/worker_registry.h"
 #include "pipetrain/v1/coordinator.pb.h"
+#include "planner/planner.h"
 
 namespace pipetrain::coordinator {
 
 class CoordinatorMetrics;
 
 // Plans a spec, with the workers' profiled costs once they exist (see planner.h).
-using PlanFunction = std::function<absl::StatusOr<PlannedJob>(
-    const v1::JobSpec&, const std::optional<MeasuredStageCosts>&)>;
+using PlanFunction = std::function<absl::StatusOr<planner::PlannedJob>(
+    const v1::JobSpec&, const std::optional<planner::MeasuredStageCosts>&)>;
 
 struct JobManagerOptions {
-  PlanFunction planner;  // empty: PlanJob with PlannerOptions{} (+ the measured costs)
+  PlanFunction planner;  // empty: PlanJob with planner::PlannerOptions{} (+ the measured costs)
   DispatcherOptions dispatch;
   // How often the scheduler checks heartbeat deadlines when nothing else wakes it.
   absl::Duration scheduler_tick = absl::Milliseconds(100);

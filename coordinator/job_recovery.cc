@@ -10,6 +10,7 @@
 #include "coordinator/job_manager_internal.h"
 #include "coordinator/metrics.h"
 #include "glog/logging.h"
+#include "model/job_model.h"
 
 namespace pipetrain::coordinator {
 namespace {
@@ -17,12 +18,9 @@ namespace {
 using internal::ResumePoint;
 using internal::SetNow;
 
-constexpr int kDefaultMaxRestarts = 3;
-
-// spec.max_restarts: 0 means the default, negative none.
+// spec.max_restarts after its default; negative means none.
 int MaxRestarts(const v1::JobSpec& spec) {
-  if (spec.max_restarts() < 0) return 0;
-  return spec.max_restarts() == 0 ? kDefaultMaxRestarts : spec.max_restarts();
+  return std::max(0, model::WithDefaults(spec).max_restarts());
 }
 
 }  // namespace

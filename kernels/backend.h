@@ -32,11 +32,13 @@ namespace pipetrain::kernels {
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mh = m/(1-b1^t);  vh = v/(1-b2^t)
 //   p -= lr * (mh / (sqrt(vh) + eps) + weight_decay * p)
 struct AdamWConfig {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
+  // No defaults here: a job's settings (and their defaults) come from its spec
+  // (model/job_model.h); every caller sets every field.
+  float lr = 0;
+  float beta1 = 0;
+  float beta2 = 0;
+  float eps = 0;
+  float weight_decay = 0;
 };
 
 // Layernorm epsilon used by every backend.

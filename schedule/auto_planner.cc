@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "schedule/generator.h"
 #include "schedule/offload_pass.h"
 #include "schedule/simulator.h"
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "schedule/generator.h"
+#include "schedule/pipeline_spec.h"
 #include "schedule/schedule.h"
 
 namespace pipetrain::schedule {

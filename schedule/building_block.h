@@ -1,5 +1,5 @@
 // BuildingBlock: the passes of ONE microbatch (F, B and W of every stage) laid out in time, the
-// unit from which "Pipeline Parallelism with Controllable Memory" (PAPERS.md) builds schedules.
+// unit from which "Pipeline Parallelism with Controllable Memory" (arXiv 2405.15362) builds schedules.
 // A schedule repeats the block every `interval` (microbatch k's pass sits at offset + k*interval),
 // squeezes out idle time without reordering, and may reorder warm-up and cool-down.
 //

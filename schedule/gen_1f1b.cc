@@ -8,15 +8,7 @@
 
 namespace pipetrain::schedule {
 
-absl::Status RequireSingleChunk(const PipelineSpec& spec, absl::string_view schedule_name) {
-  if (spec.chunks_per_worker == 0 || spec.chunks_per_worker == 1) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "chunks_per_worker must be 1 for ", schedule_name, " (got ", spec.chunks_per_worker,
-      "); use interleaved-1f1b or a V-shape schedule for more chunks"));
-}
-
 absl::StatusOr<Schedule> Make1F1B(const PipelineSpec& spec) {
-  PT_RETURN_IF_ERROR(RequireSingleChunk(spec, "1f1b"));
   const int p = spec.num_workers, m = spec.num_microbatches;
   Schedule s = MakeEmptySchedule("1f1b", p, m, LoopPlacement(p, 1));
   for (int w = 0; w < p; ++w) {

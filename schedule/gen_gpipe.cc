@@ -5,7 +5,6 @@
 namespace pipetrain::schedule {
 
 absl::StatusOr<Schedule> MakeGpipe(const PipelineSpec& spec) {
-  PT_RETURN_IF_ERROR(RequireSingleChunk(spec, "gpipe"));
   const int p = spec.num_workers, m = spec.num_microbatches;
   Schedule s = MakeEmptySchedule("gpipe", p, m, LoopPlacement(p, 1));
   for (int w = 0; w < p; ++w) {

@@ -13,7 +13,7 @@ namespace pipetrain::schedule {
 
 absl::StatusOr<Schedule> MakeGroupedInterleaved(const PipelineSpec& spec) {
   const int p = spec.num_workers, m = spec.num_microbatches;
-  const int v = spec.chunks_per_worker == 0 ? 2 : spec.chunks_per_worker;
+  const int v = spec.chunks_per_worker;  // resolved by Generate
   const int g = spec.group_size == 0 ? p : spec.group_size;
   if (v < 1) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -57,7 +57,6 @@ class WakeTree {
 
 absl::StatusOr<Schedule> MakeZb(const PipelineSpec& spec, const char* name, int limit_factor,
                                 bool ordered) {
-  PT_RETURN_IF_ERROR(RequireSingleChunk(spec, name));
   const int p = spec.num_workers, m = spec.num_microbatches;
   const CostModel costs = CostModelFor(spec, 1);
   if (static_cast<int>(costs.stages.size()) != p) {

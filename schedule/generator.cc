@@ -12,19 +12,6 @@
 
 namespace pipetrain::schedule {
 
-CostModel CostModelFor(const PipelineSpec& spec, int chunks_per_worker) {
-  if (!spec.stage_costs.stages.empty()) return spec.stage_costs;
-  CostModel c =
-      UniformCostModel(spec.num_workers, chunks_per_worker, spec.f, spec.b, spec.w, spec.comm);
-  const double compute = spec.f + spec.b + spec.w;
-  if (spec.offload_ratio > 0 && compute > 0) {
-    // A chunk holds 1/v unit and computes (f+b+w)/v; each way takes k/2 of that:
-    // (1/v) / bw = (k/2) (f+b+w)/v.
-    c.d2h_bytes_per_s = c.h2d_bytes_per_s = 2.0 / (spec.offload_ratio * compute);
-  }
-  return c;
-}
-
 // The registry: ONE table. Add new generators here (name, one-line description, function).
 const std::vector<GeneratorInfo>& Generators() {
   static const auto* const kTable = new std::vector<GeneratorInfo>{
@@ -32,20 +19,20 @@ const std::vector<GeneratorInfo>& Generators() {
       {"1f1b", "1F1B: one forward one backward; peak p units; any m", Make1F1B},
       {"interleaved-1f1b",
        "interleaved 1F1B (Megatron order), v chunks per worker (default 2); m a multiple of p",
-       MakeInterleaved1F1B},
+       MakeInterleaved1F1B, 2, true},
       {"interleaved-group",
        "generalised interleaved 1F1B: chunks cycle over groups of group_size microbatches "
-       "(default p); m a multiple of the group size",
-       MakeGroupedInterleaved},
+       "(default p), v chunks per worker (default 2); m a multiple of the group size",
+       MakeGroupedInterleaved, 2, true},
       {"zb-h1", "zero bubble H1: split B/W greedy at 1F1B memory (p units); any m", MakeZbH1},
       {"zb-h2", "zero bubble H2: split B/W greedy at 2p units; any m", MakeZbH2},
-      {"zb-v", "ZB-V: V-shape, backward-first greedy, peak <= p units; p >= 2, any m", MakeZbV},
-      {"v-zb", "V-ZB: V-shape building block, peak <= p units; p >= 2, any m", MakeVZb},
-      {"v-half", "V-Half: V-shape, peak <= (p+2)//2 units; p >= 2, any m", MakeVHalf},
-      {"v-min", "V-Min: V-shape, peak <= (p+4)//3 units; p >= 2, any m", MakeVMin},
+      {"zb-v", "ZB-V: V-shape, backward-first greedy, peak <= p units; p >= 2, any m", MakeZbV, 2},
+      {"v-zb", "V-ZB: V-shape building block, peak <= p units; p >= 2, any m", MakeVZb, 2},
+      {"v-half", "V-Half: V-shape, peak <= (p+2)//2 units; p >= 2, any m", MakeVHalf, 2},
+      {"v-min", "V-Min: V-shape, peak <= (p+4)//3 units; p >= 2, any m", MakeVMin, 2},
       {"v-adaptive", "V-shape block search under memory_limit (> 0); p >= 2, any m",
-       MakeVAdaptive},
-      {"auto", "fastest simulated schedule whose peak fits memory_limit", MakeAuto},
+       MakeVAdaptive, 2},
+      {"auto", "fastest simulated schedule whose peak fits memory_limit", MakeAuto, 2, true},
   };
   return *kTable;
 }
@@ -90,17 +77,35 @@ absl::Status CheckSpec(const PipelineSpec& spec) {
 
 }  // namespace
 
-absl::StatusOr<Schedule> Generate(absl::string_view name, const PipelineSpec& spec) {
-  const GeneratorInfo* found = nullptr;
+absl::StatusOr<const GeneratorInfo*> FindGenerator(absl::string_view name) {
   for (const GeneratorInfo& g : Generators()) {
-    if (g.name == name) found = &g;
+    if (g.name == name) return &g;
   }
-  if (found == nullptr) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown schedule \"", name, "\"; valid: ", absl::StrJoin(GeneratorNames(), ", ")));
+}
+
+absl::StatusOr<int> ChunksPerWorker(absl::string_view name, int requested) {
+  PT_ASSIGN_OR_RETURN(const GeneratorInfo* g, FindGenerator(name));
+  if (requested == 0 || requested == g->chunks) return g->chunks;
+  if (!g->chunks_configurable || requested < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "unknown schedule \"", name, "\"; valid: ", absl::StrJoin(GeneratorNames(), ", ")));
+        "chunks_per_worker must be ", g->chunks, " for ", g->name, " (or 0 for that default; got ",
+        requested, ")",
+        g->chunks == 1 ? "; use interleaved-1f1b or a V-shape schedule for more chunks" : ""));
   }
+  return requested;
+}
+
+absl::StatusOr<Schedule> Generate(absl::string_view name, const PipelineSpec& spec) {
+  PT_ASSIGN_OR_RETURN(const GeneratorInfo* found, FindGenerator(name));
   PT_RETURN_IF_ERROR(CheckSpec(spec));
-  PT_ASSIGN_OR_RETURN(Schedule schedule, found->fn(spec));
+  PipelineSpec resolved = spec;
+  if (found->name != "auto") {
+    PT_ASSIGN_OR_RETURN(resolved.chunks_per_worker,
+                        ChunksPerWorker(found->name, spec.chunks_per_worker));
+  }
+  PT_ASSIGN_OR_RETURN(Schedule schedule, found->fn(resolved));
   if (!spec.stage_costs.stages.empty() &&
       static_cast<int>(spec.stage_costs.stages.size()) != schedule.num_stages) {
     return absl::InvalidArgumentError(absl::StrCat("stage_costs has ",

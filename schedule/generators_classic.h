@@ -24,25 +24,23 @@
 #ifndef PIPETRAIN_SCHEDULE_GENERATORS_CLASSIC_H_
 #define PIPETRAIN_SCHEDULE_GENERATORS_CLASSIC_H_
 
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-#include "schedule/generator.h"
+#include "schedule/pipeline_spec.h"
 #include "schedule/schedule.h"
 
 namespace pipetrain::schedule {
 
+// Called through Generate (generator.h), which resolves spec.chunks_per_worker to the registry's
+// count: 1 here, except for the interleaved schedules (>= 1).
 absl::StatusOr<Schedule> MakeGpipe(const PipelineSpec& spec);
 absl::StatusOr<Schedule> Make1F1B(const PipelineSpec& spec);
+// Interleaved 1F1B is the grouped form below with groups of p microbatches.
 absl::StatusOr<Schedule> MakeInterleaved1F1B(const PipelineSpec& spec);
 // Generalised interleaved 1F1B (PipeOffload's base schedule): like interleaved-1f1b but the
 // chunks cycle over groups of g = spec.group_size microbatches instead of p (gen_grouped.cc).
 absl::StatusOr<Schedule> MakeGroupedInterleaved(const PipelineSpec& spec);
 absl::StatusOr<Schedule> MakeZbH1(const PipelineSpec& spec);
 absl::StatusOr<Schedule> MakeZbH2(const PipelineSpec& spec);
-
-// InvalidArgument unless spec.chunks_per_worker is 0 or 1 (for single-chunk schedules).
-absl::Status RequireSingleChunk(const PipelineSpec& spec, absl::string_view schedule_name);
 
 }  // namespace pipetrain::schedule
 

@@ -1,4 +1,4 @@
-// Offload pass: inserts OFFLOAD/RELOAD into a compute-only schedule (PipeOffload, PAPERS.md).
+// Offload pass: inserts OFFLOAD/RELOAD into a compute-only schedule (PipeOffload, arXiv 2503.01328).
 //
 // Candidates are the stashes F(s,i) -> first backward B/BW(s,i) on each worker. Their lifespan
 // is the idle-or-busy time between F's end and the backward's start in the simulated base

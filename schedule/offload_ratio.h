@@ -1,4 +1,4 @@
-// Offload ratio k (PipeOffload, PAPERS.md): the time to move one layer's stored activations to
+// Offload ratio k (PipeOffload, arXiv 2503.01328): the time to move one layer's stored activations to
 // host memory and back (D2H + H2D) divided by that layer's F+B+W compute time. k <= 1 means the
 // round trip of every activation fits in the compute it must hide behind, even on a link that
 // moves one direction at a time, so a full offload (PO-F) can be hidden; k in (1, 2] still hides
@@ -8,8 +8,8 @@
 // i.e. 40h bytes per token and layer over the 12h(6h+s) FLOPs of F+B+W (F: 24h^2 + 4hs, B and W
 // about as much each). The authors' implementation stores about 20h bytes per token and layer
 // (16-bit, fused attention, layernorm/GeLU outputs and dropout masks recomputed: Korthikanti et
-// al.'s 34h less 14h) and moves each one-way copy in (k/2)(F+B+W) (SCHEDULING_SPEC.md section 5:
-// offload_time = k/2): the 40h is out and back. Under PAPERS.md's "one way" wording k = 1 would
+// al.'s 34h less 14h) and moves each one-way copy in (k/2)(F+B+W) (its offload time is k/2 per
+// direction): the 40h is out and back. Under the paper's "one way" wording k = 1 would
 // be a link busy 100% of the time in each direction (here k = 2), where full offload keeps
 // memory flat only by stretching the step (offload_pass.h).
 // From a cost model the same ratio is read directly: (offload + reload time of a stage's stash)

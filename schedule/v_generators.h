@@ -1,4 +1,4 @@
-// The V-shape schedule family of "Pipeline Parallelism with Controllable Memory" (PAPERS.md):
+// The V-shape schedule family of "Pipeline Parallelism with Controllable Memory" (arXiv 2405.15362):
 // 2 chunks per worker, worker i holds stage i and stage 2p-1-i (VPlacement), so each
 // microbatch runs down the workers and back up. Registry names: "v-min", "v-half", "v-zb",
 // "zb-v", and "v-adaptive" (the paper's adaptive scheduler under spec.memory_limit).
@@ -16,7 +16,7 @@
 // fallback greedy run at full m. The winner's order is then polished under the same cap
 // (order_polish.h: critical-path local search, ~60 ms at most; schedules of up to 8192 actions),
 // which recovers idle time in warm-up and cool-down that the rules leave, mostly with comm > 0. zb-v and v-zb also run the ZB-V wave scheduler (v_zbv.h, the
-// authors' §2.5 algorithm with real costs and lazy W's); it wins at cap p (zb-v: against the one
+// authors' ZB-V algorithm with real costs and lazy W's); it wins at cap p (zb-v: against the one
 // backward-first greedy; v-zb: against the full search, skipped once the wave hits the bound).
 // Output: F, B, W compute actions only.
 //
@@ -54,7 +54,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "schedule/building_block.h"
-#include "schedule/generator.h"
+#include "schedule/pipeline_spec.h"
 #include "schedule/v_greedy.h"
 #include "schedule/v_pattern.h"
 

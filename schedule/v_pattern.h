@@ -1,4 +1,4 @@
-// The authors' fixed V-Min / V-Half "stable pattern" (SCHEDULING_SPEC.md §2.6, zbv_greedy) as a
+// The authors' fixed V-Min / V-Half "stable pattern" (from their reference implementation) as a
 // candidate for pipetrain's V generators, plus a fast evaluator of any V order.
 //
 // Pattern: 6 unit slots per microbatch; stage-pair i (worker i) puts F of chunk 0, F of chunk
@@ -8,7 +8,7 @@
 // costs stretch it (the reason the generators also run the greedy engine, v_greedy.h).
 //   V-Min:  d = 2 if p%3==0 else 0; [i, 2p-1-i, 2p+d+i, 4p+d-1-i]
 //   V-Half: d = 3 if p%2==0 else 0; [2i, 3p-2-i, 3p+d+2i-1, 6p+d-2-i]
-// kMinReordered / kHalfReordered add the authors' two reorder passes (SCHEDULING_SPEC.md §2.6):
+// kMinReordered / kHalfReordered add the authors' two reorder passes:
 // in the warm-up (slots before worker 0's first chunk-0 B; first pass only) and the cool-down
 // (after worker 0's last chunk-0 F) each pass, visited in slot order, moves to the earliest free
 // slot after its dependencies if the worker's peak stays at the pattern's peak; the second pass

@@ -1,4 +1,4 @@
-// ZB-V wave scheduler (SCHEDULING_SPEC.md §2.5, the authors' zbv.py algorithm) re-derived for
+// ZB-V wave scheduler (the algorithm of the authors' reference implementation) re-derived for
 // pipetrain's cost model: REAL per-stage F/B/W costs (each of the 2p V stages its own), comm
 // between workers, and the memory model of cost_model.h (F allocates, B frees freed_by_b, W the
 // rest) under a per-worker cap in units.

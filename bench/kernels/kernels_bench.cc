@@ -9,7 +9,7 @@
 
 #include "glog/logging.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "worker/model/cost_model.h"
+#include "model/cost_model.h"
 #include "worker/model/gpt_chunk.h"
 #include "worker/model/parameter.h"
 

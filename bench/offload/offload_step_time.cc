@@ -19,8 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/subprocess.h"
-#include "coordinator/planner.h"
 #include "pipetrain/v1/worker.pb.h"
+#include "planner/planner.h"
 #include "schedule/codec/plan_proto.h"
 
 namespace pt = pipetrain;
@@ -122,8 +122,8 @@ int main(int argc, char** argv) {
   if (argc > 4) absl::SimpleAtoi(argv[4], &g_hidden);
   const bool calibrated = argc > 5 && std::string(argv[5]) == "calibrated";
   const pt::v1::JobSpec plain = Job();
-  pt::coordinator::PlannerOptions options;
-  auto base = pt::coordinator::PlanJob(plain, options);
+  pt::planner::PlannerOptions options;
+  auto base = pt::planner::PlanJob(plain, options);
   if (!base.ok()) {
     std::fprintf(stderr, "%s\n", std::string(base.status().message()).c_str());
     return 1;
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
     const Timing probe = Run(plain, base->plan, 0);
     if (probe.min_ms <= 0) return 1;
     options.device_flops_per_s *= base->sim.makespan * 1e3 / probe.min_ms;
-    base = pt::coordinator::PlanJob(plain, options);
+    base = pt::planner::PlanJob(plain, options);
     if (!base.ok()) return 1;
     std::printf("calibrated: device rate %.3g FLOP/s (measured step %.1f ms)\n",
                 options.device_flops_per_s, probe.min_ms);
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   pt::v1::JobSpec spec = plain;
   spec.mutable_memory()->set_offload(pt::v1::OFFLOAD_POLICY_FULL);
   spec.mutable_memory()->set_host_link_bytes_per_s(link);
-  auto planned = pt::coordinator::PlanJob(spec, options);
+  auto planned = pt::planner::PlanJob(spec, options);
   if (!planned.ok()) {
     std::fprintf(stderr, "%s\n", std::string(planned.status().message()).c_str());
     return 1;

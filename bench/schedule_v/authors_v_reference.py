@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Independent baseline: the authors' V-Min / V-Half scheduler, re-implemented from the prose
-and pseudo-code of /work/shared/SCHEDULING_SPEC.md section 2.6 (zbv_greedy: fixed "stable
+and pseudo-code describing the authors' zbv_greedy (arXiv 2405.15362 and their code: fixed "stable
 pattern", W filling, two reorder passes, eager real-cost timing). It shares no code with
 pipetrain's generators; only the metric definitions are the same as pipetrain's Simulate:
   bubble = 1 - busy / longest worker span (costs uniform, so every worker is equally busy),

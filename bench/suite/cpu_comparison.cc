@@ -14,10 +14,10 @@
 #include "bench/suite/suite.h"
 #include "common/status_macros.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "model/cost_model.h"
 #include "schedule/measured_timeline.h"
 #include "schedule/passes.h"
 #include "schedule/simulator.h"
-#include "worker/model/cost_model.h"
 #include "worker/runtime/in_process_pipeline.h"
 #include "worker/runtime/model_stage_runner.h"
 
@@ -93,7 +93,7 @@ absl::Status RunOne(const CpuJob& job, int p, int steps, CpuRun* run) {
   for (int r = 0; r < p; ++r) {
     worker::ModelStageConfig mc;
     mc.model = job.model;
-    mc.optimizer.lr = 1e-3f;
+    mc.optimizer = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     mc.num_stages = plan.num_stages;
     mc.num_microbatches = job.microbatches;
     for (int s = 0; s < plan.num_stages; ++s) {

@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "model/checkpoint_layout.h"
 #include "tests/fakes/fake_job_store.h"
-#include "worker/model/checkpoint.h"
 
 namespace pipetrain::coordinator {
 namespace {

@@ -4,9 +4,9 @@
 // restarts: job_recovery_test.cc.
 #include <string>
 
-#include "coordinator/planner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/planner.h"
 #include "tests/coordinator/job_manager_fixture.h"
 
 namespace pipetrain::coordinator {
@@ -177,7 +177,7 @@ TEST_F(JobManagerTest, PlanningFailureFailsJobWithPlannerMessage) {
 TEST_F(JobManagerTest, InjectedPlannerFailure) {
   JobManagerOptions options;
   options.planner = [](const v1::JobSpec&,
-                       const std::optional<MeasuredStageCosts>&) -> absl::StatusOr<PlannedJob> {
+                       const std::optional<planner::MeasuredStageCosts>&) -> absl::StatusOr<planner::PlannedJob> {
     return absl::ResourceExhaustedError("memory.device_budget_bytes: nothing fits");
   };
   Make(std::move(options));

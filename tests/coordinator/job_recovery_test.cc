@@ -7,8 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/checkpoint_layout.h"
 #include "tests/coordinator/job_manager_fixture.h"
-#include "worker/model/checkpoint.h"
 
 namespace pipetrain::coordinator {
 namespace {
@@ -338,7 +338,7 @@ TEST_F(JobManagerTest, RestartResumesARunningJobFromItsCheckpoint) {
   v1::Job stored;
   *stored.mutable_spec() = spec;
   stored.set_state(v1::JOB_STATE_RUNNING);
-  *stored.mutable_plan() = PlanJob(spec).value().plan;
+  *stored.mutable_plan() = planner::PlanJob(spec).value().plan;
   stored.set_steps_done(5);
   for (int s = 0; s < 5; ++s) stored.add_losses(2.0 / (s + 1));
   stored.set_checkpoint_step(2);  // the job record lags the checkpoints table

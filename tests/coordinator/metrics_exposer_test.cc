@@ -1,4 +1,4 @@
-// The coordinator's Prometheus endpoint (BUILD_NOTES §4: needs pipetrain_thread_stack_fix): an
+// The coordinator's Prometheus endpoint (needs pipetrain_thread_stack_fix: common/thread_stack_fix.cc): an
 // in-process coordinator with the Exposer on 127.0.0.1:0 runs a job on fake workers; GET
 // /metrics has the pipetrain_ series with the right values. One Exposer per test binary.
 #include <arpa/inet.h>

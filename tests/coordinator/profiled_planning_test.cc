@@ -6,9 +6,9 @@
 
 #include "coordinator/job_manager.h"
 #include "coordinator/metrics.h"
-#include "coordinator/planner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/planner.h"
 #include "tests/coordinator/test_util.h"
 #include "tests/fakes/fake_job_store.h"
 #include "tests/fakes/fake_worker_client.h"
@@ -23,8 +23,8 @@ using ::pipetrain::testing::SmallSpec;
 using ::pipetrain::testing::WaitUntil;
 using ::testing::HasSubstr;
 
-MeasuredStageCosts Measured(int stages, double f, double b, double w) {
-  MeasuredStageCosts m;
+planner::MeasuredStageCosts Measured(int stages, double f, double b, double w) {
+  planner::MeasuredStageCosts m;
   m.num_stages = stages;
   for (int s = 0; s < stages; ++s) {
     m.forward_s.push_back(f * (s + 1));
@@ -36,13 +36,13 @@ MeasuredStageCosts Measured(int stages, double f, double b, double w) {
 
 TEST(ProfiledPlannerTest, UsesMeasuredTimesForTheProfiledStageCount) {
   const v1::JobSpec spec = SmallSpec(2, 3);  // 1F1B: 2 stages
-  const PlannedJob analytic = PlanJob(spec).value();
+  const planner::PlannedJob analytic = planner::PlanJob(spec).value();
   EXPECT_FALSE(analytic.plan.costs_measured());
   EXPECT_THAT(analytic.plan.explanation(), HasSubstr("costs analytic"));
 
-  PlannerOptions options;
+  planner::PlannerOptions options;
   options.measured = Measured(2, 0.010, 0.020, 0.005);
-  const PlannedJob measured = PlanJob(spec, options).value();
+  const planner::PlannedJob measured = planner::PlanJob(spec, options).value();
   EXPECT_TRUE(measured.plan.costs_measured());
   EXPECT_THAT(measured.plan.explanation(), HasSubstr("measured by the workers' profiling step"));
   ASSERT_EQ(measured.plan.costs_size(), 2);
@@ -62,18 +62,18 @@ TEST(ProfiledPlannerTest, UsesMeasuredTimesForTheProfiledStageCount) {
 TEST(ProfiledPlannerTest, ScalesAnalyticFlopsPerKindForAnotherStageCount) {
   // Profile a 4-stage split whose times are the analytic ones x 2 (F), x 3 (B), x 0.5 (W); a
   // 2-stage plan must then get its analytic times scaled by the same factors.
-  const PlannedJob four = PlanJob(SmallSpec(4, 3)).value();
-  MeasuredStageCosts m;
+  const planner::PlannedJob four = planner::PlanJob(SmallSpec(4, 3)).value();
+  planner::MeasuredStageCosts m;
   m.num_stages = 4;
   for (const v1::StageCost& c : four.plan.costs()) {
     m.forward_s.push_back(2.0 * c.forward_s());
     m.backward_input_s.push_back(3.0 * c.backward_input_s());
     m.backward_weight_s.push_back(0.5 * c.backward_weight_s());
   }
-  const PlannedJob two = PlanJob(SmallSpec(2, 3)).value();
-  PlannerOptions options;
+  const planner::PlannedJob two = planner::PlanJob(SmallSpec(2, 3)).value();
+  planner::PlannerOptions options;
   options.measured = m;
-  const PlannedJob scaled = PlanJob(SmallSpec(2, 3), options).value();
+  const planner::PlannedJob scaled = planner::PlanJob(SmallSpec(2, 3), options).value();
   ASSERT_EQ(scaled.plan.costs_size(), 2);
   for (int s = 0; s < 2; ++s) {
     EXPECT_NEAR(scaled.plan.costs(s).forward_s(), 2.0 * two.plan.costs(s).forward_s(),

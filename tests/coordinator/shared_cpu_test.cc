@@ -4,9 +4,9 @@
 
 #include <numeric>
 
-#include "coordinator/planner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/planner.h"
 #include "schedule/codec/plan_proto.h"
 #include "schedule/shared_core_simulator.h"
 #include "schedule/simulator.h"
@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 v1::Plan FourWorkerPlan() {
   v1::JobSpec spec = testing::SmallSpec(4, 2);
   spec.mutable_training()->set_global_batch(8);
-  v1::Plan plan = PlanJob(spec).value().plan;
+  v1::Plan plan = planner::PlanJob(spec).value().plan;
   plan.set_comm_s(0);
   plan.mutable_prediction()->set_makespan_s(
       schedule::Simulate(schedule::ScheduleFromProto(plan).value(),

@@ -1,8 +1,8 @@
 #include "tests/coordinator/spec_contract.h"
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/job_spec_validation.h"
-#include "coordinator/planner.h"
+#include "planner/job_spec_validation.h"
+#include "planner/planner.h"
 
 namespace pipetrain::coordinator {
 namespace {
@@ -33,7 +33,7 @@ bool NamesAField(const std::string& message) {
 
 SpecContractResult CheckSpecContract(const v1::JobSpec& spec) {
   SpecContractResult result;
-  const absl::Status status = ValidateJobSpec(spec);
+  const absl::Status status = planner::ValidateJobSpec(spec);
   if (!status.ok()) {
     if (status.code() != absl::StatusCode::kInvalidArgument) {
       result.broken = absl::StrCat("validation answered ", status.ToString(),
@@ -47,7 +47,7 @@ SpecContractResult CheckSpecContract(const v1::JobSpec& spec) {
   result.valid = true;
   if (!SmallEnoughToPlan(spec)) return result;
   result.planned = true;
-  const absl::StatusOr<PlannedJob> plan = PlanJob(spec);
+  const absl::StatusOr<planner::PlannedJob> plan = planner::PlanJob(spec);
   if (!plan.ok() && plan.status().code() != absl::StatusCode::kInvalidArgument &&
       plan.status().code() != absl::StatusCode::kResourceExhausted) {
     result.broken = absl::StrCat("planning a valid spec answered ", plan.status().ToString(),

@@ -14,12 +14,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "coordinator/planner.h"
+#include "model/checkpoint_layout.h"
 #include "pipetrain/v1/worker.pb.h"
+#include "planner/planner.h"
 #include "schedule/codec/plan_proto.h"
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/process_util.h"
-#include "worker/model/checkpoint.h"
 
 namespace pipetrain {
 namespace {
@@ -58,7 +58,7 @@ TEST(CheckpointResumeProcesses, KilledWorkerResumesFromLastCheckpointExactly) {
   const std::string ckpt = dir + "/ckpt";
   spec.mutable_checkpoint()->set_dir(ckpt);
   spec.mutable_checkpoint()->set_interval_steps(2);
-  auto planned = coordinator::PlanJob(spec);
+  auto planned = planner::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
   const int num_stages = planned->schedule.num_stages;
   const int loss_rank = planned->schedule.WorkerOf(num_stages - 1);
@@ -129,7 +129,7 @@ TEST(CheckpointResumeProcesses, KilledWorkerResumesFromLastCheckpointExactly) {
 
 TEST(CheckpointResumeProcesses, ResumeFromMissingCheckpointFailsClearly) {
   v1::JobSpec spec = testing::SmallJob("1f1b", 2, 4, 4);
-  auto planned = coordinator::PlanJob(spec);
+  auto planned = planner::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
   const std::string dir = testing::TempDir();
   const std::string plan = WritePlanFile(spec, planned->plan, dir + "/plan.json");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "model/job_model.h"
 #include "worker/model/reference_trainer.h"
 #include "worker/runtime/job_config.h"
 
@@ -28,12 +29,12 @@ v1::JobSpec SmallJob(const std::string& schedule, int workers, int microbatches,
 std::vector<double> ReferenceLosses(const v1::JobSpec& spec) {
   auto dataset = worker::MakeDataset(spec);
   EXPECT_TRUE(dataset.ok()) << dataset.status();
-  auto config = worker::ModelConfig(spec, **dataset);
+  auto config = model::ModelConfig(spec);
   EXPECT_TRUE(config.ok()) << config.status();
   kernels::CpuBackend backend;
   model::ReferenceTrainerConfig rc;
   rc.model = *config;
-  rc.num_microbatches = worker::NumMicrobatches(spec);
+  rc.num_microbatches = model::NumMicrobatches(spec);
   rc.microbatch_size = spec.training().microbatch_size();
   rc.adamw = worker::OptimizerConfig(spec);
   rc.seed = spec.training().seed();

@@ -28,10 +28,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/job_client.h"
+#include "model/checkpoint_layout.h"
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/network_namespace.h"
 #include "tests/e2e/process_util.h"
-#include "worker/model/checkpoint.h"
 
 namespace pipetrain {
 namespace {

@@ -13,8 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "coordinator/planner.h"
 #include "pipetrain/v1/worker.pb.h"
+#include "planner/planner.h"
 #include "schedule/codec/plan_proto.h"
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/process_util.h"
@@ -70,7 +70,7 @@ class WorkerProcessesTest : public ::testing::TestWithParam<Case> {};
 TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
   const Case& c = GetParam();
   const v1::JobSpec spec = testing::SmallJob(c.schedule, c.p, c.m, kSteps);
-  auto planned = coordinator::PlanJob(spec);
+  auto planned = planner::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
   const std::string dir = testing::TempDir();
   const std::string plan_path = WritePlanFile(spec, planned->plan, dir);
@@ -124,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(WorkerProcesses, LostPeerFailsNeighbourPromptly) {
   v1::JobSpec spec = testing::SmallJob("1f1b", 2, 4, kSteps);
   spec.mutable_training()->set_steps(100000);
-  auto planned = coordinator::PlanJob(spec);
+  auto planned = planner::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
   const std::string dir = testing::TempDir();
   const std::string plan_path = WritePlanFile(spec, planned->plan, dir);

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "worker/model/checkpoint.h"
+#include "model/checkpoint_layout.h"
 
 namespace pipetrain::testing {
 

@@ -102,7 +102,8 @@ TEST_F(CudaVsCpuTest, ElementwiseBiasAndAdamW) {
     ASSERT_TRUE(cpu_.Upload(h, &p->cpu).ok());
     ASSERT_TRUE(gpu_->Upload(h, &p->gpu).ok());
   }
-  const AdamWConfig cfg{.lr = 0.01f, .weight_decay = 0.1f};
+  const AdamWConfig cfg{
+      .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f};
   BOTH(cpu_.AdamWUpdate(cfg, 2, g.cpu, &x.cpu, &m.cpu, &v.cpu),
        gpu_->AdamWUpdate(cfg, 2, g.gpu, &x.gpu, &m.gpu, &v.gpu));
   ExpectClose(x, "adamw p");

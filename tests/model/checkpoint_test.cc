@@ -3,7 +3,8 @@
 // rejected with an error naming the file, leaving the chunk untouched; a write killed mid-way
 // leaves only a temp file that no loader or directory scan ever picks up. The manifest names only
 // complete checkpoints and detects corruption; pruning keeps the newest N up to the manifest.
-#include "worker/model/checkpoint.h"
+#include "model/checkpoint_layout.h"
+#include "worker/model/chunk_checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -70,8 +71,8 @@ void TrainStep(GptChunk& chunk, int step) {
     ASSERT_TRUE(chunk.Forward(mb, std::move(in)).ok());
     ASSERT_TRUE(chunk.Backward(mb, kernels::Tensor()).ok());
   }
-  kernels::AdamWConfig adam;
-  adam.weight_decay = 0.01f;
+  const kernels::AdamWConfig adam{
+      .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
   ASSERT_TRUE(chunk.OptimizerStep(adam, step + 1).ok());
 }
 
@@ -254,8 +255,9 @@ TEST_F(CheckpointTest, PruneKeepsTheNewestCompleteUpToTheManifest) {
   for (int step : {2, 4, 6, 9}) {
     EXPECT_FALSE(std::filesystem::exists(CheckpointStepDir(dir_, step))) << step;
   }
-  // keep_last 0 means 3: nothing more to delete among {8, 10}.
-  removed = PruneCheckpoints(dir_, 0);
+  // keep_last below 1 is a caller's mistake (the spec's default is applied before).
+  EXPECT_EQ(PruneCheckpoints(dir_, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  removed = PruneCheckpoints(dir_, 3);
   ASSERT_TRUE(removed.ok());
   EXPECT_TRUE(removed->empty());
   // The kept checkpoint still loads.

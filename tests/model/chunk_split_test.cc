@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "model/cost_model.h"
 #include "tests/model/model_test_util.h"
-#include "worker/model/cost_model.h"
 
 namespace pipetrain::model {
 namespace {

@@ -18,6 +18,7 @@ ReferenceTrainerConfig DefaultConfig(const data::Dataset& ds) {
   c.model = {2, 64, 4, 256, ds.seq_len(), ds.vocab_size()};
   c.num_microbatches = 4;
   c.microbatch_size = 16;
+  c.adamw = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.01f};
   return c;
 }
 

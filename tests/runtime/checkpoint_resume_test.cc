@@ -14,10 +14,10 @@
 
 #include "common/status_macros.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "model/checkpoint_layout.h"
 #include "schedule/generator.h"
 #include "schedule/passes.h"
 #include "tests/runtime/training_fixtures.h"
-#include "worker/model/checkpoint.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/in_process_pipeline.h"
 #include "worker/runtime/model_stage_runner.h"
@@ -44,8 +44,8 @@ Pipeline MakePipeline(const schedule::Schedule& plan, const model::GptConfig& co
     ModelStageConfig mc;
     mc.model = config;
     mc.chunk.seed = seed;
-    mc.optimizer.lr = 3e-3f;
-    mc.optimizer.weight_decay = 0.01f;
+    mc.optimizer = {
+        .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
     mc.num_stages = plan.num_stages;
     mc.num_microbatches = m;
     for (int s = 0; s < plan.num_stages; ++s) {

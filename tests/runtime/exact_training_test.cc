@@ -12,11 +12,11 @@
 #include <random>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "model/cost_model.h"
 #include "schedule/generator.h"
 #include "schedule/passes.h"
 #include "schedule/simulator.h"
 #include "tests/runtime/training_fixtures.h"
-#include "worker/model/cost_model.h"
 #include "worker/runtime/in_process_pipeline.h"
 #include "worker/runtime/model_stage_runner.h"
 

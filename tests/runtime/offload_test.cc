@@ -17,13 +17,13 @@
 #include <thread>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "model/cost_model.h"
 #include "schedule/generator.h"
 #include "schedule/offload_pass.h"
 #include "schedule/passes.h"
 #include "schedule/simulator.h"
 #include "schedule/validator.h"
 #include "tests/runtime/training_fixtures.h"
-#include "worker/model/cost_model.h"
 #include "worker/runtime/activation_copier.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/in_process_pipeline.h"

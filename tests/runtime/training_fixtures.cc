@@ -3,7 +3,7 @@
 #include <random>
 
 #include "common/status_macros.h"
-#include "worker/model/cost_model.h"
+#include "model/cost_model.h"
 
 namespace pipetrain::worker::testing {
 
@@ -32,10 +32,7 @@ MicrobatchSource Data(const model::GptConfig& c) {
 }
 
 kernels::AdamWConfig Adam() {
-  kernels::AdamWConfig a;
-  a.lr = 3e-3f;
-  a.weight_decay = 0.01f;
-  return a;
+  return {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
 }
 
 std::vector<std::vector<float>> Weights(kernels::Backend& backend, model::GptChunk& chunk) {

@@ -10,10 +10,10 @@
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "model/gpt_config.h"
 #include "schedule/cost_model.h"
 #include "schedule/schedule.h"
 #include "worker/model/gpt_chunk.h"
-#include "worker/model/gpt_config.h"
 #include "worker/runtime/model_stage_runner.h"
 
 namespace pipetrain::worker::testing {

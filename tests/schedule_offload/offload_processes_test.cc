@@ -16,9 +16,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "coordinator/planner.h"
 #include "gtest/gtest.h"
 #include "pipetrain/v1/worker.pb.h"
+#include "planner/planner.h"
 #include "schedule/codec/plan_proto.h"
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/process_util.h"
@@ -66,7 +66,7 @@ std::map<int, StepLine> ParseSteps(const std::string& out) {
 
 // Runs the plan in p processes; returns per rank its step lines.
 std::vector<std::map<int, StepLine>> RunProcesses(const v1::JobSpec& spec,
-                                                  const coordinator::PlannedJob& planned,
+                                                  const planner::PlannedJob& planned,
                                                   double copy_bandwidth) {
   const std::string dir = testing::TempDir();
   const std::string plan_path = WritePlanFile(spec, planned.plan, dir);
@@ -100,7 +100,7 @@ int CountOffloads(const schedule::Schedule& s) {
 
 // Every rank ran `steps` steps, measured exactly the predicted peak (and within `budget` when
 // one is given), and the loss rank logged the reference losses.
-void ExpectRunAsPredicted(const coordinator::PlannedJob& planned,
+void ExpectRunAsPredicted(const planner::PlannedJob& planned,
                           const std::vector<std::map<int, StepLine>>& runs, int steps,
                           const std::vector<double>& reference, int64_t budget = 0) {
   const int p = static_cast<int>(planned.sim.peak_memory.size());
@@ -125,7 +125,7 @@ void ExpectRunAsPredicted(const coordinator::PlannedJob& planned,
 
 TEST(OffloadProcessesTest, SameLossesAndMeasuredPeakEqualsPredictedWithTheLinkCapOn) {
   v1::JobSpec plain = testing::SmallJob("interleaved-1f1b", 2, 4, kSteps);
-  auto base = coordinator::PlanJob(plain);
+  auto base = planner::PlanJob(plain);
   ASSERT_TRUE(base.ok()) << base.status();
   // A link "fast enough": every stage's copy at most 1/5 of its modelled F+B+W each way (k <= 0.4).
   double link = 0;
@@ -136,7 +136,7 @@ TEST(OffloadProcessesTest, SameLossesAndMeasuredPeakEqualsPredictedWithTheLinkCa
   v1::JobSpec spec = plain;
   spec.mutable_memory()->set_offload(v1::OFFLOAD_POLICY_FULL);
   spec.mutable_memory()->set_host_link_bytes_per_s(kLinkBytesPerS);
-  auto planned = coordinator::PlanJob(spec);
+  auto planned = planner::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
   ASSERT_GT(CountOffloads(planned->schedule), 0) << planned->plan.explanation();
   const std::vector<double> reference = testing::ReferenceLosses(spec);
@@ -182,7 +182,7 @@ TEST(OffloadProcessesTest, SameLossesAndMeasuredPeakEqualsPredictedWithTheLinkCa
 TEST(OffloadProcessesTest, PlannerOverBudgetsFitsInSimulationAndInTheMeasuredRun) {
   constexpr int kP = 4, kM = 8, kBudgetSteps = 2;
   v1::JobSpec spec = testing::SmallJob("auto", kP, kM, kBudgetSteps);
-  auto unlimited = coordinator::PlanJob(spec);
+  auto unlimited = planner::PlanJob(spec);
   ASSERT_TRUE(unlimited.ok()) << unlimited.status();
   double link = 0;  // each stage's copy at most 1/5 of its modelled F+B+W each way (k <= 0.4)
   for (const schedule::StageCost& c : unlimited->costs.stages) {
@@ -198,7 +198,7 @@ TEST(OffloadProcessesTest, PlannerOverBudgetsFitsInSimulationAndInTheMeasuredRun
     const int64_t budget = std::llround(units * unit);
     SCOPED_TRACE(::testing::Message() << "budget " << units << " units = " << budget << " bytes");
     spec.mutable_memory()->set_device_budget_bytes(budget);
-    auto planned = coordinator::PlanJob(spec);
+    auto planned = planner::PlanJob(spec);
     ASSERT_TRUE(planned.ok()) << planned.status();
     const double peak =
         *std::max_element(planned->sim.peak_memory.begin(), planned->sim.peak_memory.end());
@@ -218,7 +218,7 @@ TEST(OffloadProcessesTest, PlannerOverBudgetsFitsInSimulationAndInTheMeasuredRun
   })) << "the tightest budgets need an offload plan";
   // Below what every schedule and offload plan reaches: a clear refusal naming the field.
   spec.mutable_memory()->set_device_budget_bytes(std::llround(0.1 * unit));
-  auto none = coordinator::PlanJob(spec);
+  auto none = planner::PlanJob(spec);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(none.status().message().find("memory.device_budget_bytes"), std::string::npos)
@@ -237,10 +237,10 @@ TEST(OffloadProcessesTest, ReleasePlanOnASlowLinkTrainsExactlyAndMeasuresThePred
   // Planned as if transfers were free, so the plan is compute-bound as the k above assumes (the
   // tiny model's transfers would otherwise leave room for any copy); memory does not depend on
   // the timing the runtime sees, only on the order.
-  coordinator::PlannerOptions options;
+  planner::PlannerOptions options;
   options.link_latency_s = 0;
   options.link_bytes_per_s = 1e18;
-  auto base = coordinator::PlanJob(plain, options);
+  auto base = planner::PlanJob(plain, options);
   ASSERT_TRUE(base.ok()) << base.status();
   double link = 0;
   for (const schedule::StageCost& c : base->costs.stages) {
@@ -249,7 +249,7 @@ TEST(OffloadProcessesTest, ReleasePlanOnASlowLinkTrainsExactlyAndMeasuresThePred
   v1::JobSpec spec = plain;
   spec.mutable_memory()->set_offload(v1::OFFLOAD_POLICY_FULL);
   spec.mutable_memory()->set_host_link_bytes_per_s(link);
-  auto planned = coordinator::PlanJob(spec, options);
+  auto planned = planner::PlanJob(spec, options);
   ASSERT_TRUE(planned.ok()) << planned.status();
   int releases = 0;
   for (const auto& list : planned->schedule.worker_actions) {

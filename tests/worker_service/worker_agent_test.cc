@@ -12,8 +12,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "coordinator/planner.h"
 #include "gtest/gtest.h"
+#include "planner/planner.h"
 
 namespace pipetrain::worker {
 namespace {
@@ -103,7 +103,7 @@ v1::PrepareRequest OneRankJob(const std::string& transport_address, int attempt)
   request.set_job_id("job-000001");
   request.set_rank(0);
   *request.mutable_spec() = spec;
-  *request.mutable_plan() = coordinator::PlanJob(spec).value().plan;
+  *request.mutable_plan() = planner::PlanJob(spec).value().plan;
   v1::Peer* peer = request.add_peers();
   peer->set_rank(0);
   peer->set_address(transport_address);

@@ -27,8 +27,7 @@ struct ReferenceTrainerConfig {
   GptConfig model;  // vocab and seq_len must match the dataset
   int num_microbatches = 4;
   int microbatch_size = 16;
-  kernels::AdamWConfig adamw{
-      .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.01f};
+  kernels::AdamWConfig adamw;  // every field set by the caller (a job's: worker::OptimizerConfig)
   uint64_t seed = 1234;  // model initialisation
   GradAccumulation grad_accumulation = GradAccumulation::kMicrobatchOrdered;
 };

@@ -6,6 +6,7 @@
 
 #include "CLI/CLI.hpp"
 #include "kernels/cpu/cpu_backend.h"
+#include "model/job_model.h"
 #include "worker/data/addition_task.h"
 #include "worker/data/text_dataset.h"
 #include "worker/model/reference_trainer.h"
@@ -14,7 +15,10 @@ int main(int argc, char** argv) {
   CLI::App app{"pipetrain reference trainer (single process, CPU)"};
   int steps = 600, layers = 2, hidden = 64, heads = 4, ffn = 256, digits = 2, seq_len = 64;
   int microbatches = 4, microbatch_size = 16, blas_threads = 1, eval_every = 50;
-  float lr = 3e-3f, weight_decay = 0.01f;
+  // AdamW as a job gets it by default (model/job_model.h), with weight decay 0.01.
+  const pipetrain::v1::OptimizerSpec defaults =
+      pipetrain::model::WithDefaults(pipetrain::v1::JobSpec()).training().optimizer();
+  float lr = static_cast<float>(defaults.learning_rate()), weight_decay = 0.01f;
   uint64_t seed = 1234;
   std::string text;
   app.add_option("--steps", steps, "optimizer steps");
@@ -54,8 +58,11 @@ int main(int argc, char** argv) {
   config.model = {layers, hidden, heads, ffn, dataset->seq_len(), dataset->vocab_size()};
   config.num_microbatches = microbatches;
   config.microbatch_size = microbatch_size;
-  config.adamw.lr = lr;
-  config.adamw.weight_decay = weight_decay;
+  config.adamw = {.lr = lr,
+                  .beta1 = static_cast<float>(defaults.beta1()),
+                  .beta2 = static_cast<float>(defaults.beta2()),
+                  .eps = static_cast<float>(defaults.epsilon()),
+                  .weight_decay = weight_decay};
   config.seed = seed;
   auto trainer = pipetrain::model::ReferenceTrainer::Create(&backend, dataset.get(), config);
   if (!trainer.ok()) {

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/backend.h"
-#include "worker/model/gpt_config.h"
+#include "model/gpt_config.h"
 #include "worker/model/parameter.h"
 
 namespace pipetrain::model {

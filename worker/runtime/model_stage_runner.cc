@@ -4,7 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/model/checkpoint.h"
+#include "model/checkpoint_layout.h"
+#include "worker/model/chunk_checkpoint.h"
 
 namespace pipetrain::worker {
 

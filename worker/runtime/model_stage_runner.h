@@ -17,7 +17,7 @@
 // false; this runner's OffloadTable is the authority on what is off the device.
 //
 // Checkpoints: SaveCheckpoint writes every held stage's chunk to
-// <dir>/step-<N>/stage-<s>.ckpt (model/checkpoint.h) between steps; LoadCheckpoint, before the
+// <dir>/step-<N>/stage-<s>.ckpt (model/checkpoint_layout.h) between steps; LoadCheckpoint, before the
 // first step of a resumed run, loads them and takes the AdamW step count from the files. The data
 // position needs no saving: a microbatch is a pure function of (seed, step, microbatch).
 //

@@ -12,8 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "model/checkpoint_layout.h"
+#include "model/job_model.h"
 #include "schedule/codec/plan_proto.h"
-#include "worker/model/checkpoint.h"
+#include "worker/model/chunk_checkpoint.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/job_config.h"
 #include "worker/runtime/model_stage_runner.h"
@@ -75,7 +77,7 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
   }
 
   PT_ASSIGN_OR_RETURN(session->dataset_, MakeDataset(request.spec()));
-  PT_ASSIGN_OR_RETURN(model::GptConfig config, ModelConfig(request.spec(), *session->dataset_));
+  PT_ASSIGN_OR_RETURN(model::GptConfig config, model::ModelConfig(request.spec()));
   session->my_stages_ = my_stages;
   session->profile_shape_.num_stages = sched.num_stages;
   session->profile_shape_.rows =

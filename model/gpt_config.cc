@@ -1,4 +1,4 @@
-#include "worker/model/gpt_config.h"
+#include "model/gpt_config.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,13 +1,13 @@
 // Planner: JobSpec -> Plan. Builds the cost model from the model's analytic FLOPs and activation
-// bytes (worker/model/cost_model.h) and the device and link speeds -- or, once the workers ran
+// bytes (model/cost_model.h) and the device and link speeds -- or, once the workers ran
 // the profiling step, from their measured per-stage F, B and W times -- runs the named schedule
 // generator (or `auto` under the memory budget), adds transfers, validates, and simulates with
 // the exact per-stage costs to predict step time, bubble and peak activation bytes per worker.
 // The worker builds stage s from the same even split of layers the plan records.
 //
 // Thread-safety: pure function.
-#ifndef PIPETRAIN_COORDINATOR_PLANNER_H_
-#define PIPETRAIN_COORDINATOR_PLANNER_H_
+#ifndef PIPETRAIN_PLANNER_PLANNER_H_
+#define PIPETRAIN_PLANNER_PLANNER_H_
 
 #include <optional>
 #include <string>
@@ -20,7 +20,7 @@
 #include "schedule/schedule.h"
 #include "schedule/simulator.h"
 
-namespace pipetrain::coordinator {
+namespace pipetrain::planner {
 
 // Per-stage times of one microbatch measured by the workers' profiling step on a plan with
 // `num_stages` stages (even layer split). Planning a schedule with the same number of stages uses
@@ -63,6 +63,6 @@ struct PlannedJob {
 // memory.host_link_bytes_per_s, else the workers' measured bandwidth (PlannerOptions).
 absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options = {});
 
-}  // namespace pipetrain::coordinator
+}  // namespace pipetrain::planner
 
-#endif  // PIPETRAIN_COORDINATOR_PLANNER_H_
+#endif  // PIPETRAIN_PLANNER_PLANNER_H_

@@ -1,4 +1,4 @@
-#include "coordinator/job_spec_validation.h"
+#include "planner/job_spec_validation.h"
 
 #include <cmath>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "schedule/generator.h"
 
-namespace pipetrain::coordinator {
+namespace pipetrain::planner {
 namespace {
 
 absl::Status Bad(absl::string_view field, const absl::AlphaNum& value, absl::string_view allowed) {
@@ -140,4 +140,4 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
-}  // namespace pipetrain::coordinator
+}  // namespace pipetrain::planner

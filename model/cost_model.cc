@@ -1,4 +1,4 @@
-#include "worker/model/cost_model.h"
+#include "model/cost_model.h"
 
 namespace pipetrain::model {
 

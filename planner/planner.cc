@@ -1,4 +1,4 @@
-#include "coordinator/planner.h"
+#include "planner/planner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,16 +7,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "coordinator/job_spec_validation.h"
+#include "model/cost_model.h"
+#include "model/job_model.h"
+#include "planner/job_spec_validation.h"
 #include "schedule/auto_planner.h"
 #include "schedule/codec/plan_proto.h"
 #include "schedule/generator.h"
 #include "schedule/offload_pass.h"
 #include "schedule/passes.h"
-#include "worker/model/cost_model.h"
-#include "worker/runtime/job_config.h"
 
-namespace pipetrain::coordinator {
+namespace pipetrain::planner {
 namespace {
 
 // Analytic FLOPs of F, B and W per stage for an even split into `num_stages` stages.
@@ -93,29 +93,24 @@ absl::StatusOr<schedule::CostModel> StageCosts(const model::GptConfig& config, i
   return costs;
 }
 
-int ChunksFor(absl::string_view name, int requested) {
-  if (name == "zb-v" || name == "v-zb" || name == "v-half" || name == "v-min" ||
-      name == "v-adaptive") {
-    return 2;
-  }
-  if (name == "interleaved-1f1b") return requested > 0 ? requested : 2;
-  return 1;
-}
-
 }  // namespace
 
-absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options) {
-  PT_RETURN_IF_ERROR(ValidateJobSpec(spec));
-  PT_ASSIGN_OR_RETURN(auto dataset, worker::MakeDataset(spec));
-  PT_ASSIGN_OR_RETURN(model::GptConfig config, worker::ModelConfig(spec, *dataset));
+absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOptions& options) {
+  PT_RETURN_IF_ERROR(ValidateJobSpec(submitted));
+  const v1::JobSpec spec = model::WithDefaults(submitted);
+  PT_ASSIGN_OR_RETURN(model::GptConfig config, model::ModelConfig(spec));
   const int p = spec.parallelism().num_workers();
-  const int m = worker::NumMicrobatches(spec);
+  const int m = model::NumMicrobatches(spec);
   const int mbs = spec.training().microbatch_size();
-  const std::string name = spec.parallelism().schedule().empty() ? "auto"
-                                                                 : spec.parallelism().schedule();
-  const int chunks = ChunksFor(name, spec.parallelism().chunks_per_worker());
-  // `auto` may pick a V schedule: it needs 2p stages, so the model must be deep enough for that.
-  const int max_stages = p * (name == "auto" ? 2 : chunks);
+  const std::string& name = spec.parallelism().schedule();
+  absl::StatusOr<int> chunks =
+      schedule::ChunksPerWorker(name, spec.parallelism().chunks_per_worker());
+  if (!chunks.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("parallelism.", chunks.status().message()));
+  }
+  // The most stages the schedule may use (`auto` may pick a V schedule: 2p); the model must be
+  // deep enough for that.
+  const int max_stages = p * *chunks;
   if (config.num_layers < max_stages) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.num_layers: ", config.num_layers, " layers cannot fill ", max_stages,
@@ -270,4 +265,4 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions
   return planned;
 }
 
-}  // namespace pipetrain::coordinator
+}  // namespace pipetrain::planner

@@ -4,12 +4,12 @@
 // attention scores over the full seq_len x seq_len square as computed); elementwise work
 // (layernorm, GELU, softmax, bias) is O(tokens * hidden) and left out.
 // Thread-safety: pure functions.
-#ifndef PIPETRAIN_WORKER_MODEL_COST_MODEL_H_
-#define PIPETRAIN_WORKER_MODEL_COST_MODEL_H_
+#ifndef PIPETRAIN_MODEL_COST_MODEL_H_
+#define PIPETRAIN_MODEL_COST_MODEL_H_
 
 #include <cstdint>
 
-#include "worker/model/gpt_config.h"
+#include "model/gpt_config.h"
 
 namespace pipetrain::model {
 
@@ -34,4 +34,4 @@ ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
 
 }  // namespace pipetrain::model
 
-#endif  // PIPETRAIN_WORKER_MODEL_COST_MODEL_H_
+#endif  // PIPETRAIN_MODEL_COST_MODEL_H_

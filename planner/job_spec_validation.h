@@ -4,13 +4,13 @@
 // themselves live in worker/runtime/job_config.h.
 //
 // Thread-safety: pure function.
-#ifndef PIPETRAIN_COORDINATOR_JOB_SPEC_VALIDATION_H_
-#define PIPETRAIN_COORDINATOR_JOB_SPEC_VALIDATION_H_
+#ifndef PIPETRAIN_PLANNER_JOB_SPEC_VALIDATION_H_
+#define PIPETRAIN_PLANNER_JOB_SPEC_VALIDATION_H_
 
 #include "absl/status/status.h"
 #include "pipetrain/v1/job.pb.h"
 
-namespace pipetrain::coordinator {
+namespace pipetrain::planner {
 
 // Upper bounds that keep a typo from asking for absurd resources.
 inline constexpr int kMaxLayers = 4096;
@@ -23,6 +23,6 @@ inline constexpr int kMaxSteps = 100000000;
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
-}  // namespace pipetrain::coordinator
+}  // namespace pipetrain::planner
 
-#endif  // PIPETRAIN_COORDINATOR_JOB_SPEC_VALIDATION_H_
+#endif  // PIPETRAIN_PLANNER_JOB_SPEC_VALIDATION_H_

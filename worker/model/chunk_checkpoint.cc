@@ -1,4 +1,4 @@
-#include "worker/model/checkpoint.h"
+#include "worker/model/chunk_checkpoint.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,13 +11,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <iterator>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/atomic_file.h"
+#include "common/crc32.h"
 #include "common/status_macros.h"
 
 namespace pipetrain::model {
@@ -28,30 +28,6 @@ constexpr char kEndMagic[8] = {'P', 'T', 'C', 'K', 'E', 'N', 'D', '\n'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kTrailerBytes = 8 + 4 + 8;
 
-const std::array<uint32_t, 256>& CrcTable() {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  return table;
-}
-
-// CRC-32 (IEEE), incremental: start with crc = 0.
-uint32_t Crc32(uint32_t crc, const char* data, size_t n) {
-  const auto& t = CrcTable();
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) {
-    crc = t[(crc ^ static_cast<uint8_t>(data[i])) & 0xFF] ^ (crc >> 8);
-  }
-  return ~crc;
-}
-
-std::string ErrnoText() { return std::strerror(errno); }
 
 // Appends to a file descriptor, keeping a running CRC and byte count.
 class FileWriter {
@@ -138,21 +114,6 @@ std::array<int32_t, 10> ModelFields(const GptConfig& c, const ChunkSpec& s) {
           static_cast<int32_t>(s.has_head)};
 }
 
-absl::Status FsyncDir(const std::string& dir, const std::string& path) {
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) {
-    return absl::InternalError(
-        absl::StrCat("checkpoint ", path, ": open directory ", dir, ": ", ErrnoText()));
-  }
-  const int rc = ::fsync(dfd);
-  ::close(dfd);
-  if (rc != 0) {
-    return absl::InternalError(
-        absl::StrCat("checkpoint ", path, ": fsync directory ", dir, ": ", ErrnoText()));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status WriteBody(GptChunk& chunk, int64_t optimizer_step, FileWriter& w) {
   PT_RETURN_IF_ERROR(w.Write(kMagic, sizeof(kMagic)));
   PT_RETURN_IF_ERROR(w.Put<uint32_t>(kVersion));
@@ -232,7 +193,7 @@ absl::Status SaveChunkCheckpoint(GptChunk& chunk, int64_t optimizer_step, const 
     ::unlink(temp.c_str());
     return status;
   }
-  return FsyncDir(dir, path);
+  return FsyncDirectory(dir, absl::StrCat("checkpoint ", path));
 }
 
 absl::StatusOr<int64_t> LoadChunkCheckpoint(const std::string& path, GptChunk& chunk) {
@@ -338,155 +299,6 @@ absl::StatusOr<int64_t> LoadChunkCheckpoint(const std::string& path, GptChunk& c
   }
   PT_RETURN_IF_ERROR(chunk.ZeroGrad());
   return optimizer_step;
-}
-
-std::string CheckpointStepDir(const std::string& dir, int64_t step) {
-  return absl::StrCat(dir, "/step-", step);
-}
-
-std::string StageCheckpointPath(const std::string& dir, int64_t step, int stage) {
-  return absl::StrCat(CheckpointStepDir(dir, step), "/stage-", stage, ".ckpt");
-}
-
-std::optional<int64_t> LatestCompleteCheckpointStep(const std::string& dir, int num_stages) {
-  std::error_code ec;
-  std::optional<int64_t> best;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    int64_t step = 0;
-    if (name.rfind("step-", 0) != 0 || !absl::SimpleAtoi(name.substr(5), &step)) continue;
-    if (best && step <= *best) continue;
-    bool complete = true;
-    for (int s = 0; s < num_stages && complete; ++s) {
-      complete = std::filesystem::is_regular_file(StageCheckpointPath(dir, step, s), ec);
-    }
-    if (complete) best = step;
-  }
-  return best;
-}
-
-std::string CheckpointManifestPath(const std::string& dir) { return dir + "/MANIFEST"; }
-
-namespace {
-
-std::string ManifestBody(const CheckpointManifest& m) {
-  return absl::StrCat("pipetrain-checkpoint-manifest 1\nstep ", m.step, "\nstages ", m.num_stages,
-                      "\n");
-}
-
-// Writes `contents` to `path` atomically: temp in the same directory, fsync, rename, fsync dir.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const std::string temp = absl::StrCat(path, ".tmp-", ::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat(path, ": create ", temp, ": ", ErrnoText()));
-  FileWriter w(fd, path, -1);
-  absl::Status status = w.Write(contents.data(), contents.size());
-  if (status.ok() && ::fsync(fd) != 0) {
-    status = absl::InternalError(absl::StrCat(path, ": fsync: ", ErrnoText()));
-  }
-  ::close(fd);
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    status = absl::InternalError(absl::StrCat(path, ": rename: ", ErrnoText()));
-  }
-  if (!status.ok()) {
-    ::unlink(temp.c_str());
-    return status;
-  }
-  return FsyncDir(dir, path);
-}
-
-}  // namespace
-
-absl::Status WriteCheckpointManifest(const std::string& dir, const CheckpointManifest& manifest) {
-  if (manifest.num_stages <= 0 || manifest.step <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint manifest: step ", manifest.step, " stages ", manifest.num_stages));
-  }
-  std::error_code ec;
-  for (int s = 0; s < manifest.num_stages; ++s) {
-    const std::string stage = StageCheckpointPath(dir, manifest.step, s);
-    if (!std::filesystem::is_regular_file(stage, ec)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("checkpoint manifest ", CheckpointManifestPath(dir), ": step ",
-                       manifest.step, " is not complete: ", stage, " does not exist"));
-    }
-  }
-  const std::string body = ManifestBody(manifest);
-  return WriteFileAtomically(
-      CheckpointManifestPath(dir),
-      absl::StrCat(body, "crc32 ", Crc32(0, body.data(), body.size()), "\n"));
-}
-
-absl::StatusOr<CheckpointManifest> ReadCheckpointManifest(const std::string& dir) {
-  const std::string path = CheckpointManifestPath(dir);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("checkpoint manifest ", path, ": cannot open"));
-  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CheckpointManifest m;
-  int64_t stages = 0;
-  uint32_t crc = 0;
-  std::vector<std::string> lines;
-  size_t start = 0;
-  for (size_t nl; (nl = data.find('\n', start)) != std::string::npos; start = nl + 1) {
-    lines.push_back(data.substr(start, nl - start));
-  }
-  const bool ok =
-      start == data.size() && lines.size() == 4 && lines[0] == "pipetrain-checkpoint-manifest 1" &&
-      lines[1].rfind("step ", 0) == 0 && absl::SimpleAtoi(lines[1].substr(5), &m.step) &&
-      lines[2].rfind("stages ", 0) == 0 && absl::SimpleAtoi(lines[2].substr(7), &stages) &&
-      lines[3].rfind("crc32 ", 0) == 0 && absl::SimpleAtoi(lines[3].substr(6), &crc);
-  if (!ok) {
-    return absl::DataLossError(absl::StrCat("checkpoint manifest ", path, ": malformed"));
-  }
-  if (crc != Crc32(0, data.data(), data.size() - lines[3].size() - 1)) {
-    return absl::DataLossError(absl::StrCat("checkpoint manifest ", path, ": checksum mismatch"));
-  }
-  m.num_stages = static_cast<int>(stages);
-  return m;
-}
-
-absl::StatusOr<std::vector<int64_t>> PruneCheckpoints(const std::string& dir, int keep_last) {
-  if (keep_last <= 0) keep_last = 3;
-  absl::StatusOr<CheckpointManifest> manifest = ReadCheckpointManifest(dir);
-  if (absl::IsNotFound(manifest.status())) return std::vector<int64_t>();
-  PT_RETURN_IF_ERROR(manifest.status());
-  std::error_code ec;
-  std::vector<int64_t> steps;  // step directories at or below the manifest's step
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    int64_t step = 0;
-    if (!entry.is_directory() || name.rfind("step-", 0) != 0 ||
-        !absl::SimpleAtoi(name.substr(5), &step) || step > manifest->step) {
-      continue;
-    }
-    steps.push_back(step);
-  }
-  if (ec) {
-    return absl::InternalError(absl::StrCat("checkpoint dir ", dir, ": ", ec.message()));
-  }
-  std::sort(steps.begin(), steps.end(), std::greater<>());
-  std::vector<int64_t> removed;
-  int kept = 0;
-  for (int64_t step : steps) {
-    bool complete = true;
-    for (int s = 0; s < manifest->num_stages && complete; ++s) {
-      complete = std::filesystem::is_regular_file(StageCheckpointPath(dir, step, s), ec);
-    }
-    if (step == manifest->step || (complete && kept < keep_last)) {
-      ++kept;
-      continue;
-    }
-    std::filesystem::remove_all(CheckpointStepDir(dir, step), ec);
-    if (ec) {
-      return absl::InternalError(absl::StrCat("checkpoint dir ", CheckpointStepDir(dir, step),
-                                              ": remove: ", ec.message()));
-    }
-    removed.push_back(step);
-  }
-  std::sort(removed.begin(), removed.end());
-  return removed;
 }
 
 }  // namespace pipetrain::model

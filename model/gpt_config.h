@@ -3,8 +3,8 @@
 // deterministic initialisation): 0 = embedding (token + learned position), 1..num_layers =
 // transformer blocks, num_layers + 1 = head (final layernorm + LM head + loss).
 // Thread-safety: plain values.
-#ifndef PIPETRAIN_WORKER_MODEL_GPT_CONFIG_H_
-#define PIPETRAIN_WORKER_MODEL_GPT_CONFIG_H_
+#ifndef PIPETRAIN_MODEL_GPT_CONFIG_H_
+#define PIPETRAIN_MODEL_GPT_CONFIG_H_
 
 #include <cstdint>
 #include <string>
@@ -51,4 +51,4 @@ absl::StatusOr<std::vector<ChunkSpec>> SplitEvenly(const GptConfig& config, int 
 
 }  // namespace pipetrain::model
 
-#endif  // PIPETRAIN_WORKER_MODEL_GPT_CONFIG_H_
+#endif  // PIPETRAIN_MODEL_GPT_CONFIG_H_

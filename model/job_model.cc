@@ -1,0 +1,103 @@
+#include "model/job_model.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace pipetrain::model {
+namespace {
+
+// The defaults, stated again in job.proto's comments.
+constexpr char kDefaultSchedule[] = "auto";
+constexpr char kDefaultOptimizer[] = "adamw";
+constexpr double kDefaultLearningRate = 3e-3;
+constexpr double kDefaultBeta1 = 0.9;
+constexpr double kDefaultBeta2 = 0.95;
+constexpr double kDefaultEpsilon = 1e-8;
+constexpr char kDefaultDataSource[] = "default";
+constexpr int kDefaultTextSeqLen = 64;
+constexpr int kDefaultKeepLast = 3;
+constexpr int kDefaultMaxRestarts = 3;
+
+}  // namespace
+
+v1::JobSpec WithDefaults(const v1::JobSpec& spec) {
+  v1::JobSpec s = spec;
+  v1::ModelSpec* m = s.mutable_model();
+  if (m->ffn_hidden() == 0) m->set_ffn_hidden(4 * m->hidden());
+  v1::TrainingSpec* t = s.mutable_training();
+  v1::DataSpec* d = t->mutable_data();
+  if (d->source().empty()) d->set_source(kDefaultDataSource);
+  if (absl::StatusOr<DataShape> shape = DeclaredDataShape(s); shape.ok()) {
+    if (m->seq_len() == 0) m->set_seq_len(shape->seq_len);
+    if (m->vocab_size() == 0) m->set_vocab_size(shape->vocab);
+  }
+  v1::OptimizerSpec* o = t->mutable_optimizer();
+  if (o->name().empty()) o->set_name(kDefaultOptimizer);
+  if (o->learning_rate() == 0) o->set_learning_rate(kDefaultLearningRate);
+  if (o->beta1() == 0) o->set_beta1(kDefaultBeta1);
+  if (o->beta2() == 0) o->set_beta2(kDefaultBeta2);
+  if (o->epsilon() == 0) o->set_epsilon(kDefaultEpsilon);
+  v1::ParallelismSpec* p = s.mutable_parallelism();
+  if (p->schedule().empty()) p->set_schedule(kDefaultSchedule);
+  v1::MemorySpec* mem = s.mutable_memory();
+  if (mem->offload() == v1::OFFLOAD_POLICY_UNSPECIFIED) mem->set_offload(v1::OFFLOAD_POLICY_NONE);
+  v1::CheckpointSpec* c = s.mutable_checkpoint();
+  if (c->keep_last() == 0) c->set_keep_last(kDefaultKeepLast);
+  if (s.max_restarts() == 0) s.set_max_restarts(kDefaultMaxRestarts);
+  return s;
+}
+
+absl::StatusOr<DataShape> DeclaredDataShape(const v1::JobSpec& spec) {
+  const std::string& source = spec.training().data().source();
+  if (source.empty() || source == "default") {
+    return DataShape{3 * kDefaultTaskDigits + 2, 12};
+  }
+  if (source == "text") {
+    const int seq_len = spec.model().seq_len() > 0 ? spec.model().seq_len() : kDefaultTextSeqLen;
+    return DataShape{seq_len, 256};
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("training.data.source: \"", source, "\" is not one of: default, text"));
+}
+
+absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec) {
+  const v1::JobSpec s = WithDefaults(spec);
+  absl::StatusOr<DataShape> data = DeclaredDataShape(s);
+  if (!data.ok()) return data.status();
+  const v1::ModelSpec& m = s.model();
+  GptConfig c;
+  c.num_layers = m.num_layers();
+  c.hidden = m.hidden();
+  c.heads = m.num_heads();
+  c.ffn = m.ffn_hidden();
+  c.seq_len = m.seq_len();
+  c.vocab = m.vocab_size();
+  const std::string& source = s.training().data().source();
+  if (c.seq_len != data->seq_len) {
+    return absl::InvalidArgumentError(absl::StrCat("model.seq_len: ", c.seq_len, " but the ",
+                                                   source, " data has sequences of ",
+                                                   data->seq_len, " tokens (or leave it 0)"));
+  }
+  if (c.vocab < data->vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", c.vocab,
+                                                   " is smaller than the ", source,
+                                                   " vocabulary of ", data->vocab,
+                                                   " (or leave it 0)"));
+  }
+  if (absl::Status status = c.Validate(); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("model: ", status.message()));
+  }
+  return c;
+}
+
+int NumMicrobatches(const v1::JobSpec& spec) {
+  const int mbs = spec.training().microbatch_size();
+  return mbs > 0 ? spec.training().global_batch() / mbs : 0;
+}
+
+int64_t TokensPerStep(const v1::JobSpec& spec) {
+  absl::StatusOr<GptConfig> config = ModelConfig(spec);
+  if (!config.ok()) return 0;
+  return static_cast<int64_t>(spec.training().global_batch()) * config->seq_len;
+}
+
+}  // namespace pipetrain::model

@@ -1,0 +1,41 @@
+// SimResult: what simulating a schedule predicts -- step time, bubble, per-worker busy time and
+// activation memory over time, and every action's start and end. Produced by Simulate
+// (simulator.h); read by planners, renderers and the coordinator's predictions.
+//
+// Thread-safety: value types.
+#ifndef PIPETRAIN_SCHEDULE_SIM_RESULT_H_
+#define PIPETRAIN_SCHEDULE_SIM_RESULT_H_
+
+#include <vector>
+
+#include "schedule/action.h"
+
+namespace pipetrain::schedule {
+
+struct TimedAction {
+  Action action;
+  int worker = 0;
+  double start = 0.0;
+  double end = 0.0;
+};
+
+struct MemoryPoint {
+  double time = 0.0;
+  double units = 0.0;  // activation memory held on the worker from `time` on
+};
+
+struct SimResult {
+  double makespan = 0.0;              // last end - first start over all workers
+  std::vector<double> busy;           // per worker: summed compute time
+  std::vector<double> span;           // per worker: last end - first start
+  // Idle share of the busiest worker's span: 1 - busy[w] / max span, w the worker with the most
+  // busy time (= 1 - m(F+B+W)/longest span with per-worker costs summed).
+  double bubble_ratio = 0.0;
+  std::vector<double> peak_memory;    // per worker, units (see cost_model.h)
+  std::vector<std::vector<MemoryPoint>> memory_curve;  // per worker, step function
+  std::vector<TimedAction> timeline;  // every action, ordered by (worker, list position)
+};
+
+}  // namespace pipetrain::schedule
+
+#endif  // PIPETRAIN_SCHEDULE_SIM_RESULT_H_
