@@ -31,9 +31,9 @@ int RunPlanCommand(const pipetrain::client::PlanOptions& options, const std::str
   }
   if (output.empty()) {
     std::cout << result->document;
-    // Keep stdout a clean document for svg/trace/csv/json (pipe it to a file); the
+    // Keep stdout a clean document for svg/trace/csv/json/plan-file (pipe it to a file); the
     // predictions still reach the terminal.
-    (options.format == "ascii" ? std::cout : std::cerr) << result->summary
+    (result->format == "ascii" ? std::cout : std::cerr) << result->summary
                                                          << result->explanation;
     return 0;
   }
@@ -44,7 +44,7 @@ int RunPlanCommand(const pipetrain::client::PlanOptions& options, const std::str
     std::cerr << "pipetrain plan: cannot write --output file \"" << output << "\"\n";
     return 1;
   }
-  std::cout << result->summary << result->explanation << "wrote " << options.format << " to "
+  std::cout << result->summary << result->explanation << "wrote " << result->format << " to "
             << output << "\n";
   return 0;
 }
@@ -63,9 +63,22 @@ int main(int argc, char** argv) {
           "--schedule", plan.schedule,
           "Schedule name, one of: " + absl::StrJoin(pipetrain::schedule::GeneratorNames(), ", "))
       ->capture_default_str();
-  plan_cmd->add_option("--workers,-p", plan.workers, "Pipeline workers p (>= 1)")->required();
-  plan_cmd->add_option("--microbatches,-m", plan.microbatches, "Microbatches per step m (>= 1)")
-      ->required();
+  plan_cmd->add_option("--workers,-p", plan.workers, "Pipeline workers p (>= 1; without --job)");
+  plan_cmd->add_option("--microbatches,-m", plan.microbatches,
+                       "Microbatches per step m (>= 1; without --job)");
+  plan_cmd->add_option("--job", plan.job_path,
+                       "Plan this job file (YAML or JSON) as the coordinator would, with the "
+                       "model's analytic costs; the default --format is then plan-file, which "
+                       "`pipetrain-worker --plan FILE --rank R` runs without a coordinator");
+  plan_cmd->add_option("--addresses", plan.addresses,
+                       "Plan file: every rank's host:port, comma-separated, by rank (default "
+                       "127.0.0.1:<base-port + rank>)");
+  plan_cmd->add_option("--base-port", plan.base_port, "Plan file: rank r listens on this + r")
+      ->capture_default_str();
+  plan_cmd->add_option("--job-id", plan.job_id,
+                       "Plan file: the id tying the ranks together (runs sharing a host need "
+                       "different ids)")
+      ->capture_default_str();
   plan_cmd->add_option("--chunks,-v", plan.chunks,
                        "Chunks (virtual stages) per worker; 0 = the schedule's default");
   plan_cmd
@@ -79,8 +92,9 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--memory-budget", plan.memory_budget,
                        "Peak activation memory per worker, in units of one microbatch's "
                        "activations for a worker's whole share of layers; 0 = default");
-  plan_cmd->add_option("--format", plan.format, "Output: ascii, svg, trace, csv or json")
-      ->capture_default_str();
+  plan_cmd->add_option("--format", plan.format,
+                       "Output: ascii, svg, trace, csv, json, or plan-file (with --job); "
+                       "default ascii, or plan-file with --job");
   plan_cmd->add_option("--output,-o", output, "Write the rendering to this file");
   plan_cmd->add_option("--offload", plan.offload,
                        "Activation offload on the named schedule: none, half, full, selective "

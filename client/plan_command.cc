@@ -1,13 +1,18 @@
 #include "client/plan_command.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "client/job_file.h"
 #include "common/status_macros.h"
+#include "planner/plan_file.h"
+#include "planner/planner.h"
 #include "schedule/auto_planner.h"
 #include "schedule/generator.h"
 #include "schedule/offload_pass.h"
@@ -53,9 +58,75 @@ absl::Status ParseCosts(const std::string& text, PipelineSpec* spec) {
   return absl::OkStatus();
 }
 
+// The document of `schedule` in `format` (ascii, svg, trace, csv, json).
+std::string Render(const std::string& format, const schedule::Schedule& sched,
+                   const schedule::SimResult& sim, const schedule::CostModel& costs) {
+  if (format == "ascii") return schedule::RenderAscii(sched, sim);
+  if (format == "svg") return schedule::RenderSvg(sched, sim);
+  if (format == "trace") return schedule::RenderChromeTrace(sched, sim);
+  if (format == "csv") return schedule::ScheduleToCsv(sched);
+  return schedule::PlanToJson(sched, sim, costs);
+}
+
+const std::vector<std::string>& Formats() {
+  static const auto* const kFormats =
+      new std::vector<std::string>{"ascii", "svg", "trace", "csv", "json", "plan-file"};
+  return *kFormats;
+}
+
+// --job: the job planned as the coordinator plans it (analytic costs), rendered or as a plan
+// file.
+absl::StatusOr<PlanOutput> RunJobPlan(const PlanOptions& o) {
+  if (o.workers != -1 || o.microbatches != -1) {
+    return Bad("--workers and --microbatches come from the --job file "
+               "(parallelism.num_workers, training.global_batch / microbatch_size); drop them");
+  }
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpec(o.job_path);
+  if (!spec.ok()) return absl::Status(spec.status().code(), spec.status().message());
+  absl::StatusOr<planner::PlannedJob> planned = planner::PlanJob(*spec);
+  if (!planned.ok()) {
+    return absl::Status(planned.status().code(),
+                        absl::StrCat("--job ", o.job_path, ": ",
+                                     FirstLine(planned.status()).message()));
+  }
+  PlanOutput out;
+  out.format = o.format.empty() ? "plan-file" : o.format;
+  out.summary = absl::StrCat(schedule::RenderSummary(planned->schedule, planned->sim),
+                             planned->plan.explanation(), "\n");
+  if (out.format != "plan-file") {
+    out.document = Render(out.format, planned->schedule, planned->sim, planned->costs);
+    return out;
+  }
+  planner::PlanFileOptions file;
+  file.job_id = o.job_id;
+  file.base_port = o.base_port;
+  if (!o.addresses.empty()) file.addresses = absl::StrSplit(o.addresses, ',');
+  absl::StatusOr<std::string> json = planner::PlanFileJson(*spec, planned->plan, file);
+  if (!json.ok()) {  // the option names as the CLI spells them
+    return Bad(absl::StrCat("--", absl::StrReplaceAll(json.status().message(),
+                                                      {{"base_port", "base-port"}})));
+  }
+  out.document = *std::move(json);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<PlanOutput> RunPlan(const PlanOptions& o) {
+  if (!o.format.empty() &&
+      std::find(Formats().begin(), Formats().end(), o.format) == Formats().end()) {
+    return Bad(absl::StrCat("--format must be one of ", absl::StrJoin(Formats(), ", "),
+                            " (got \"", o.format, "\")"));
+  }
+  if (!o.job_path.empty()) return RunJobPlan(o);
+  if (o.format == "plan-file") {
+    return Bad("--format plan-file needs --job FILE (a plan file carries the job's model and "
+               "data as well as the schedule)");
+  }
+  for (auto [flag, value] : {std::pair<const char*, int>{"--workers", o.workers},
+                             std::pair<const char*, int>{"--microbatches", o.microbatches}}) {
+    if (value == -1) return Bad(absl::StrCat(flag, " is required (or plan a job file: --job)"));
+  }
   if (o.workers < 1) return Bad(absl::StrCat("--workers must be >= 1 (got ", o.workers, ")"));
   if (o.microbatches < 1) {
     return Bad(absl::StrCat("--microbatches must be >= 1 (got ", o.microbatches, ")"));
@@ -70,11 +141,6 @@ absl::StatusOr<PlanOutput> RunPlan(const PlanOptions& o) {
   if (!(o.memory_budget >= 0) || !std::isfinite(o.memory_budget)) {
     return Bad(absl::StrCat("--memory-budget must be >= 0 units, 0 = schedule default (got ",
                             o.memory_budget, ")"));
-  }
-  const std::vector<std::string> formats = {"ascii", "svg", "trace", "csv", "json"};
-  if (std::find(formats.begin(), formats.end(), o.format) == formats.end()) {
-    return Bad(absl::StrCat("--format must be one of ", absl::StrJoin(formats, ", "), " (got \"",
-                            o.format, "\")"));
   }
   auto mode = schedule::ParseOffloadMode(o.offload);
   if (!mode.ok()) {
@@ -152,17 +218,8 @@ absl::StatusOr<PlanOutput> RunPlan(const PlanOptions& o) {
   auto sim = schedule::Simulate(*sched, costs);
   if (!sim.ok()) return FirstLine(sim.status());
   out.summary = schedule::RenderSummary(*sched, *sim);
-  if (o.format == "ascii") {
-    out.document = schedule::RenderAscii(*sched, *sim);
-  } else if (o.format == "svg") {
-    out.document = schedule::RenderSvg(*sched, *sim);
-  } else if (o.format == "trace") {
-    out.document = schedule::RenderChromeTrace(*sched, *sim);
-  } else if (o.format == "csv") {
-    out.document = schedule::ScheduleToCsv(*sched);
-  } else {
-    out.document = schedule::PlanToJson(*sched, *sim, costs);
-  }
+  out.format = o.format.empty() ? "ascii" : o.format;
+  out.document = Render(out.format, *sched, *sim, costs);
   return out;
 }
 

@@ -1,5 +1,7 @@
-// `pipetrain plan`: generate a schedule offline, validate and simulate it, and render it.
-// The options struct is filled by the CLI parser (pipetrain_main.cc); this file has no CLI11.
+// `pipetrain plan`: generate a schedule offline, validate and simulate it, and render it; or,
+// with a job file, plan the job as the coordinator would and write the plan file that
+// `pipetrain-worker --plan` runs (planner/plan_file.h). The options struct is filled by the CLI
+// parser (pipetrain_main.cc); this file has no CLI11.
 //
 // Thread-safety: pure function (file writing is the caller's job).
 #ifndef PIPETRAIN_CLIENT_PLAN_COMMAND_H_
@@ -13,13 +15,13 @@ namespace pipetrain::client {
 
 struct PlanOptions {
   std::string schedule = "1f1b";
-  int workers = 0;
-  int microbatches = 0;
+  int workers = -1;       // -1: not given (required without job_path)
+  int microbatches = -1;
   int chunks = 0;               // 0 = the schedule's default
   std::string costs = "1,1,1";  // "f,b,w" for one microbatch over a worker's whole share
   double comm = 0.0;
   double memory_budget = 0.0;  // units; 0 = the schedule's default limit
-  std::string format = "ascii";
+  std::string format;  // empty: ascii, or plan-file with job_path
   // Host link as the offload ratio k (one chunk's copy time each way / its f+b+w); 0 = none.
   // Or from a device preset and the model shape: k = 10/(3(6h+s)) FLOP/s / link bytes/s.
   double offload_ratio = 0.0;
@@ -31,9 +33,16 @@ struct PlanOptions {
   // With --schedule auto the planner considers offload itself when a link is given.
   std::string offload = "none";
   bool explain = false;  // auto: the candidates table and why the chosen plan won
+  // A job file: plan it with planner::PlanJob (analytic costs) instead of the abstract costs
+  // above; --workers, --microbatches and the cost flags then come from the job.
+  std::string job_path;
+  std::string addresses;  // plan file: host:port per rank, comma-separated; empty: base_port
+  int base_port = 29500;
+  std::string job_id = "plan-file";
 };
 
 struct PlanOutput {
+  std::string format;    // the format the document is in
   std::string document;  // the rendering in the requested format
   std::string summary;   // makespan, bubble ratio, peak memory per worker (text lines)
   std::string explanation;  // --explain: candidates table + reasoning (auto), or offload stats

@@ -11,6 +11,7 @@
 #include "coordinator/metrics.h"
 #include "glog/logging.h"
 #include "model/job_model.h"
+#include "schedule/codec/plan_proto.h"
 
 namespace pipetrain::coordinator {
 namespace {
@@ -108,7 +109,7 @@ bool JobManager::PlanNextQueued() {
                      absl::StrCat("planning failed: ", planned.status().message()));
     return true;
   }
-  *r.job.mutable_plan() = std::move(planned->plan);
+  KeepPlanLocked(r, *std::move(planned));
   if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
   waiting_.insert(seq);
   TransitionLocked(r, v1::JOB_STATE_WAITING_FOR_WORKERS, "");
@@ -150,7 +151,7 @@ void JobManager::DispatchWaiting() {
              reg.compute_threads});
         r.job.add_worker_ids(w.id);
       }
-      ApplySharedCpu(r.rank_hosts, r.job.mutable_plan());
+      ApplySharedCpu(r.rank_hosts, r.schedule, r.costs, r.job.mutable_plan()->mutable_prediction());
       if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
       r.finished.assign(p, false);
       r.aggregator.reset();
@@ -228,8 +229,10 @@ absl::StatusOr<std::optional<v1::Plan>> JobManager::ReplanWithProfile(
   if (r.job.state() != v1::JOB_STATE_RUNNING) {
     return absl::CancelledError("the job ended while its workers profiled");
   }
-  *r.job.mutable_plan() = planned.plan;
-  ApplySharedCpu(r.rank_hosts, r.job.mutable_plan());
+  std::optional<v1::Plan> for_workers;  // when they must prepare again
+  if (!same) for_workers = planned.plan;
+  KeepPlanLocked(r, std::move(planned));
+  ApplySharedCpu(r.rank_hosts, r.schedule, r.costs, r.job.mutable_plan()->mutable_prediction());
   PersistLocked(r);
   if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
   v1::JobEvent event;
@@ -238,8 +241,19 @@ absl::StatusOr<std::optional<v1::Plan>> JobManager::ReplanWithProfile(
                                  same ? "" : " (the schedule changed)", ": ",
                                  r.job.plan().explanation()));
   PublishLocked(r, event);
-  if (same) return std::nullopt;
-  return std::move(planned.plan);
+  return for_workers;
+}
+
+void JobManager::KeepPlanLocked(Record& r, planner::PlannedJob planned) {
+  *r.job.mutable_plan() = std::move(planned.plan);
+  r.schedule = std::move(planned.schedule);
+  r.costs = std::move(planned.costs);
+}
+
+absl::Status JobManager::DecodeStoredPlan(Record& r) {
+  PT_ASSIGN_OR_RETURN(r.schedule, schedule::ScheduleFromProto(r.job.plan()));
+  r.costs = schedule::CostModelFromProto(r.job.plan());
+  return absl::OkStatus();
 }
 
 }  // namespace pipetrain::coordinator

@@ -141,7 +141,7 @@ absl::Status JobManager::Start() {
           queued_.push_back(*seq);
           break;
         case v1::JOB_STATE_WAITING_FOR_WORKERS:
-          if (r.job.plan().workers_size() == 0) {
+          if (r.job.plan().workers_size() == 0 || !DecodeStoredPlan(r).ok()) {
             TransitionLocked(r, v1::JOB_STATE_QUEUED, "");
             queued_.push_back(*seq);
           } else {
@@ -156,6 +156,13 @@ absl::Status JobManager::Start() {
         default: {  // RUNNING, RECOVERING: resume from the newest complete checkpoint.
           if (r.job.plan().workers_size() == 0) {
             TransitionLocked(r, v1::JOB_STATE_FAILED, "coordinator restarted; the job had no plan");
+            break;
+          }
+          // Its checkpoints were written under this plan: it cannot be planned again.
+          if (absl::Status decoded = DecodeStoredPlan(r); !decoded.ok()) {
+            TransitionLocked(r, v1::JOB_STATE_FAILED,
+                             absl::StrCat("coordinator restarted; the stored plan is unreadable: ",
+                                          decoded.message()));
             break;
           }
           r.job.set_checkpoint_step(static_cast<int32_t>(ResumeStep(*store_, r.job)));

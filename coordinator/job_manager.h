@@ -130,6 +130,11 @@ class JobManager {
  private:
   struct Record {
     v1::Job job;
+    // What job.plan encodes, as the planner built it (the shared-core simulation re-simulates
+    // these; nothing decodes the proto again). A job loaded from the store has them decoded
+    // from its stored plan once, at Start.
+    schedule::Schedule schedule;
+    schedule::CostModel costs;
     std::vector<DispatchTarget> targets;  // by rank, while assigned
     std::unique_ptr<StepAggregator> aggregator;
     std::unique_ptr<CheckpointLedger> ledger;  // of the current attempt
@@ -161,6 +166,10 @@ class JobManager {
   void RewindLocked(Record& r, const std::string& reason, bool counted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CommitCheckpointLocked(Record& r, int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores a new plan in the job (proto) and the record (structs).
+  void KeepPlanLocked(Record& r, planner::PlannedJob planned) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The structs of a stored job's plan; InvalidArgument if the stored plan does not decode.
+  static absl::Status DecodeStoredPlan(Record& r);
 
   Record* FindLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Record*> LookupLocked(const std::string& job_id)

@@ -6,16 +6,15 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
-#include "schedule/codec/plan_proto.h"
 #include "schedule/shared_core_simulator.h"
 
 namespace pipetrain::coordinator {
 
-void ApplySharedCpu(const std::vector<RankHost>& ranks, v1::Plan* plan) {
-  v1::Prediction* prediction = plan->mutable_prediction();
+void ApplySharedCpu(const std::vector<RankHost>& ranks, const schedule::Schedule& schedule,
+                    const schedule::CostModel& costs, v1::Prediction* prediction) {
   prediction->clear_shared_cpu_step_s();
   prediction->clear_shared_cpu_note();
-  const int p = plan->workers_size();
+  const int p = schedule.num_workers;
   if (static_cast<int>(ranks.size()) != p) return;
 
   struct Host {
@@ -55,10 +54,7 @@ void ApplySharedCpu(const std::vector<RankHost>& ranks, v1::Plan* plan) {
   }
   if (busiest == nullptr) return;
 
-  absl::StatusOr<schedule::Schedule> s = schedule::ScheduleFromProto(*plan);
-  absl::StatusOr<double> step =
-      s.ok() ? schedule::SimulateSharedCores(*s, schedule::CostModelFromProto(*plan), sharing)
-             : absl::StatusOr<double>(s.status());
+  absl::StatusOr<double> step = schedule::SimulateSharedCores(schedule, costs, sharing);
   if (!step.ok()) {
     LOG(WARNING) << "shared-core simulation of the plan failed: " << step.status();
     return;

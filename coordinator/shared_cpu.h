@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "pipetrain/v1/plan.pb.h"
+#include "schedule/cost_model.h"
+#include "schedule/schedule.h"
 
 namespace pipetrain::coordinator {
 
@@ -31,10 +33,12 @@ struct RankHost {
 };
 
 // When some host's ranks run more compute threads than it has cores, sets
-// plan->prediction().shared_cpu_step_s to the shared-core simulation of the plan and
-// shared_cpu_note to a sentence naming the busiest such host; clears both otherwise (or if the
-// plan cannot be simulated: then a warning is logged). ranks[r] is rank r.
-void ApplySharedCpu(const std::vector<RankHost>& ranks, v1::Plan* plan);
+// prediction->shared_cpu_step_s to the shared-core simulation of `schedule` under `costs` (the
+// plan as the planner built it) and shared_cpu_note to a sentence naming the busiest such host;
+// clears both otherwise (or if the plan cannot be simulated: then a warning is logged).
+// ranks[r] is rank r.
+void ApplySharedCpu(const std::vector<RankHost>& ranks, const schedule::Schedule& schedule,
+                    const schedule::CostModel& costs, v1::Prediction* prediction);
 
 // The step time to expect: the shared-core simulation when set, else the simulated makespan.
 double PredictedStepSeconds(const v1::Prediction& prediction);

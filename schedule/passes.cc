@@ -15,9 +15,25 @@ absl::StatusOr<Schedule> AddTransfers(const Schedule& schedule) {
     return absl::InvalidArgumentError(
         absl::StrCat("AddTransfers: schedule \"", schedule.name, "\" already has transfers"));
   }
-  PT_RETURN_IF_ERROR(ValidateSchedule(schedule));
-  // Per stage (valid now): whether its edge to the previous / next stage crosses workers.
+  // One validation, of the output: an invalid input makes an invalid output. Only what the
+  // rewrite itself indexes is checked first.
   const int n_stages = schedule.num_stages;
+  if (n_stages < 0 || static_cast<int>(schedule.stage_to_worker.size()) != n_stages ||
+      static_cast<int>(schedule.worker_actions.size()) != schedule.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AddTransfers: schedule \"", schedule.name, "\" has ", schedule.stage_to_worker.size(),
+        " placements for ", n_stages, " stages and ", schedule.worker_actions.size(),
+        " action lists for ", schedule.num_workers, " workers"));
+  }
+  for (const auto& list : schedule.worker_actions) {
+    for (const Action& a : list) {
+      if (a.stage < 0 || a.stage >= n_stages) {
+        return absl::InvalidArgumentError(absl::StrCat("AddTransfers: ", ToString(a),
+                                                       " is outside stages 0..", n_stages - 1));
+      }
+    }
+  }
+  // Per stage: whether its edge to the previous / next stage crosses workers.
   std::vector<uint8_t> cross_prev(n_stages, 0), cross_next(n_stages, 0);
   for (int s = 0; s + 1 < n_stages; ++s) {
     cross_next[s] = cross_prev[s + 1] = schedule.WorkerOf(s) != schedule.WorkerOf(s + 1);

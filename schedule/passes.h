@@ -8,9 +8,9 @@
 // Why this cannot deadlock (sends are non-blocking/buffered, as the simulator models them): a
 // RECV's only dependency is its SEND, which has no dependency but the compute right before it,
 // so the wait-for graph is the compute-only graph with each cross edge routed through two
-// extra nodes; it has a cycle iff the input does. The pass still re-validates its output (the
-// validator's dry run), and with comm = c the output simulates to the same makespan as the
-// input does with implicit comm c.
+// extra nodes; it has a cycle iff the input does. The pass validates its output, once (an
+// invalid input gives an invalid output, so that check covers the input too), and with
+// comm = c the output simulates to the same makespan as the input does with implicit comm c.
 //
 // Thread-safety: pure functions.
 #ifndef PIPETRAIN_SCHEDULE_PASSES_H_
@@ -21,8 +21,8 @@
 
 namespace pipetrain::schedule {
 
-// Input: a valid compute-only schedule (InvalidArgument if it already has transfers or fails
-// ValidateSchedule). Output: the same schedule with SEND/RECV pairs inserted.
+// Input: a compute-only schedule (InvalidArgument if it already has transfers, or if the output
+// fails ValidateSchedule). Output: the same schedule with SEND/RECV pairs inserted.
 absl::StatusOr<Schedule> AddTransfers(const Schedule& schedule);
 
 }  // namespace pipetrain::schedule

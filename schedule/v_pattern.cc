@@ -234,14 +234,7 @@ Schedule MakeVPattern(VPatternKind kind, int num_workers, int num_microbatches, 
   Schedule s = MakeEmptySchedule(std::move(name), p, m, VPlacement(p));
   for (int i = 0; i < p; ++i) {
     int off[4];  // F chunk 0, F chunk 1, B chunk 1 (down), B chunk 0 (up)
-    if (kind == VPatternKind::kMin) {
-      const int d = p % 3 == 0 ? 2 : 0;
-      off[0] = i, off[1] = 2 * p - 1 - i, off[2] = 2 * p + d + i, off[3] = 4 * p + d - 1 - i;
-    } else {
-      const int d = p % 2 == 0 ? 3 : 0;
-      off[0] = 2 * i, off[1] = 3 * p - 2 - i, off[2] = 3 * p + d + 2 * i - 1,
-      off[3] = 6 * p + d - 2 - i;
-    }
+    PatternOffsets(kind == VPatternKind::kMin, p, i, off);
     const int stage[4] = {i, 2 * p - 1 - i, 2 * p - 1 - i, i};
     const ActionKind kinds[4] = {ActionKind::kF, ActionKind::kF, ActionKind::kB, ActionKind::kB};
     const int len = *std::max_element(off, off + 4) + 6 * m + 1;

@@ -17,11 +17,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/subprocess.h"
-#include "pipetrain/v1/worker.pb.h"
+#include "planner/plan_file.h"
 #include "planner/planner.h"
-#include "schedule/codec/plan_proto.h"
+#include "worker/service/step_line.h"
 
 namespace pt = pipetrain;
 
@@ -54,17 +53,18 @@ struct Timing {
 // Rank 0's fastest and mean step time (ms) over steps 1..; -1 on failure.
 Timing Run(const pt::v1::JobSpec& spec, const pt::v1::Plan& plan, double copy_bandwidth) {
   const std::string dir = pt::subprocess::TempDir();
-  pt::v1::PrepareRequest request;
-  request.set_job_id("bench");
-  *request.mutable_spec() = spec;
-  *request.mutable_plan() = plan;
+  pt::planner::PlanFileOptions plan_file;
+  plan_file.job_id = "bench";
   for (int r = 0; r < kWorkers; ++r) {
-    pt::v1::Peer* peer = request.add_peers();
-    peer->set_rank(r);
-    peer->set_address(absl::StrCat("127.0.0.1:", pt::subprocess::FreePort()));
+    plan_file.addresses.push_back(absl::StrCat("127.0.0.1:", pt::subprocess::FreePort()));
+  }
+  const absl::StatusOr<std::string> json = pt::planner::PlanFileJson(spec, plan, plan_file);
+  if (!json.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(json.status().message()).c_str());
+    return {};
   }
   const std::string path = dir + "/plan.json";
-  std::ofstream(path) << *pt::schedule::ToJson(request);
+  std::ofstream(path) << *json;
   std::vector<pt::subprocess::Process> workers;
   const char* trace = std::getenv("OFFLOAD_BENCH_TRACE_DIR");  // per-step traces, for study
   for (int r = 0; r < kWorkers; ++r) {
@@ -88,17 +88,11 @@ Timing Run(const pt::v1::JobSpec& spec, const pt::v1::Plan& plan, double copy_ba
   }
   double sum = 0, best = 1e300;
   int n = 0;
-  for (absl::string_view line :
-       absl::StrSplit(pt::subprocess::ReadFile(workers[0].stdout_path), '\n', absl::SkipEmpty())) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
-    int step = 0;
-    double ms = 0;
-    if (f.size() < 8 || f[0] != "rank" || !absl::SimpleAtoi(f[3], &step) ||
-        !absl::SimpleAtod(f[7], &ms) || step == 0) {
-      continue;
-    }
-    sum += ms;
-    best = std::min(best, ms);
+  for (const auto& [step, line] :
+       pt::worker::ParseStepLines(pt::subprocess::ReadFile(workers[0].stdout_path))) {
+    if (step == 0) continue;  // warm-up
+    sum += line.time_ms;
+    best = std::min(best, line.time_ms);
     ++n;
   }
   if (n == 0) return {};

@@ -80,6 +80,11 @@ v1::Plan PlanToProto(const Schedule& schedule, const CostModel& costs, const Sim
   }
   const double bytes_per_unit = costs.bytes_per_unit;
   plan.set_comm_s(costs.comm);
+  plan.set_d2h_bytes_per_s(costs.d2h_bytes_per_s);
+  plan.set_h2d_bytes_per_s(costs.h2d_bytes_per_s);
+  plan.set_half_duplex_link(!costs.duplex);
+  plan.set_offload_s(costs.offload);
+  plan.set_reload_s(costs.reload);
   for (const StageCost& c : costs.stages) {
     v1::StageCost* pc = plan.add_costs();
     pc->set_forward_s(c.f);
@@ -87,6 +92,8 @@ v1::Plan PlanToProto(const Schedule& schedule, const CostModel& costs, const Sim
     pc->set_backward_weight_s(c.w);
     pc->set_activation_bytes(static_cast<int64_t>(c.activation * bytes_per_unit));
     pc->set_freed_by_b_bytes(static_cast<int64_t>(c.freed_by_b * bytes_per_unit));
+    if (c.bw >= 0) pc->set_fused_backward_s(c.bw);
+    if (c.offload_bytes >= 0) pc->set_offload_bytes(static_cast<int64_t>(c.offload_bytes));
   }
   if (sim != nullptr) {
     v1::Prediction* p = plan.mutable_prediction();
@@ -134,6 +141,11 @@ CostModel CostModelFromProto(const v1::Plan& plan) {
   CostModel costs;
   costs.bytes_per_unit = 1.0;  // the plan stores bytes
   costs.comm = plan.comm_s();
+  costs.d2h_bytes_per_s = plan.d2h_bytes_per_s();
+  costs.h2d_bytes_per_s = plan.h2d_bytes_per_s();
+  costs.duplex = !plan.half_duplex_link();
+  costs.offload = plan.offload_s();
+  costs.reload = plan.reload_s();
   for (const v1::StageCost& pc : plan.costs()) {
     StageCost c;
     c.f = pc.forward_s();
@@ -141,6 +153,8 @@ CostModel CostModelFromProto(const v1::Plan& plan) {
     c.w = pc.backward_weight_s();
     c.activation = static_cast<double>(pc.activation_bytes());
     c.freed_by_b = static_cast<double>(pc.freed_by_b_bytes());
+    if (pc.has_fused_backward_s()) c.bw = pc.fused_backward_s();
+    if (pc.has_offload_bytes()) c.offload_bytes = static_cast<double>(pc.offload_bytes());
     costs.stages.push_back(c);
   }
   return costs;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "coordinator/job_manager.h"
 #include "coordinator/metrics.h"
@@ -26,13 +27,31 @@ class JobManagerTest : public ::testing::Test {
     workers_.SetAutoRun([this](const v1::ReportStepRequest& r) { return manager_->ReportStep(r); },
                         step_delay_);
   }
-  // Make() with the defaults, Start() and register fake workers 0 and 1; false if Start fails.
-  bool StartWithTwoWorkers() {
-    Make();
+  // Make() with the defaults (and `heartbeat`), Start() and register fake workers 0 and 1;
+  // false if Start fails.
+  bool StartWithTwoWorkers(absl::Duration heartbeat = absl::Seconds(30)) {
+    Make({}, heartbeat);
     if (!manager_->Start().ok()) return false;
-    ::pipetrain::testing::AddWorker(*registry_, 0);
-    ::pipetrain::testing::AddWorker(*registry_, 1);
+    worker_ids_ = {::pipetrain::testing::AddWorker(*registry_, 0),
+                   ::pipetrain::testing::AddWorker(*registry_, 1)};
     return true;
+  }
+  // StartWithTwoWorkers(), with both fake workers stalling at `stall_at_step` until their
+  // behaviour is reset (the job stays RUNNING there). Returns the two workers' ids.
+  struct TwoWorkers {
+    std::string w0, w1;
+  };
+  TwoWorkers StartWithTwoStalledWorkers(int stall_at_step,
+                                        absl::Duration heartbeat = absl::Seconds(30)) {
+    ::pipetrain::testing::FakeWorkerClient::Behavior stall;
+    stall.stall_at_step = stall_at_step;
+    workers_.SetBehavior("127.0.0.1:20000", stall);
+    workers_.SetBehavior("127.0.0.1:20001", stall);
+    if (!StartWithTwoWorkers(heartbeat)) {
+      ADD_FAILURE() << "JobManager::Start failed";
+      return {};
+    }
+    return {worker_ids_[0], worker_ids_[1]};
   }
   void TearDown() override {
     workers_.Shutdown();
@@ -45,6 +64,7 @@ class JobManagerTest : public ::testing::Test {
   }
 
   absl::Duration step_delay_ = absl::ZeroDuration();
+  std::vector<std::string> worker_ids_;  // by StartWithTwoWorkers
   ::pipetrain::testing::FakeJobStore store_;
   ::pipetrain::testing::FakeWorkerClient workers_;
   CoordinatorMetrics metrics_;

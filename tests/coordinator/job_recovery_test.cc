@@ -178,14 +178,8 @@ TEST_F(JobManagerTest, CheckpointInterruptedWhileWritingIsNeverUsed) {
 // registers and the job resumes on worker 0 and the new one, and completes.
 TEST_F(JobManagerTest, LostWorkerRecoversOnAReplacement) {
   step_delay_ = absl::Milliseconds(5);
-  Make({}, absl::Milliseconds(300));
-  ASSERT_TRUE(manager_->Start().ok());
-  const std::string w0 = AddWorker(*registry_, 0);
-  AddWorker(*registry_, 1);
-  FakeWorkerClient::Behavior stall;
-  stall.stall_at_step = 1;
-  workers_.SetBehavior("127.0.0.1:20000", stall);
-  workers_.SetBehavior("127.0.0.1:20001", stall);
+  const std::string w0 =
+      StartWithTwoStalledWorkers(/*stall_at_step=*/1, /*heartbeat=*/absl::Milliseconds(300)).w0;
   const std::string id = manager_->Submit(SmallSpec(2, 5)).value().id();
   ASSERT_TRUE(WaitState(id, v1::JOB_STATE_RUNNING));
   // Worker 0 keeps heartbeating; worker 1 goes silent.
@@ -227,14 +221,7 @@ TEST_F(JobManagerTest, LostWorkerRecoversOnAReplacement) {
 }
 
 TEST_F(JobManagerTest, ReregisteredBusyWorkerRecoversItsJob) {
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  const std::string w0 = AddWorker(*registry_, 0);
-  AddWorker(*registry_, 1);
-  FakeWorkerClient::Behavior stall;
-  stall.stall_at_step = 0;
-  workers_.SetBehavior("127.0.0.1:20000", stall);
-  workers_.SetBehavior("127.0.0.1:20001", stall);
+  const std::string w0 = StartWithTwoStalledWorkers(/*stall_at_step=*/0).w0;
   const std::string id = manager_->Submit(SmallSpec(2, 5)).value().id();
   ASSERT_TRUE(WaitState(id, v1::JOB_STATE_RUNNING));
   EXPECT_EQ(AddWorker(*registry_, 0), w0);  // same name keeps its id
@@ -251,14 +238,7 @@ TEST_F(JobManagerTest, ReregisteredBusyWorkerRecoversItsJob) {
 
 // While a job recovers, a newer job that would fit on its surviving workers does not take them.
 TEST_F(JobManagerTest, RecoveringJobKeepsItsSurvivorsAheadOfNewerJobs) {
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  AddWorker(*registry_, 0);
-  const std::string w1 = AddWorker(*registry_, 1);
-  FakeWorkerClient::Behavior stall;
-  stall.stall_at_step = 0;
-  workers_.SetBehavior("127.0.0.1:20000", stall);
-  workers_.SetBehavior("127.0.0.1:20001", stall);
+  const std::string w1 = StartWithTwoStalledWorkers(/*stall_at_step=*/0).w1;
   const std::string id = manager_->Submit(SmallSpec(2, 3)).value().id();
   ASSERT_TRUE(WaitState(id, v1::JOB_STATE_RUNNING));
   registry_->Heartbeat(w1, id, /*leaving=*/true);
@@ -277,14 +257,7 @@ TEST_F(JobManagerTest, RecoveringJobKeepsItsSurvivorsAheadOfNewerJobs) {
 
 // A worker shutting down (SIGTERM) says so in a heartbeat: its job recovers at once.
 TEST_F(JobManagerTest, LeavingWorkerRecoversItsJobAtOnce) {
-  Make();
-  ASSERT_TRUE(manager_->Start().ok());
-  AddWorker(*registry_, 0);
-  const std::string w1 = AddWorker(*registry_, 1);
-  FakeWorkerClient::Behavior stall;
-  stall.stall_at_step = 0;
-  workers_.SetBehavior("127.0.0.1:20000", stall);
-  workers_.SetBehavior("127.0.0.1:20001", stall);
+  const std::string w1 = StartWithTwoStalledWorkers(/*stall_at_step=*/0).w1;
   const std::string id = manager_->Submit(SmallSpec(2, 5)).value().id();
   ASSERT_TRUE(WaitState(id, v1::JOB_STATE_RUNNING));
   EXPECT_FALSE(registry_->Heartbeat(w1, id, /*leaving=*/true).reregister);
@@ -299,17 +272,21 @@ TEST_F(JobManagerTest, LeavingWorkerRecoversItsJobAtOnce) {
 }
 
 TEST_F(JobManagerTest, RestartRecoversStoredJobs) {
-  auto put = [&](v1::JobState state, bool with_plan) {
+  enum class Plan { kNone, kPlanned, kUnreadable };
+  auto put = [&](v1::JobState state, Plan plan) {
     v1::Job job;
     *job.mutable_spec() = SmallSpec();
     job.set_state(state);
-    if (with_plan) job.mutable_plan()->add_workers()->add_actions();
+    if (plan == Plan::kPlanned) *job.mutable_plan() = planner::PlanJob(SmallSpec()).value().plan;
+    if (plan == Plan::kUnreadable) job.mutable_plan()->add_workers()->add_actions();
     return store_.CreateJob(job).value().id();
   };
-  const std::string running = put(v1::JOB_STATE_RUNNING, true);
-  const std::string queued = put(v1::JOB_STATE_QUEUED, false);
-  const std::string done = put(v1::JOB_STATE_SUCCEEDED, true);
-  const std::string waiting = put(v1::JOB_STATE_WAITING_FOR_WORKERS, true);
+  const std::string running = put(v1::JOB_STATE_RUNNING, Plan::kPlanned);
+  const std::string queued = put(v1::JOB_STATE_QUEUED, Plan::kNone);
+  const std::string done = put(v1::JOB_STATE_SUCCEEDED, Plan::kPlanned);
+  const std::string waiting = put(v1::JOB_STATE_WAITING_FOR_WORKERS, Plan::kPlanned);
+  // Its checkpoints belong to its plan, so a running job whose plan cannot be read fails.
+  const std::string unreadable = put(v1::JOB_STATE_RUNNING, Plan::kUnreadable);
   Make();
   ASSERT_TRUE(manager_->Start().ok());
   // The running job waits to resume (no workers yet); a restart does not use its budget.
@@ -323,8 +300,11 @@ TEST_F(JobManagerTest, RestartRecoversStoredJobs) {
   EXPECT_EQ(State(done), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(State(waiting), v1::JOB_STATE_WAITING_FOR_WORKERS);
   ASSERT_TRUE(WaitState(queued, v1::JOB_STATE_WAITING_FOR_WORKERS));
+  EXPECT_EQ(State(unreadable), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(manager_->Get(unreadable).value().failure_reason(),
+              HasSubstr("the stored plan is unreadable"));
   // New ids continue after the stored ones.
-  EXPECT_EQ(manager_->Submit(SmallSpec()).value().id(), "job-000005");
+  EXPECT_EQ(manager_->Submit(SmallSpec()).value().id(), "job-000006");
 }
 
 // A coordinator restart with a RUNNING job whose checkpoint step-4 is recorded complete: once
@@ -374,11 +354,7 @@ TEST_F(JobManagerTest, RestartResumesARunningJobFromItsCheckpoint) {
 // the store (not FAILED), so the next coordinator resumes it.
 TEST_F(JobManagerTest, ShutdownLeavesRunningJobsToResume) {
   step_delay_ = absl::Milliseconds(5);
-  ASSERT_TRUE(StartWithTwoWorkers());
-  FakeWorkerClient::Behavior stall;
-  stall.stall_at_step = 2;
-  workers_.SetBehavior("127.0.0.1:20000", stall);
-  workers_.SetBehavior("127.0.0.1:20001", stall);
+  StartWithTwoStalledWorkers(/*stall_at_step=*/2);
   const std::string id = manager_->Submit(SmallSpec(2, 5)).value().id();
   ASSERT_TRUE(WaitState(id, v1::JOB_STATE_RUNNING));
   ASSERT_TRUE(WaitUntil([&] { return workers_.start_calls() == 2; }));

@@ -7,7 +7,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/planner.h"
-#include "schedule/codec/plan_proto.h"
 #include "schedule/shared_core_simulator.h"
 #include "schedule/simulator.h"
 #include "tests/coordinator/test_util.h"
@@ -18,31 +17,37 @@ namespace {
 using ::testing::HasSubstr;
 
 // A 1F1B plan on 4 workers whose transfers cost nothing (so compute decides the step time).
-v1::Plan FourWorkerPlan() {
-  v1::JobSpec spec = testing::SmallSpec(4, 2);
-  spec.mutable_training()->set_global_batch(8);
-  v1::Plan plan = planner::PlanJob(spec).value().plan;
-  plan.set_comm_s(0);
-  plan.mutable_prediction()->set_makespan_s(
-      schedule::Simulate(schedule::ScheduleFromProto(plan).value(),
-                         schedule::CostModelFromProto(plan))
-          ->makespan);
-  return plan;
-}
-
-double SharedCores(const v1::Plan& plan, std::vector<int> host, std::vector<double> cores,
-                   std::vector<int> threads) {
-  return schedule::SimulateSharedCores(schedule::ScheduleFromProto(plan).value(),
-                                       schedule::CostModelFromProto(plan),
-                                       {std::move(host), std::move(cores), std::move(threads)})
-      .value();
-}
+struct FourWorkerPlan {
+  FourWorkerPlan() {
+    v1::JobSpec spec = testing::SmallSpec(4, 2);
+    spec.mutable_training()->set_global_batch(8);
+    planner::PlannedJob planned = planner::PlanJob(spec).value();
+    schedule = std::move(planned.schedule);
+    costs = std::move(planned.costs);
+    costs.comm = 0;
+    *plan.mutable_prediction() = planned.plan.prediction();
+    plan.mutable_prediction()->set_makespan_s(schedule::Simulate(schedule, costs)->makespan);
+  }
+  void Apply(const std::vector<RankHost>& ranks) {
+    ApplySharedCpu(ranks, schedule, costs, plan.mutable_prediction());
+  }
+  double SharedCores(std::vector<int> host, std::vector<double> cores,
+                     std::vector<int> threads) const {
+    return schedule::SimulateSharedCores(schedule, costs,
+                                         {std::move(host), std::move(cores), std::move(threads)})
+        .value();
+  }
+  schedule::Schedule schedule;
+  schedule::CostModel costs;
+  v1::Plan plan;  // its prediction
+};
 
 TEST(SharedCpuTest, FourWorkersOnTwoCoresGetTheSharedCoreSimulation) {
-  v1::Plan plan = FourWorkerPlan();
+  FourWorkerPlan four;
+  const v1::Plan& plan = four.plan;
   const double makespan = plan.prediction().makespan_s();
-  ApplySharedCpu({{"box", 2, 1}, {"box", 2, 1}, {"box", 2, 1}, {"box", 2, 1}}, &plan);
-  const double expected = SharedCores(plan, {0, 0, 0, 0}, {2}, {1, 1, 1, 1});
+  four.Apply({{"box", 2, 1}, {"box", 2, 1}, {"box", 2, 1}, {"box", 2, 1}});
+  const double expected = four.SharedCores({0, 0, 0, 0}, {2}, {1, 1, 1, 1});
   EXPECT_DOUBLE_EQ(plan.prediction().shared_cpu_step_s(), expected);
   EXPECT_GT(expected, makespan);
   const double work =
@@ -54,27 +59,29 @@ TEST(SharedCpuTest, FourWorkersOnTwoCoresGetTheSharedCoreSimulation) {
 }
 
 TEST(SharedCpuTest, NothingWhenEveryThreadHasACoreOrTheHostIsUnknown) {
-  v1::Plan plan = FourWorkerPlan();
-  plan.mutable_prediction()->set_shared_cpu_step_s(9);  // from an earlier assignment
-  plan.mutable_prediction()->set_shared_cpu_note("stale");
-  ApplySharedCpu({{"a", 2, 1}, {"a", 2, 1}, {"b", 2, 1}, {"b", 2, 1}}, &plan);
+  FourWorkerPlan four;
+  const v1::Plan& plan = four.plan;
+  four.plan.mutable_prediction()->set_shared_cpu_step_s(9);  // from an earlier assignment
+  four.plan.mutable_prediction()->set_shared_cpu_note("stale");
+  four.Apply({{"a", 2, 1}, {"a", 2, 1}, {"b", 2, 1}, {"b", 2, 1}});
   EXPECT_EQ(plan.prediction().shared_cpu_step_s(), 0);
   EXPECT_EQ(plan.prediction().shared_cpu_note(), "");
   EXPECT_DOUBLE_EQ(PredictedStepSeconds(plan.prediction()), plan.prediction().makespan_s());
   // No host (GPU, emulated) or unknown cores: left out, so "box" has 1 thread on 1 core.
-  ApplySharedCpu({{"box", 1, 1}, {"", 1, 1}, {"box", 0, 1}, {"", 0, 1}}, &plan);
+  four.Apply({{"box", 1, 1}, {"", 1, 1}, {"box", 0, 1}, {"", 0, 1}});
   EXPECT_EQ(plan.prediction().shared_cpu_step_s(), 0);
   // A rank count that does not match the plan changes nothing.
-  ApplySharedCpu({{"box", 1, 1}, {"box", 1, 1}}, &plan);
+  four.Apply({{"box", 1, 1}, {"box", 1, 1}});
   EXPECT_EQ(plan.prediction().shared_cpu_step_s(), 0);
 }
 
 TEST(SharedCpuTest, ThreadsCountAgainstTheCores) {
   // Two workers of 2 threads each on a 2-core host, two others on their own 4-core host.
-  v1::Plan plan = FourWorkerPlan();
-  ApplySharedCpu({{"a", 2, 2}, {"a", 2, 2}, {"b", 4, 1}, {"b", 4, 1}}, &plan);
+  FourWorkerPlan four;
+  const v1::Plan& plan = four.plan;
+  four.Apply({{"a", 2, 2}, {"a", 2, 2}, {"b", 4, 1}, {"b", 4, 1}});
   EXPECT_DOUBLE_EQ(plan.prediction().shared_cpu_step_s(),
-                   SharedCores(plan, {0, 0, 1, 1}, {2, 4}, {2, 2, 1, 1}));
+                   four.SharedCores({0, 0, 1, 1}, {2, 4}, {2, 2, 1, 1}));
   EXPECT_THAT(plan.prediction().shared_cpu_note(),
               HasSubstr("2 CPU workers share 2 cores on host a"));
 }

@@ -15,38 +15,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "model/checkpoint_layout.h"
-#include "pipetrain/v1/worker.pb.h"
 #include "planner/planner.h"
-#include "schedule/codec/plan_proto.h"
 #include "tests/e2e/e2e_jobs.h"
+#include "tests/e2e/plan_files.h"
 #include "tests/e2e/process_util.h"
+#include "worker/service/step_line.h"
 
 namespace pipetrain {
 namespace {
 
-std::string WritePlanFile(const v1::JobSpec& spec, const v1::Plan& plan, const std::string& path) {
-  v1::PrepareRequest request;
-  request.set_job_id("e2e-resume");
-  *request.mutable_spec() = spec;
-  *request.mutable_plan() = plan;
-  for (int r = 0; r < plan.workers_size(); ++r) {
-    v1::Peer* peer = request.add_peers();
-    peer->set_rank(r);
-    peer->set_address(absl::StrCat("127.0.0.1:", testing::FreePort()));
-  }
-  std::ofstream(path) << *schedule::ToJson(request);
-  return path;
-}
-
-// step -> printed loss, from "rank R step S loss L ..." lines.
+// step -> printed loss.
 std::map<int, std::string> Losses(const std::string& out) {
   std::map<int, std::string> losses;
-  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
-    int step = 0;
-    if (f.size() < 6 || f[0] != "rank" || !absl::SimpleAtoi(f[3], &step)) continue;
-    losses[step] = f[5];
-  }
+  for (const auto& [step, line] : worker::ParseStepLines(out)) losses[step] = line.loss;
   return losses;
 }
 
@@ -64,7 +45,7 @@ TEST(CheckpointResumeProcesses, KilledWorkerResumesFromLastCheckpointExactly) {
   const int loss_rank = planned->schedule.WorkerOf(num_stages - 1);
 
   // Run 1: killed mid-run once a few checkpoints exist.
-  const std::string plan1 = WritePlanFile(spec, planned->plan, dir + "/plan1.json");
+  const std::string plan1 = testing::WritePlanFile(spec, planned->plan, dir + "/plan1.json");
   std::vector<testing::Process> workers;
   for (int r = 0; r < kWorkers; ++r) {
     workers.push_back(testing::Spawn({PIPETRAIN_WORKER_BIN, "--plan", plan1, "--rank",
@@ -89,7 +70,7 @@ TEST(CheckpointResumeProcesses, KilledWorkerResumesFromLastCheckpointExactly) {
   const int start = static_cast<int>(*last);
 
   // Run 2: every rank restarts from the last complete checkpoint (fresh ports).
-  const std::string plan2 = WritePlanFile(spec, planned->plan, dir + "/plan2.json");
+  const std::string plan2 = testing::WritePlanFile(spec, planned->plan, dir + "/plan2.json");
   std::vector<testing::Process> resumed;
   for (int r = 0; r < kWorkers; ++r) {
     resumed.push_back(testing::Spawn(
@@ -132,7 +113,7 @@ TEST(CheckpointResumeProcesses, ResumeFromMissingCheckpointFailsClearly) {
   auto planned = planner::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
   const std::string dir = testing::TempDir();
-  const std::string plan = WritePlanFile(spec, planned->plan, dir + "/plan.json");
+  const std::string plan = testing::WritePlanFile(spec, planned->plan, dir + "/plan.json");
   testing::Process w =
       testing::Spawn({PIPETRAIN_WORKER_BIN, "--plan", plan, "--rank", "0", "--resume-from",
                       dir + "/none", "--start-step", "2", "--connect-timeout", "5"},

@@ -4,6 +4,7 @@
 // predicted peak activation bytes. A worker killed mid-run makes its neighbour fail the step
 // with a clear error within a bounded time.
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -13,50 +14,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "pipetrain/v1/worker.pb.h"
 #include "planner/planner.h"
 #include "schedule/codec/plan_proto.h"
 #include "tests/e2e/e2e_jobs.h"
+#include "tests/e2e/plan_files.h"
 #include "tests/e2e/process_util.h"
+#include "worker/service/step_line.h"
 
 namespace pipetrain {
 namespace {
 
 constexpr int kSteps = 4;
-
-// Writes the plan file and returns its path.
-std::string WritePlanFile(const v1::JobSpec& spec, const v1::Plan& plan, const std::string& dir) {
-  v1::PrepareRequest request;
-  request.set_job_id("e2e");
-  *request.mutable_spec() = spec;
-  *request.mutable_plan() = plan;
-  for (int r = 0; r < plan.workers_size(); ++r) {
-    v1::Peer* peer = request.add_peers();
-    peer->set_rank(r);
-    peer->set_address(absl::StrCat("127.0.0.1:", testing::FreePort()));
-  }
-  const std::string path = dir + "/plan.json";
-  std::ofstream(path) << *schedule::ToJson(request);
-  return path;
-}
-
-// Parses "rank R step S loss L ... peak_activation_bytes B ..." lines.
-struct StepLine {
-  std::string loss;
-  int64_t peak = 0;
-};
-std::map<int, StepLine> ParseSteps(const std::string& out) {
-  std::map<int, StepLine> steps;
-  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
-    if (f.size() < 10 || f[0] != "rank") continue;
-    int step = 0;
-    if (!absl::SimpleAtoi(f[3], &step)) continue;
-    steps[step].loss = f[5];
-    absl::SimpleAtoi(f[9], &steps[step].peak);
-  }
-  return steps;
-}
 
 struct Case {
   std::string schedule;
@@ -73,7 +41,7 @@ TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
   auto planned = planner::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
   const std::string dir = testing::TempDir();
-  const std::string plan_path = WritePlanFile(spec, planned->plan, dir);
+  const std::string plan_path = testing::WritePlanFile(spec, planned->plan, dir + "/plan.json");
   std::vector<testing::Process> workers;
   for (int r = 0; r < c.p; ++r) {
     workers.push_back(testing::Spawn(
@@ -89,10 +57,10 @@ TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
   const std::vector<double> reference = testing::ReferenceLosses(spec);
   const int loss_rank = planned->schedule.WorkerOf(planned->schedule.num_stages - 1);
   for (int r = 0; r < c.p; ++r) {
-    auto steps = ParseSteps(testing::ReadFile(workers[r].stdout_path));
+    auto steps = worker::ParseStepLines(testing::ReadFile(workers[r].stdout_path));
     ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps)) << "rank " << r;
     for (int s = 0; s < kSteps; ++s) {
-      EXPECT_EQ(steps[s].peak, std::llround(planned->sim.peak_memory[r]))
+      EXPECT_EQ(steps[s].peak_activation_bytes, std::llround(planned->sim.peak_memory[r]))
           << "rank " << r << " step " << s << ": measured vs predicted peak activation bytes";
       if (r == loss_rank) {
         double loss = 0;
@@ -127,7 +95,7 @@ TEST(WorkerProcesses, LostPeerFailsNeighbourPromptly) {
   auto planned = planner::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
   const std::string dir = testing::TempDir();
-  const std::string plan_path = WritePlanFile(spec, planned->plan, dir);
+  const std::string plan_path = testing::WritePlanFile(spec, planned->plan, dir + "/plan.json");
   std::vector<testing::Process> workers;
   for (int r = 0; r < 2; ++r) {
     workers.push_back(testing::Spawn({PIPETRAIN_WORKER_BIN, "--plan", plan_path, "--rank",
@@ -145,6 +113,53 @@ TEST(WorkerProcesses, LostPeerFailsNeighbourPromptly) {
   const std::string err = testing::ReadFile(workers[0].stderr_path);
   EXPECT_NE(err.find("lost rank 1"), std::string::npos) << err;
   testing::WaitFor(workers[1], absl::Seconds(5));
+}
+
+// The product's own path, as a user takes it: `pipetrain plan --job` writes the plan file and
+// `pipetrain-worker --plan` runs it, with the reference trainer's losses and the predicted
+// peaks.
+TEST(WorkerProcesses, RunsThePlanFileTheCliWrites) {
+  const v1::JobSpec spec = testing::SmallJob("zb-v", 2, 4, kSteps);
+  const std::string dir = testing::TempDir();
+  const std::string job_path = dir + "/job.json";
+  std::ofstream(job_path) << *schedule::ToJson(spec);
+  const std::string plan_path = dir + "/job.plan";
+  const std::string addresses = absl::StrCat("127.0.0.1:", testing::FreePort(), ",127.0.0.1:",
+                                             testing::FreePort());
+  testing::Process cli = testing::Spawn(
+      {PIPETRAIN_CLIENT_BIN, "plan", "--job", job_path, "--addresses", addresses, "--job-id",
+       absl::StrCat("cli-", ::getpid()), "-o", plan_path},
+      dir + "/cli");
+  auto cli_code = testing::WaitFor(cli, absl::Seconds(60));
+  ASSERT_TRUE(cli_code.has_value() && *cli_code == 0) << testing::ReadFile(cli.stderr_path);
+  EXPECT_NE(testing::ReadFile(cli.stdout_path).find("wrote plan-file to " + plan_path),
+            std::string::npos)
+      << testing::ReadFile(cli.stdout_path);
+  std::vector<testing::Process> workers;
+  for (int r = 0; r < 2; ++r) {
+    workers.push_back(testing::Spawn({PIPETRAIN_WORKER_BIN, "--plan", plan_path, "--rank",
+                                      std::to_string(r), "--connect-timeout", "20",
+                                      "--recv-timeout", "30"},
+                                     absl::StrCat(dir, "/rank", r)));
+  }
+  for (int r = 0; r < 2; ++r) {
+    auto code = testing::WaitFor(workers[r], absl::Seconds(120));
+    ASSERT_TRUE(code.has_value()) << "rank " << r << " hung";
+    ASSERT_EQ(*code, 0) << "rank " << r << ": " << testing::ReadFile(workers[r].stderr_path);
+  }
+  auto planned = planner::PlanJob(spec);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  const std::vector<double> reference = testing::ReferenceLosses(spec);
+  // zb-v on 2 workers: the head (last stage) is on worker 0, which reports the loss.
+  const std::map<int, worker::StepLine> steps =
+      worker::ParseStepLines(testing::ReadFile(workers[0].stdout_path));
+  ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps));
+  for (int s = 0; s < kSteps; ++s) {
+    double loss = 0;
+    ASSERT_TRUE(absl::SimpleAtod(steps.at(s).loss, &loss)) << steps.at(s).loss;
+    EXPECT_EQ(loss, reference[s]) << "step " << s;
+    EXPECT_EQ(steps.at(s).peak_activation_bytes, std::llround(planned->sim.peak_memory[0]));
+  }
 }
 
 }  // namespace

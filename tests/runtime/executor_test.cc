@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "schedule/schedule.h"
+#include "tests/fakes/manual_clock.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/in_process_pipeline.h"
 
@@ -63,6 +64,27 @@ TEST(Executor, RunsAHandWrittenTwoStagePipeline) {
   const auto& t = (*results)[1][1].timings;
   ASSERT_EQ(t.size(), 4u);
   for (size_t i = 1; i < t.size(); ++i) EXPECT_GE(t[i].start_ns, t[i - 1].end_ns);
+}
+
+// Timings come from the clock the executor is given (one seam: common/clock.h). A clock that
+// moves 1000 ns per read makes them exact: step start 0, then each action's start and end.
+TEST(Executor, TimesActionsWithTheGivenClock) {
+  schedule::Schedule s = schedule::MakeEmptySchedule("handmade", 1, 1, {0});
+  s.worker_actions = {{F0, BW0}};
+  Workers w(1, 1);
+  FakeTransportHub hub(1);
+  ManualClock clock(/*start_ns=*/5000, /*tick_ns=*/1000);
+  ExecutorOptions options;
+  options.clock = &clock;
+  Executor executor(s, 0, w.raw[0], hub.endpoint(0), options);
+  absl::StatusOr<StepResult> r = executor.RunStep(0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->timings.size(), 2u);
+  EXPECT_EQ(r->timings[0].start_ns, 1000);
+  EXPECT_EQ(r->timings[0].end_ns, 2000);
+  EXPECT_EQ(r->timings[1].start_ns, 3000);
+  EXPECT_EQ(r->timings[1].end_ns, 4000);
+  EXPECT_EQ(r->duration_ns, 5000);
 }
 
 TEST(Executor, ForwardWithoutReceivedInputIsFailedPrecondition) {

@@ -74,10 +74,14 @@ TEST(CliTest, BadInputIsOneClearLine) {
                      "--costs must be three non-negative numbers f,b,w");
   ExpectOneLineError("plan --workers 4 --microbatches 8 --costs 1,-2,1", "--costs");
   ExpectOneLineError("plan --workers 4 --microbatches 8 --format png", "--format must be one of");
+  ExpectOneLineError("plan --workers 4 --microbatches 8 --format plan-file",
+                     "--format plan-file needs --job FILE");
+  ExpectOneLineError("plan --job /nonexistent/job.yaml", "/nonexistent/job.yaml");
   ExpectOneLineError("plan --workers four --microbatches 8", "--workers");
   ExpectOneLineError("plan --schedule 1f1b --workers 4 --microbatches 8 --chunks 2",
                      "chunks_per_worker must be 1 for 1f1b");
   ExpectOneLineError("plan --workers 4", "--microbatches is required");
+  ExpectOneLineError("plan --microbatches 4", "--workers is required");
 }
 
 }  // namespace

@@ -80,6 +80,17 @@ TEST(SimulatorTest, AddTransfersCountsAndSkipsSameWorkerEdges) {
   EXPECT_EQ(t1->worker_actions[0].size(), one->worker_actions[0].size());
   // Already explicit: rejected.
   EXPECT_FALSE(AddTransfers(*t).ok());
+  // Invalid inputs are caught by the one validation of the output (a missing backward), or
+  // before the rewrite indexes a stage that does not exist.
+  Schedule missing = FromRows(1, {0, 1}, {"0F0 0B0", "1F0"});
+  absl::StatusOr<Schedule> rejected = AddTransfers(missing);
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument);
+  Schedule outside = FromRows(1, {0, 1}, {"0F0 0B0", "1F0 1B0"});
+  outside.worker_actions[1].push_back({ActionKind::kF, 7, 0});
+  rejected = AddTransfers(outside);
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(rejected.status().message().find("outside stages 0..1"), std::string::npos)
+      << rejected.status();
 }
 
 TEST(SimulatorTest, MemoryModelSplitsReleaseBetweenBAndW) {

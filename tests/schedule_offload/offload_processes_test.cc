@@ -17,59 +17,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "pipetrain/v1/worker.pb.h"
 #include "planner/planner.h"
-#include "schedule/codec/plan_proto.h"
 #include "tests/e2e/e2e_jobs.h"
+#include "tests/e2e/plan_files.h"
 #include "tests/e2e/process_util.h"
+#include "worker/service/step_line.h"
 
 namespace pipetrain {
 namespace {
 
 constexpr int kSteps = 3;
 
-std::string WritePlanFile(const v1::JobSpec& spec, const v1::Plan& plan, const std::string& dir) {
-  v1::PrepareRequest request;
-  request.set_job_id("offload");
-  *request.mutable_spec() = spec;
-  *request.mutable_plan() = plan;
-  for (int r = 0; r < plan.workers_size(); ++r) {
-    v1::Peer* peer = request.add_peers();
-    peer->set_rank(r);
-    peer->set_address(absl::StrCat("127.0.0.1:", testing::FreePort()));
-  }
-  const std::string path = dir + "/plan.json";
-  std::ofstream(path) << *schedule::ToJson(request);
-  return path;
-}
-
-struct StepLine {
-  std::string loss;
-  double time_ms = 0;
-  int64_t peak = 0;
-};
-
-// "rank R step S loss L time_ms T peak_activation_bytes B ..."
-std::map<int, StepLine> ParseSteps(const std::string& out) {
-  std::map<int, StepLine> steps;
-  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
-    if (f.size() < 10 || f[0] != "rank") continue;
-    int step = 0;
-    if (!absl::SimpleAtoi(f[3], &step)) continue;
-    steps[step].loss = f[5];
-    absl::SimpleAtod(f[7], &steps[step].time_ms);
-    absl::SimpleAtoi(f[9], &steps[step].peak);
-  }
-  return steps;
-}
+using worker::StepLine;
 
 // Runs the plan in p processes; returns per rank its step lines.
 std::vector<std::map<int, StepLine>> RunProcesses(const v1::JobSpec& spec,
                                                   const planner::PlannedJob& planned,
                                                   double copy_bandwidth) {
   const std::string dir = testing::TempDir();
-  const std::string plan_path = WritePlanFile(spec, planned.plan, dir);
+  const std::string plan_path = testing::WritePlanFile(spec, planned.plan, dir + "/plan.json");
   const int p = spec.parallelism().num_workers();
   std::vector<testing::Process> workers;
   for (int r = 0; r < p; ++r) {
@@ -85,7 +51,7 @@ std::vector<std::map<int, StepLine>> RunProcesses(const v1::JobSpec& spec,
     EXPECT_TRUE(code.has_value()) << "rank " << r << " hung";
     if (!code.has_value()) return {};
     EXPECT_EQ(*code, 0) << "rank " << r << ": " << testing::ReadFile(workers[r].stderr_path);
-    out.push_back(ParseSteps(testing::ReadFile(workers[r].stdout_path)));
+    out.push_back(worker::ParseStepLines(testing::ReadFile(workers[r].stdout_path)));
   }
   return out;
 }
@@ -109,10 +75,10 @@ void ExpectRunAsPredicted(const planner::PlannedJob& planned,
   for (int r = 0; r < p; ++r) {
     ASSERT_EQ(runs[r].size(), static_cast<size_t>(steps)) << "rank " << r;
     for (int step = 0; step < steps; ++step) {
-      EXPECT_EQ(runs[r].at(step).peak, std::llround(planned.sim.peak_memory[r]))
+      EXPECT_EQ(runs[r].at(step).peak_activation_bytes, std::llround(planned.sim.peak_memory[r]))
           << planned.schedule.name << " rank " << r << " step " << step;
       if (budget > 0) {
-        EXPECT_LE(runs[r].at(step).peak, budget) << "rank " << r << " step " << step;
+        EXPECT_LE(runs[r].at(step).peak_activation_bytes, budget) << "rank " << r << " step " << step;
       }
       if (r == loss_rank) {
         double loss = 0;
@@ -152,9 +118,9 @@ TEST(OffloadProcessesTest, SameLossesAndMeasuredPeakEqualsPredictedWithTheLinkCa
     ASSERT_EQ(without[r].size(), static_cast<size_t>(kSteps));
     lower |= planned->sim.peak_memory[r] < base->sim.peak_memory[r];
     for (int s = 0; s < kSteps; ++s) {
-      EXPECT_EQ(with[r].at(s).peak, std::llround(planned->sim.peak_memory[r]))
+      EXPECT_EQ(with[r].at(s).peak_activation_bytes, std::llround(planned->sim.peak_memory[r]))
           << "rank " << r << " step " << s << ": measured vs predicted with offload";
-      EXPECT_EQ(without[r].at(s).peak, std::llround(base->sim.peak_memory[r]))
+      EXPECT_EQ(without[r].at(s).peak_activation_bytes, std::llround(base->sim.peak_memory[r]))
           << "rank " << r << " step " << s << ": measured vs predicted without offload";
       EXPECT_EQ(with[r].at(s).loss, without[r].at(s).loss) << "rank " << r << " step " << s;
       if (r == loss_rank) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "worker/transport/fake_transport.h"
+#include "worker/transport/frame_header.h"
 #include "worker/transport/tcp_transport.h"
 
 namespace pipetrain::worker {
@@ -178,20 +179,56 @@ TEST(TcpTransport, MalformedFrameIsDetectedNotConsumed) {
   int fd = -1;
   std::unique_ptr<TcpTransport> transport;
   ASSERT_NO_FATAL_FAILURE(ConnectRawPeer(&fd, &transport));
-  unsigned char header[72] = {};
-  const uint32_t magic = 0x31545450;
-  std::memcpy(header, &magic, 4);
-  header[4] = 1;  // activation
-  header[5] = 1;  // ndim
-  const int64_t dim = 10;
-  std::memcpy(header + 24, &dim, 8);
-  const uint64_t bytes = 12;  // should be 40
-  std::memcpy(header + 56, &bytes, 8);
-  ASSERT_EQ(::send(fd, header, sizeof(header), 0), 72);
+  FrameHeader header =
+      MessageHeader(MakeMessage(MessageKey{0, 0, 0, TensorRole::kActivation}, 1, 10, 0));
+  header.payload_bytes = 12;  // should be 40
+  ASSERT_EQ(::send(fd, &header, sizeof(header), 0), 72);
   auto r = transport->Recv(0, MessageKey{0, 0, 0, TensorRole::kActivation}, Soon());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
   EXPECT_NE(r.status().message().find("mis-sized"), std::string::npos) << r.status();
   ::close(fd);
+}
+
+// The one header both wire transports use: what a sender may announce and a receiver accepts.
+TEST(FrameHeaderTest, SenderAndReceiverChecks) {
+  const Message m = MakeMessage(MessageKey{3, 2, 5, TensorRole::kGradient}, 2, 3, 0);
+  EXPECT_TRUE(CheckSendable(m, 1 << 20).ok());
+  EXPECT_EQ(CheckSendable(m, 8).code(), absl::StatusCode::kInvalidArgument);  // 24 bytes
+  Message five_dims = m;
+  five_dims.shape = {1, 1, 2, 3, 1};
+  EXPECT_EQ(CheckSendable(five_dims, 1 << 20).code(), absl::StatusCode::kInvalidArgument);
+
+  const FrameHeader h = MessageHeader(m);
+  EXPECT_TRUE(HasMessage(h));
+  EXPECT_TRUE(CheckReceivedHeader(h, 1 << 20, "rank 1").ok());
+  EXPECT_EQ(KeyOf(h), m.key);
+  EXPECT_EQ(ShapeOf(h), m.shape);
+  EXPECT_FALSE(HasMessage(EmptyHeader(/*bye=*/false)));
+  EXPECT_TRUE(CheckReceivedHeader(EmptyHeader(/*bye=*/true), 1 << 20, "rank 1").ok());
+  auto rejected = [](FrameHeader bad, const char* what) {
+    const absl::Status s = CheckReceivedHeader(bad, 1 << 20, "rank 1");
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << what;
+    EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s;
+  };
+  FrameHeader bad = h;
+  bad.magic = 0x12345678;
+  rejected(bad, "magic");
+  bad = h;
+  bad.role = 3;
+  rejected(bad, "role");
+  bad = h;
+  bad.ndim = 5;
+  rejected(bad, "rank");
+  bad = h;
+  bad.shape[0] = -2;
+  rejected(bad, "negative dimension");
+  bad = h;
+  bad.payload_bytes += 4;
+  rejected(bad, "size");
+  bad = h;
+  bad.shape[0] = 1 << 20;  // consistent with its payload, but over the limit
+  bad.payload_bytes = uint64_t{1 << 20} * 3 * sizeof(float);
+  rejected(bad, "limit");
 }
 
 TEST(FakeTransport, DeliversAndDetectsCorruption) {

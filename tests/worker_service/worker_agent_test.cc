@@ -176,5 +176,25 @@ TEST(WorkerAgentTest, StaleHeartbeatAbortDoesNotAbortANewPrepare) {
   a.agent->Shutdown();
 }
 
+// Training data is read by the workers only: the coordinator plans a job whose text file it
+// cannot see, and the worker that cannot read it fails Prepare naming the field and the file.
+TEST(WorkerAgentTest, UnreadableDataPathFailsPrepareNamingTheField) {
+  FakeCoordinator coordinator;
+  Agent a(&coordinator);
+  v1::PrepareRequest request = OneRankJob(a.transport_address, 0);
+  v1::DataSpec* data = request.mutable_spec()->mutable_training()->mutable_data();
+  data->set_source("text");
+  data->set_path("/nonexistent/corpus.txt");
+  request.mutable_spec()->mutable_model()->set_seq_len(8);
+  ASSERT_TRUE(planner::PlanJob(request.spec()).ok());  // planning never opens the file
+  *request.mutable_plan() = planner::PlanJob(request.spec()).value().plan;
+  const absl::Status status = a.agent->Prepare(request).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("training.data.path"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("/nonexistent/corpus.txt"), std::string::npos) << status;
+  EXPECT_FALSE(a.agent->busy());
+  a.agent->Shutdown();
+}
+
 }  // namespace
 }  // namespace pipetrain::worker

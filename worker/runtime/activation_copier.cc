@@ -1,25 +1,13 @@
 #include "worker/runtime/activation_copier.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace pipetrain::worker {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-void SleepUntilNs(int64_t ns) {
-  std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns)));
-}
 
 absl::Status Memcpy(float* dst, const float* src, int64_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
@@ -30,11 +18,13 @@ absl::Status Memcpy(float* dst, const float* src, int64_t bytes) {
 
 absl::Status CopyTicket::Wait() const {
   done_.WaitForNotification();
-  if (NowNs() < ready_ns_) SleepUntilNs(ready_ns_);
+  clock_->SleepUntilNs(ready_ns_);
   return status_;
 }
 
-bool CopyTicket::done() const { return done_.HasBeenNotified() && NowNs() >= ready_ns_; }
+bool CopyTicket::done() const {
+  return done_.HasBeenNotified() && clock_->NowNs() >= ready_ns_;
+}
 
 ActivationCopier::ActivationCopier(kernels::Backend* backend, ActivationCopierOptions options)
     : backend_(backend), options_(std::move(options)) {
@@ -90,7 +80,7 @@ absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
   }
   Job job;
   job.offload = offload;
-  job.ticket = std::make_shared<CopyTicket>();
+  job.ticket = std::shared_ptr<CopyTicket>(new CopyTicket(options_.clock));
   job.after = std::move(after);
   for (size_t i = 0; i < moving.size(); ++i) {
     kernels::Tensor* slot = moving[i];
@@ -107,7 +97,7 @@ absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
   std::shared_ptr<CopyTicket> ticket = job.ticket;
   absl::MutexLock lock(&mu_);
   Lane& lane = lanes_[offload || !options_.duplex ? 0 : 1];
-  int64_t begin = std::max(NowNs(), lane.ready_ns);
+  int64_t begin = std::max(options_.clock->NowNs(), lane.ready_ns);
   if (job.after) begin = std::max(begin, job.after->ready_ns_);  // set at its issue, immutable
   ticket->ready_ns_ =
       begin + (options_.bandwidth_bytes_per_s > 0
@@ -160,10 +150,11 @@ void ActivationCopier::Loop(int lane_index) {
       job.after->done_.WaitForNotification();
       after = job.after->status_;
     }
-    ticket.start_ns_ = NowNs();
+    ticket.start_ns_ = options_.clock->NowNs();
     ticket.status_ = after.ok() ? RunJob(job) : after;
     job.release_after.clear();  // RELOAD: the host copy
-    ticket.end_ns_ = std::max(NowNs(), ticket.ready_ns_);  // bytes copied and the link done
+    // Bytes copied and the link done.
+    ticket.end_ns_ = std::max(options_.clock->NowNs(), ticket.ready_ns_);
     absl::MutexLock lock(&mu_);
     if (!ticket.status_.ok() && first_error_.ok()) first_error_ = ticket.status_;
     ticket.done_.Notify();  // before running drops, so a drained copier has only done tickets
@@ -187,7 +178,7 @@ absl::Status ActivationCopier::Drain() {
     status = first_error_;
     first_error_ = absl::OkStatus();
   }
-  if (NowNs() < ready) SleepUntilNs(ready);  // the link delivers what it was given
+  options_.clock->SleepUntilNs(ready);  // the link delivers what it was given
   return status;
 }
 

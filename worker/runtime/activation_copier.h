@@ -63,6 +63,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/types/span.h"
+#include "common/clock.h"
 #include "kernels/backend.h"
 #include "kernels/tensor.h"
 
@@ -76,18 +77,21 @@ class CopyTicket {
   absl::Status Wait() const;
   bool done() const;
   int64_t bytes() const { return bytes_; }
-  // steady_clock nanoseconds, valid once done(): when the copy thread began the raw copy, and
+  // Clock nanoseconds (ActivationCopierOptions::clock), valid once done(): when the copy thread
+  // began the raw copy, and
   // when the job finished (bytes copied and the link's ready time reached). Uncapped, the
   // raw copy's own window.
   int64_t start_ns() const { return start_ns_; }
   int64_t end_ns() const { return end_ns_; }
-  // steady_clock nanoseconds at which the (bandwidth-capped) link delivers it; set at issue.
+  // Clock nanoseconds at which the (bandwidth-capped) link delivers it; set at issue.
   int64_t ready_ns() const { return ready_ns_; }
   // Device bytes an OFFLOAD still holds (until ActivationCopier::ReleaseSource).
   int64_t held_device_bytes() const { return held_bytes_; }
 
  private:
   friend class ActivationCopier;
+  explicit CopyTicket(const Clock* clock) : clock_(clock) {}
+  const Clock* clock_;
   std::vector<kernels::Tensor> held_;  // OFFLOAD: the device copies (executor thread only)
   int64_t held_bytes_ = 0;
   absl::Notification done_;
@@ -106,6 +110,8 @@ struct ActivationCopierOptions {
   std::function<absl::Status(float* dst, const float* src, int64_t bytes)> raw_copy;
   // Separate D2H and H2D copy threads (both directions at once); false = one shared FIFO.
   bool duplex = true;
+  // Times the copies and the capped link's delivery; never null.
+  const Clock* clock = Clock::Real();
 };
 
 struct CopierStats {
@@ -119,6 +125,7 @@ class ActivationCopier {
  public:
   // `backend` provides the allocators (thread-safe) and must outlive the copier.
   ActivationCopier(kernels::Backend* backend, ActivationCopierOptions options = {});
+  const Clock* clock() const { return options_.clock; }
   // Finishes every queued job, then stops the copy thread.
   ~ActivationCopier();
   ActivationCopier(const ActivationCopier&) = delete;

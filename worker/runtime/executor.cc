@@ -1,6 +1,5 @@
 #include "worker/runtime/executor.h"
 
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,12 +10,6 @@ namespace {
 
 using schedule::Action;
 using schedule::ActionKind;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 absl::Status Annotate(const absl::Status& status, const Action& action, int step) {
   if (status.ok()) return status;
@@ -161,11 +154,11 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
   const int64_t offloaded_before = runner_->offloaded_bytes();
   runner_->ResetActivationPeak();
   PT_RETURN_IF_ERROR(runner_->BeginStep(step));
-  const int64_t step_start = NowNs();
+  const int64_t step_start = options_.clock->NowNs();
   const std::vector<Action>& actions = schedule_.worker_actions[rank_];
   result.timings.reserve(actions.size());
   for (const Action& action : actions) {
-    ActionTiming timing{action, NowNs() - step_start, 0, 0};
+    ActionTiming timing{action, options_.clock->NowNs() - step_start, 0, 0};
     if (absl::Status status = Run(action, step, &timing.bytes); !status.ok()) {
       return Annotate(status, action, step);
     }
@@ -177,7 +170,7 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
                           options_.activation_budget_bytes)),
                       action, step);
     }
-    timing.end_ns = NowNs() - step_start;
+    timing.end_ns = options_.clock->NowNs() - step_start;
     result.timings.push_back(timing);
   }
   PT_RETURN_IF_ERROR(transport_->Flush(absl::Now() + options_.recv_timeout));
@@ -187,7 +180,7 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
         " produced tensor(s) were never consumed (a RECV or SEND is missing from the plan)"));
   }
   PT_ASSIGN_OR_RETURN(result.loss, runner_->EndStep());
-  result.duration_ns = NowNs() - step_start;
+  result.duration_ns = options_.clock->NowNs() - step_start;
   result.peak_activation_bytes = runner_->peak_activation_bytes();
   const TransportStats after = transport_->stats();
   result.sent_bytes = after.sent_bytes - before.sent_bytes;

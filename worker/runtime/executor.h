@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "schedule/measured_timeline.h"
 #include "schedule/schedule.h"
 #include "worker/runtime/stage_runner.h"
@@ -50,6 +51,8 @@ struct ExecutorOptions {
   // Weights, gradients, optimizer state and an action's transient buffers are not counted:
   // the budget is the plan's activation budget, as the planner predicts it. 0 = none.
   int64_t activation_budget_bytes = 0;
+  // Times the actions and the step; never null.
+  const Clock* clock = Clock::Real();
 };
 
 class Executor {

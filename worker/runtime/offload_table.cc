@@ -1,18 +1,10 @@
 #include "worker/runtime/offload_table.h"
 
-#include <chrono>
-
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace pipetrain::worker {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Name(int stage, int microbatch) {
   return absl::StrCat("stage ", stage, " microbatch ", microbatch);
@@ -69,9 +61,9 @@ absl::Status OffloadTable::AwaitResident(int stage, int microbatch, const char* 
   const std::shared_ptr<CopyTicket> ticket = std::move(it->second.ticket);
   entries_.erase(it);
   if (!ticket->done()) {
-    const int64_t start = NowNs();
+    const int64_t start = copier_->clock()->NowNs();
     absl::Status status = ticket->Wait();
-    wait_ns_ += NowNs() - start;
+    wait_ns_ += copier_->clock()->NowNs() - start;
     ++waits_;
     return status;
   }
@@ -87,9 +79,9 @@ absl::StatusOr<int64_t> OffloadTable::Release(int stage, int microbatch) {
   const std::shared_ptr<CopyTicket> ticket = std::move(it->second);
   awaiting_release_.erase(it);
   if (!ticket->done()) {
-    const int64_t start = NowNs();
+    const int64_t start = copier_->clock()->NowNs();
     ticket->Wait().IgnoreError();  // the status is reported by Drain at the end of the step
-    release_wait_ns_ += NowNs() - start;
+    release_wait_ns_ += copier_->clock()->NowNs() - start;
   }
   const int64_t freed = copier_->ReleaseSource(*ticket);
   held_bytes_ -= freed;
@@ -100,9 +92,9 @@ int64_t OffloadTable::ReleaseAtComputeEnd() {
   int64_t freed = 0;
   for (auto& t : unreleased_) {
     if (!t->done()) {
-      const int64_t start = NowNs();
+      const int64_t start = copier_->clock()->NowNs();
       t->Wait().IgnoreError();  // the status is reported by Drain at the end of the step
-      release_wait_ns_ += NowNs() - start;
+      release_wait_ns_ += copier_->clock()->NowNs() - start;
     }
     freed += copier_->ReleaseSource(*t);
   }

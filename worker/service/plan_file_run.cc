@@ -9,6 +9,7 @@
 #include "schedule/codec/plan_proto.h"
 #include "schedule/measured_timeline.h"
 #include "schedule/render_trace.h"
+#include "worker/service/step_line.h"
 
 namespace pipetrain::worker {
 
@@ -34,12 +35,9 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
   return session->Run(steps, [&](const StepResult& r) {
     const std::string loss = r.loss ? absl::StrFormat("%.17g", *r.loss) : "null";
     const int64_t checkpoint = s->last_checkpoint_step() == r.step + 1 ? r.step + 1 : 0;
-    const std::string written =
-        checkpoint > 0 ? absl::StrFormat(" checkpoint_step %d", checkpoint) : "";
-    std::printf(
-        "rank %d step %d loss %s time_ms %.1f peak_activation_bytes %lld sent_bytes %lld%s\n", rank,
-        r.step, loss.c_str(), r.duration_ns / 1e6, static_cast<long long>(r.peak_activation_bytes),
-        static_cast<long long>(r.sent_bytes), written.c_str());
+    const std::string line = FormatStepLine({rank, r.step, loss, r.duration_ns / 1e6,
+                                             r.peak_activation_bytes, r.sent_bytes, checkpoint});
+    std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     if (report.is_open()) {
       report << absl::StrFormat(

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
+#include "worker/transport/frame_header.h"
 
 // NCCL results through the one checking macro (PT_CUDA_RETURN_IF_ERROR): an overload of the
 // macro's ToStatus for ncclResult_t. (Belongs in kernels/cuda/cuda_check.h once another user of
@@ -37,73 +38,17 @@ absl::Status ToStatus(ncclResult_t err, const char* expr, const char* file, int 
 namespace pipetrain::worker {
 namespace {
 
-constexpr uint32_t kFrameMagic = 0x314e4350;  // "PCN1": a header, maybe with a message
-constexpr uint32_t kByeMagic = 0x21455942;    // "BYE!": the sender finished its run
-constexpr int kMaxDims = 4;
-
-// Little-endian on every platform we build for. has_message = 0: nothing this round.
-struct Header {
-  uint32_t magic;
-  uint8_t has_message;
-  uint8_t role;
-  uint8_t ndim;
-  uint8_t reserved;
-  int32_t step;
-  int32_t stage;
-  int32_t microbatch;
-  int32_t pad;
-  int64_t shape[kMaxDims];
-  uint64_t payload_bytes;
-  uint64_t checksum;
-};
-static_assert(sizeof(Header) == 72);
-constexpr size_t kHeaderBytes = sizeof(Header);
+constexpr size_t kHeaderBytes = sizeof(FrameHeader);
 
 cudaStream_t AsStream(void* s) { return static_cast<cudaStream_t>(s); }
 
-int64_t Numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-Header MakeHeader(const Message* m, bool bye) {
-  Header h{};
-  h.magic = bye ? kByeMagic : kFrameMagic;
-  if (m == nullptr) return h;
-  h.has_message = 1;
-  h.role = static_cast<uint8_t>(m->key.role);
-  h.ndim = static_cast<uint8_t>(m->shape.size());
-  h.step = m->key.step;
-  h.stage = m->key.stage;
-  h.microbatch = m->key.microbatch;
-  for (size_t i = 0; i < m->shape.size(); ++i) h.shape[i] = m->shape[i];
-  h.payload_bytes = static_cast<uint64_t>(m->bytes());
+// What this rank announces to a peer for one round: a message, a bye, or nothing.
+FrameHeader RoundHeader(const Message* m, bool bye) {
+  if (m == nullptr) return EmptyHeader(bye);
+  FrameHeader h = MessageHeader(*m);
+  h.flags |= kFrameChecksumInHeader;
   h.checksum = PayloadChecksum(m->data);
   return h;
-}
-
-// Checks what a peer announced; the announced payload size is what both sides will exchange.
-absl::Status CheckHeader(const Header& h, int peer, int64_t max_bytes) {
-  if (h.magic != kFrameMagic && h.magic != kByeMagic) {
-    return absl::DataLossError(absl::StrCat("corrupt header from rank ", peer));
-  }
-  if (!h.has_message) return absl::OkStatus();
-  if (h.ndim > kMaxDims || (h.role != 1 && h.role != 2)) {
-    return absl::DataLossError(absl::StrCat("corrupt header from rank ", peer));
-  }
-  int64_t numel = 1;
-  for (int i = 0; i < h.ndim; ++i) {
-    if (h.shape[i] < 0) return absl::DataLossError(absl::StrCat("bad shape from rank ", peer));
-    numel *= h.shape[i];
-  }
-  if (static_cast<int64_t>(h.payload_bytes) > max_bytes ||
-      static_cast<uint64_t>(numel) * sizeof(float) != h.payload_bytes) {
-    return absl::DataLossError(absl::StrCat("mis-sized message from rank ", peer, ": ",
-                                            h.payload_bytes, " payload bytes for ", numel,
-                                            " elements"));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Grow(char** buf, int64_t* capacity, int64_t bytes) {
@@ -206,12 +151,7 @@ absl::Status NcclTransport::Send(int peer, Message message) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", peer, " is not a peer of rank ", options_.rank));
   }
-  if (message.shape.size() > kMaxDims ||
-      Numel(message.shape) != static_cast<int64_t>(message.data.size()) ||
-      message.bytes() > options_.max_message_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("message ", ToString(message.key), " has a bad shape or size"));
-  }
+  PT_RETURN_IF_ERROR(CheckSendable(message, options_.max_message_bytes));
   PT_RETURN_IF_ERROR(mailbox_.LinkStatus(peer));
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
@@ -290,7 +230,7 @@ absl::Status NcclTransport::Round(bool* moved) {
   // Abort clearing the queues cannot pull it from under us), or a bye when stopping.
   std::vector<Message> out_messages(n);
   std::vector<const Message*> out(n, nullptr);
-  std::vector<Header> send_headers(n), recv_headers(n);
+  std::vector<FrameHeader> send_headers(n), recv_headers(n);
   std::vector<int> active;
   {
     absl::MutexLock lock(&mu_);
@@ -305,7 +245,7 @@ absl::Status NcclTransport::Round(bool* moved) {
         --queued_;
         ++in_flight_;
       }
-      send_headers[i] = MakeHeader(out[i], bye);
+      send_headers[i] = RoundHeader(out[i], bye);
     }
   }
   if (active.empty()) return absl::OkStatus();
@@ -330,7 +270,8 @@ absl::Status NcclTransport::Round(bool* moved) {
   std::vector<Message> in(n);
   bool any = false;
   for (int i : active) {
-    PT_RETURN_IF_ERROR(CheckHeader(recv_headers[i], peers_[i].rank, options_.max_message_bytes));
+    PT_RETURN_IF_ERROR(CheckReceivedHeader(recv_headers[i], options_.max_message_bytes,
+                                           absl::StrCat("rank ", peers_[i].rank)));
     PeerState& p = peers_[i];
     if (out[i] != nullptr && out[i]->bytes() > 0) {
       PT_RETURN_IF_ERROR(Grow(&p.send_buf, &p.send_capacity, out[i]->bytes()));
@@ -338,8 +279,8 @@ absl::Status NcclTransport::Round(bool* moved) {
                                               cudaMemcpyHostToDevice, stream));
       any = true;
     }
-    const Header& h = recv_headers[i];
-    if (h.has_message && h.payload_bytes > 0) {
+    const FrameHeader& h = recv_headers[i];
+    if (HasMessage(h) && h.payload_bytes > 0) {
       PT_RETURN_IF_ERROR(
           Grow(&p.recv_buf, &p.recv_capacity, static_cast<int64_t>(h.payload_bytes)));
       any = true;
@@ -353,8 +294,8 @@ absl::Status NcclTransport::Round(bool* moved) {
         PT_CUDA_RETURN_IF_ERROR(ncclSend(p.send_buf, static_cast<size_t>(out[i]->bytes()), ncclChar,
                                          p.rank, comm_, stream));
       }
-      const Header& h = recv_headers[i];
-      if (h.has_message && h.payload_bytes > 0) {
+      const FrameHeader& h = recv_headers[i];
+      if (HasMessage(h) && h.payload_bytes > 0) {
         PT_CUDA_RETURN_IF_ERROR(
             ncclRecv(p.recv_buf, h.payload_bytes, ncclChar, p.rank, comm_, stream));
       }
@@ -362,11 +303,11 @@ absl::Status NcclTransport::Round(bool* moved) {
     PT_CUDA_RETURN_IF_ERROR(ncclGroupEnd());
   }
   for (int i : active) {
-    const Header& h = recv_headers[i];
-    if (!h.has_message) continue;
+    const FrameHeader& h = recv_headers[i];
+    if (!HasMessage(h)) continue;
     Message& m = in[i];
-    m.key = MessageKey{h.step, h.stage, h.microbatch, static_cast<TensorRole>(h.role)};
-    m.shape.assign(h.shape, h.shape + h.ndim);
+    m.key = KeyOf(h);
+    m.shape = ShapeOf(h);
     m.data.resize(h.payload_bytes / sizeof(float));
     if (h.payload_bytes > 0) {
       PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.data.data(), peers_[i].recv_buf, h.payload_bytes,
@@ -378,9 +319,9 @@ absl::Status NcclTransport::Round(bool* moved) {
   // Deliver, retire what was sent, and close pairs that said bye (either way) this round.
   int64_t sent_bytes = 0, received_bytes = 0, sent = 0, received = 0;
   for (int i : active) {
-    const Header& h = recv_headers[i];
+    const FrameHeader& h = recv_headers[i];
     const int peer = peers_[i].rank;
-    if (h.has_message) {
+    if (HasMessage(h)) {
       if (PayloadChecksum(in[i].data) != h.checksum) {
         mailbox_.Fail(peer, absl::DataLossError(absl::StrCat(
                                 "checksum mismatch on ", ToString(in[i].key), " from rank ", peer,

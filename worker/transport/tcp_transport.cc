@@ -19,31 +19,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "worker/transport/frame_header.h"
 
 namespace pipetrain::worker {
 namespace {
 
-constexpr uint32_t kFrameMagic = 0x31545450;  // "PTT1"
 constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
-constexpr uint32_t kByeMagic = 0x21455942;    // "BYE!": the peer finished cleanly
-constexpr int kMaxDims = 4;
-constexpr uint16_t kChecksummed = 1;
-
-// Little-endian on every platform we build for (x86-64, aarch64).
-struct FrameHeader {
-  uint32_t magic;
-  uint8_t role;
-  uint8_t ndim;
-  uint16_t flags;  // kChecksummed: an XXH3 trailer follows the payload
-  int32_t step;
-  int32_t stage;
-  int32_t microbatch;
-  int32_t pad;
-  int64_t shape[kMaxDims];
-  uint64_t payload_bytes;
-  uint64_t reserved;
-};
-static_assert(sizeof(FrameHeader) == 72);
 
 struct Hello {
   uint32_t magic;
@@ -324,17 +305,7 @@ absl::Status TcpTransport::Send(int peer, Message message) {
     absl::MutexLock lock(&links_[peer]->mu);
     PT_RETURN_IF_ERROR(links_[peer]->send_status);
   }
-  if (message.shape.size() > kMaxDims) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor rank ", message.shape.size(), " exceeds ", kMaxDims));
-  }
-  int64_t elements = 1;
-  for (int64_t d : message.shape) elements *= d;
-  if (elements != static_cast<int64_t>(message.data.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(ToString(message.key), ": shape holds ",
-                                                   elements, " elements but ", message.data.size(),
-                                                   " were given"));
-  }
+  PT_RETURN_IF_ERROR(CheckSendable(message, options_.max_message_bytes));
   Link* link = links_[peer].get();
   absl::MutexLock lock(&link->mu);
   link->queue.push_back(std::move(message));
@@ -369,21 +340,13 @@ void TcpTransport::WriteLoop(Link* link) {
         link->writing = true;
       }
     }
-    FrameHeader header{};
-    if (message.shape.empty() && message.data.empty()) {
-      header.magic = kByeMagic;
-      finish(WriteAll(link->fd, &header, sizeof(header)));
+    if (message.shape.empty() && message.data.empty()) {  // the bye sentinel
+      const FrameHeader bye = EmptyHeader(/*bye=*/true);
+      finish(WriteAll(link->fd, &bye, sizeof(bye)));
       return;
     }
-    header.magic = kFrameMagic;
-    header.role = static_cast<uint8_t>(message.key.role);
-    header.flags = options_.checksum ? kChecksummed : 0;
-    header.ndim = static_cast<uint8_t>(message.shape.size());
-    header.step = message.key.step;
-    header.stage = message.key.stage;
-    header.microbatch = message.key.microbatch;
-    for (size_t i = 0; i < message.shape.size(); ++i) header.shape[i] = message.shape[i];
-    header.payload_bytes = static_cast<uint64_t>(message.bytes());
+    FrameHeader header = MessageHeader(message);
+    if (options_.checksum) header.flags |= kFrameChecksumTrailer;
     absl::Status status = WriteAll(link->fd, &header, sizeof(header));
     if (status.ok()) {
       status = WritePayload(link->fd, message.data.data(), header.payload_bytes, options_.checksum);
@@ -419,32 +382,18 @@ void TcpTransport::ReadLoop(Link* link) {
       fail(absl::UnavailableError(absl::StrCat(who, " finished its run and closed the link")));
       return;
     }
-    if (header.magic != kFrameMagic || header.ndim > kMaxDims ||
-        (header.role != static_cast<uint8_t>(TensorRole::kActivation) &&
-         header.role != static_cast<uint8_t>(TensorRole::kGradient))) {
-      fail(absl::DataLossError(absl::StrCat("malformed frame header from ", who)));
+    // Every frame on a TCP link carries a message.
+    if (absl::Status s = CheckReceivedHeader(header, options_.max_message_bytes, who);
+        !s.ok() || !HasMessage(header)) {
+      fail(s.ok() ? absl::DataLossError(absl::StrCat("malformed frame header from ", who)) : s);
       return;
     }
-    int64_t elements = 1;
-    bool shape_ok = true;
-    for (int i = 0; i < header.ndim; ++i) {
-      if (header.shape[i] < 0 || header.shape[i] > options_.max_message_bytes) shape_ok = false;
-      elements *= shape_ok ? header.shape[i] : 1;
-    }
-    MessageKey key{header.step, header.stage, header.microbatch,
-                   static_cast<TensorRole>(header.role)};
-    if (!shape_ok || header.payload_bytes > static_cast<uint64_t>(options_.max_message_bytes) ||
-        header.payload_bytes != static_cast<uint64_t>(elements) * sizeof(float)) {
-      fail(absl::DataLossError(absl::StrCat("mis-sized tensor from ", who, " (", ToString(key),
-                                            "): ", header.payload_bytes,
-                                            " payload bytes for its shape")));
-      return;
-    }
+    const MessageKey key = KeyOf(header);
     Message message;
     message.key = key;
-    message.shape.assign(header.shape, header.shape + header.ndim);
-    message.data = TakeBuffer(static_cast<size_t>(elements));
-    const bool checksummed = (header.flags & kChecksummed) != 0;
+    message.shape = ShapeOf(header);
+    message.data = TakeBuffer(static_cast<size_t>(header.payload_bytes / sizeof(float)));
+    const bool checksummed = (header.flags & kFrameChecksumTrailer) != 0;
     uint64_t checksum = 0, expected = 0;
     absl::Status s =
         ReadPayload(link->fd, message.data.data(), header.payload_bytes, checksummed, &checksum);
