@@ -1,7 +1,7 @@
 // ValidateJobSpec: the one place that decides whether a submitted JobSpec is acceptable. Every
 // error is InvalidArgument whose message starts with the field path ("training.global_batch:")
 // and says what is allowed. Unset (zero) fields that have defaults are accepted; the defaults
-// themselves live in worker/runtime/job_config.h.
+// themselves are model::WithDefaults (model/job_model.h).
 //
 // Thread-safety: pure function.
 #ifndef PIPETRAIN_PLANNER_JOB_SPEC_VALIDATION_H_
