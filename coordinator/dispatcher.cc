@@ -36,8 +36,23 @@ absl::Status FirstError(const std::vector<absl::Status>& statuses,
 
 }  // namespace
 
-std::vector<v1::PrepareRequest> Dispatcher::BuildPrepareRequests(
-    const v1::Job& job, const std::vector<DispatchTarget>& targets) {
+absl::StatusOr<std::vector<v1::PrepareRequest>> Dispatcher::BuildPrepareRequests(
+    const v1::Job& job, const std::vector<DispatchTarget>& targets) const {
+  std::vector<RankDevice> devices;
+  for (const DispatchTarget& t : targets) devices.push_back(t.device);
+  const v1::TransportKind transport = ChooseTransport(devices);
+  std::string nccl_id;
+  if (transport == v1::TRANSPORT_KIND_NCCL) {
+    absl::StatusOr<std::string> id =
+        client_->CreateNcclId(targets[0].address, job.id(), options_.prepare_timeout);
+    if (!id.ok()) {
+      return absl::Status(id.status().code(),
+                          absl::StrCat("CreateNcclId failed on rank 0 (worker ",
+                                       targets[0].worker_id, " at ", targets[0].address,
+                                       "): ", id.status().message()));
+    }
+    nccl_id = *std::move(id);
+  }
   std::vector<v1::PrepareRequest> requests(targets.size());
   for (size_t r = 0; r < targets.size(); ++r) {
     v1::PrepareRequest& request = requests[r];
@@ -54,6 +69,8 @@ std::vector<v1::PrepareRequest> Dispatcher::BuildPrepareRequests(
     request.set_start_step(job.checkpoint_step());
     if (job.checkpoint_step() > 0) request.set_checkpoint_path(job.spec().checkpoint().dir());
     request.set_attempt(job.recoveries_size());
+    request.set_transport(transport);
+    if (!nccl_id.empty()) request.set_nccl_unique_id(nccl_id);
   }
   return requests;
 }
@@ -77,13 +94,14 @@ absl::StatusOr<std::vector<v1::PrepareResponse>> Dispatcher::PrepareAll(
 absl::Status Dispatcher::Launch(const v1::Job& job, const std::vector<DispatchTarget>& targets,
                                 const std::function<bool()>& still_wanted,
                                 const ReplanFunction& replan) const {
-  std::vector<v1::PrepareRequest> requests = BuildPrepareRequests(job, targets);
-  for (v1::PrepareRequest& request : requests) request.set_profile(replan != nullptr);
+  absl::StatusOr<std::vector<v1::PrepareRequest>> requests = BuildPrepareRequests(job, targets);
+  if (!requests.ok()) return requests.status();
+  for (v1::PrepareRequest& request : *requests) request.set_profile(replan != nullptr);
   if (job.recoveries_size() > 0) {
     // Best effort: a worker that cannot be reached fails its Prepare below anyway.
     AbortAll(job.id(), targets, "resuming the job from its last checkpoint");
   }
-  absl::StatusOr<std::vector<v1::PrepareResponse>> responses = PrepareAll(requests, targets);
+  absl::StatusOr<std::vector<v1::PrepareResponse>> responses = PrepareAll(*requests, targets);
   if (!responses.ok()) return responses.status();
   if (still_wanted && !still_wanted()) {
     return absl::CancelledError("the job ended while its workers prepared");
@@ -100,7 +118,8 @@ absl::Status Dispatcher::Launch(const v1::Job& job, const std::vector<DispatchTa
       v1::Job replanned = job;
       *replanned.mutable_plan() = **std::move(plan);
       requests = BuildPrepareRequests(replanned, targets);
-      responses = PrepareAll(requests, targets);
+      if (!requests.ok()) return requests.status();
+      responses = PrepareAll(*requests, targets);
       if (!responses.ok()) return responses.status();
       if (still_wanted && !still_wanted()) {
         return absl::CancelledError("the job ended while its workers prepared");

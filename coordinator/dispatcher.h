@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "coordinator/transport_choice.h"
 #include "coordinator/worker_client.h"
 #include "pipetrain/v1/job.pb.h"
 #include "pipetrain/v1/worker.pb.h"
@@ -34,6 +35,7 @@ struct DispatchTarget {
   std::string worker_id;
   std::string address;            // Worker service
   std::string transport_address;  // where peers connect
+  RankDevice device;              // where it computes (decides the transport)
 };
 
 // Given every rank's PrepareResponse (with its profile), the plan to run instead of the prepared
@@ -52,9 +54,11 @@ class Dispatcher {
   Dispatcher(WorkerClient* client, const DispatcherOptions& options)
       : client_(client), options_(options) {}
 
-  // The PrepareRequest of every rank, in rank order.
-  static std::vector<v1::PrepareRequest> BuildPrepareRequests(
-      const v1::Job& job, const std::vector<DispatchTarget>& targets);
+  // The PrepareRequest of every rank, in rank order, with the transport ChooseTransport picks
+  // for the targets' devices. For NCCL, rank 0's worker is asked for the communicator id
+  // (a fresh one per call: every Prepare round joins a new communicator).
+  absl::StatusOr<std::vector<v1::PrepareRequest>> BuildPrepareRequests(
+      const v1::Job& job, const std::vector<DispatchTarget>& targets) const;
 
   // Prepare on every rank concurrently, then Start on every rank. The first failure (naming the
   // rank, worker and phase) is returned; the caller aborts the job. `still_wanted` (if set) is

@@ -46,6 +46,19 @@ absl::StatusOr<v1::PrepareResponse> GrpcWorkerClient::Prepare(const std::string&
   return response;
 }
 
+absl::StatusOr<std::string> GrpcWorkerClient::CreateNcclId(const std::string& address,
+                                                           const std::string& job_id,
+                                                           absl::Duration timeout) {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout);
+  v1::CreateNcclIdRequest request;
+  request.set_job_id(job_id);
+  v1::CreateNcclIdResponse response;
+  const grpc::Status status = StubFor(address)->CreateNcclId(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status);
+  return response.nccl_unique_id();
+}
+
 absl::Status GrpcWorkerClient::Start(const std::string& address, const v1::StartRequest& request,
                                      absl::Duration timeout) {
   grpc::ClientContext context;

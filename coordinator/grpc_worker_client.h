@@ -31,6 +31,8 @@ class GrpcWorkerClient : public WorkerClient {
   absl::StatusOr<v1::PrepareResponse> Prepare(const std::string& address,
                                               const v1::PrepareRequest& request,
                                               absl::Duration timeout) override;
+  absl::StatusOr<std::string> CreateNcclId(const std::string& address, const std::string& job_id,
+                                           absl::Duration timeout) override;
   absl::Status Start(const std::string& address, const v1::StartRequest& request,
                      absl::Duration timeout) override;
   absl::Status Abort(const std::string& address, const v1::AbortRequest& request,

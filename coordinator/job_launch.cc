@@ -129,23 +129,36 @@ void JobManager::DispatchWaiting() {
         continue;
       }
       const int p = r.job.plan().workers_size();
-      const WorkerRegistry::Counts counts = registry_->CountByState();
-      if (counts.idle < p) {
+      // A job runs on workers of one kind: the one it asks for, else any kind with enough.
+      const v1::DeviceKind required = model::RequiredDeviceKind(r.job.spec());
+      int idle = 0, live = 0;  // of the kind with the most
+      for (v1::DeviceKind kind : required != v1::DEVICE_KIND_UNSPECIFIED
+                                     ? std::vector<v1::DeviceKind>{required}
+                                     : std::vector<v1::DeviceKind>{v1::DEVICE_KIND_CUDA,
+                                                                   v1::DEVICE_KIND_CPU,
+                                                                   v1::DEVICE_KIND_EMULATED}) {
+        const WorkerRegistry::Counts counts = registry_->CountByState(kind);
+        idle = std::max(idle, counts.idle);
+        live = std::max(live, counts.idle + counts.busy);
+      }
+      if (idle < p) {
         // FIFO: the oldest job that the live workers can run waits for them; a job needing more
         // workers than are registered does not hold back the ones behind it, unless it is
         // recovering (its survivors are kept for it until a replacement comes).
-        if (p <= counts.idle + counts.busy || state == v1::JOB_STATE_RECOVERING) break;
+        if (p <= live || state == v1::JOB_STATE_RECOVERING) break;
         ++it;
         continue;
       }
-      absl::StatusOr<std::vector<WorkerInfo>> workers = registry_->Acquire(p, r.job.id());
+      absl::StatusOr<std::vector<WorkerInfo>> workers =
+          registry_->Acquire(p, r.job.id(), required);
       if (!workers.ok()) break;
       r.targets.clear();
       r.rank_hosts.clear();
       r.job.clear_worker_ids();
       for (const WorkerInfo& w : *workers) {
         const WorkerRegistration& reg = w.registration;
-        r.targets.push_back({w.id, reg.address, reg.transport_address});
+        r.targets.push_back({w.id, reg.address, reg.transport_address,
+                             RankDevice{reg.device, reg.host, reg.device_index}});
         r.rank_hosts.push_back(
             {reg.device == v1::DEVICE_KIND_CPU ? reg.host : "", reg.cpu_cores,
              reg.compute_threads});

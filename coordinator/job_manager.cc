@@ -105,6 +105,17 @@ JobManager::JobManager(JobStore* store, WorkerRegistry* registry, WorkerClient* 
         options.host_d2h_bytes_per_s = d2h;
         options.host_h2d_bytes_per_s = h2d;
       }
+      // A CUDA job plans its activation budget from the smallest registered GPU's memory.
+      if (model::RequiredDeviceKind(spec) == v1::DEVICE_KIND_CUDA) {
+        for (const WorkerInfo& w : workers) {
+          const WorkerRegistration& r = w.registration;
+          if (r.device != v1::DEVICE_KIND_CUDA || r.device_memory_bytes <= 0) continue;
+          options.device_memory_bytes = options.device_memory_bytes == 0
+                                            ? r.device_memory_bytes
+                                            : std::min(options.device_memory_bytes,
+                                                       r.device_memory_bytes);
+        }
+      }
       return planner::PlanJob(spec, options);
     };
   }

@@ -1,5 +1,6 @@
 // WorkerClient: how the coordinator drives a worker (the pipetrain.v1.Worker service): Prepare a
-// rank of a job, Start its steps, Abort it. The gRPC implementation is grpc_worker_client.h; tests
+// rank of a job (after asking rank 0 for an NCCL id when the job's tensors go over NCCL), Start
+// its steps, Abort it. The gRPC implementation is grpc_worker_client.h; tests
 // use a fake that injects failures and delays (tests/fakes/fake_worker_client.h).
 //
 // Thread-safety: implementations are thread-safe; calls to different workers (and to the same
@@ -23,6 +24,10 @@ class WorkerClient {
   virtual absl::StatusOr<v1::PrepareResponse> Prepare(const std::string& address,
                                                       const v1::PrepareRequest& request,
                                                       absl::Duration timeout) = 0;
+  // A fresh NCCL communicator id from the worker that will be rank 0 of `job_id`.
+  virtual absl::StatusOr<std::string> CreateNcclId(const std::string& address,
+                                                   const std::string& job_id,
+                                                   absl::Duration timeout) = 0;
   virtual absl::Status Start(const std::string& address, const v1::StartRequest& request,
                              absl::Duration timeout) = 0;
   virtual absl::Status Abort(const std::string& address, const v1::AbortRequest& request,

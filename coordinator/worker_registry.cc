@@ -203,15 +203,28 @@ void WorkerRegistry::ExpireLost() {
 }
 
 absl::StatusOr<std::vector<WorkerInfo>> WorkerRegistry::Acquire(int count,
-                                                                const std::string& job_id) {
+                                                                const std::string& job_id,
+                                                                v1::DeviceKind kind) {
   absl::MutexLock lock(&mu_);
+  // Any kind: the first kind in this order with enough idle workers (a job's workers are all
+  // of one kind).
+  std::vector<v1::DeviceKind> kinds = {kind};
+  if (kind == v1::DEVICE_KIND_UNSPECIFIED) {
+    kinds = {v1::DEVICE_KIND_CUDA, v1::DEVICE_KIND_CPU, v1::DEVICE_KIND_EMULATED};
+  }
   std::vector<WorkerInfo*> idle;
-  for (auto& [id, w] : workers_) {
-    if (w.state == WorkerState::kIdle) idle.push_back(&w);
+  for (v1::DeviceKind k : kinds) {
+    idle.clear();
+    for (auto& [id, w] : workers_) {
+      if (w.state == WorkerState::kIdle && w.registration.device == k) idle.push_back(&w);
+    }
+    if (static_cast<int>(idle.size()) >= count) break;
   }
   if (count < 1 || static_cast<int>(idle.size()) < count) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("need ", count, " idle workers, have ", idle.size()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "need ", count, " idle workers", kind == v1::DEVICE_KIND_UNSPECIFIED ? " of one kind" : "",
+        kind == v1::DEVICE_KIND_UNSPECIFIED ? "" : absl::StrCat(" of kind ", v1::DeviceKind_Name(kind)),
+        ", have ", idle.size()));
   }
   std::vector<WorkerInfo> taken;
   for (int i = 0; i < count; ++i) {
@@ -240,10 +253,11 @@ void WorkerRegistry::Release(const std::string& job_id) {
   if (available && on_available_) on_available_();
 }
 
-WorkerRegistry::Counts WorkerRegistry::CountByState() const {
+WorkerRegistry::Counts WorkerRegistry::CountByState(v1::DeviceKind kind) const {
   absl::MutexLock lock(&mu_);
   Counts c;
   for (const auto& [id, w] : workers_) {
+    if (kind != v1::DEVICE_KIND_UNSPECIFIED && w.registration.device != kind) continue;
     c.idle += w.state == WorkerState::kIdle;
     c.busy += w.state == WorkerState::kBusy;
     c.lost += w.state == WorkerState::kLost;

@@ -41,6 +41,9 @@ struct WorkerRegistration {
   std::string host;         // machine name; CPU workers of one host share its cores
   int cpu_cores = 0;        // 0: unknown
   int compute_threads = 0;  // 0 means 1
+  int device_index = 0;     // CUDA ordinal on `host`
+  std::string device_name;
+  std::string compute_capability;
 };
 
 enum class WorkerState { kIdle, kBusy, kLost };
@@ -98,16 +101,19 @@ class WorkerRegistry {
   // for busy ones).
   void ExpireLost();
 
-  // Takes `count` idle workers (longest registered first) for `job_id`, or FailedPrecondition
-  // if there are fewer. They become BUSY.
-  absl::StatusOr<std::vector<WorkerInfo>> Acquire(int count, const std::string& job_id);
+  // Takes `count` idle workers of device `kind` (longest registered first) for `job_id`, or
+  // FailedPrecondition if there are fewer. They become BUSY. UNSPECIFIED: all of one kind, the
+  // first of CUDA, CPU, EMULATED with enough idle workers.
+  absl::StatusOr<std::vector<WorkerInfo>> Acquire(
+      int count, const std::string& job_id, v1::DeviceKind kind = v1::DEVICE_KIND_UNSPECIFIED);
   // Every worker assigned to `job_id` is unassigned: busy ones become idle.
   void Release(const std::string& job_id);
 
   struct Counts {
     int idle = 0, busy = 0, lost = 0;
   };
-  Counts CountByState() const;
+  // Of device `kind` only, unless UNSPECIFIED.
+  Counts CountByState(v1::DeviceKind kind = v1::DEVICE_KIND_UNSPECIFIED) const;
   std::vector<WorkerInfo> List() const;  // by id
 
  private:

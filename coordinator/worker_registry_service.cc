@@ -27,6 +27,9 @@ grpc::Status WorkerRegistryServiceImpl::RegisterWorker(grpc::ServerContext*,
   r.host = request->host();
   r.cpu_cores = request->cpu_cores();
   r.compute_threads = request->compute_threads();
+  r.device_index = request->device_index();
+  r.device_name = request->device_name();
+  r.compute_capability = request->compute_capability();
   absl::StatusOr<std::string> id = registry_->Register(r);
   if (!id.ok()) return Finish("RegisterWorker", id.status());
   response->set_worker_id(*id);

@@ -40,6 +40,8 @@ v1::JobSpec WithDefaults(const v1::JobSpec& spec) {
   if (p->schedule().empty()) p->set_schedule(kDefaultSchedule);
   v1::MemorySpec* mem = s.mutable_memory();
   if (mem->offload() == v1::OFFLOAD_POLICY_UNSPECIFIED) mem->set_offload(v1::OFFLOAD_POLICY_NONE);
+  v1::ComputeSpec* compute = s.mutable_compute();
+  if (compute->precision() == v1::PRECISION_UNSPECIFIED) compute->set_precision(v1::PRECISION_FP32);
   v1::CheckpointSpec* c = s.mutable_checkpoint();
   if (c->keep_last() == 0) c->set_keep_last(kDefaultKeepLast);
   if (s.max_restarts() == 0) s.set_max_restarts(kDefaultMaxRestarts);
@@ -87,6 +89,12 @@ absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat("model: ", status.message()));
   }
   return c;
+}
+
+v1::DeviceKind RequiredDeviceKind(const v1::JobSpec& spec) {
+  const v1::ComputeSpec& c = spec.compute();
+  if (c.device() != v1::DEVICE_KIND_UNSPECIFIED) return c.device();
+  return c.precision() == v1::PRECISION_BF16 ? v1::DEVICE_KIND_CUDA : v1::DEVICE_KIND_UNSPECIFIED;
 }
 
 int NumMicrobatches(const v1::JobSpec& spec) {

@@ -42,6 +42,10 @@ absl::StatusOr<DataShape> DeclaredDataShape(const v1::JobSpec& spec);
 // differs from the data's or model.vocab_size is below it, or the shape is invalid.
 absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec);
 
+// The kind of worker the job must run on: compute.device, or CUDA for a bf16 job that names
+// none; UNSPECIFIED: any kind (all of the job's workers the same).
+v1::DeviceKind RequiredDeviceKind(const v1::JobSpec& spec);
+
 // training.global_batch / training.microbatch_size (0 if the microbatch size is unset).
 int NumMicrobatches(const v1::JobSpec& spec);
 

@@ -125,6 +125,23 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Bad("memory.host_link_bytes_per_s", mem.host_link_bytes_per_s(), "allowed: >= 0");
   }
 
+  const v1::ComputeSpec& compute = spec.compute();
+  if (!v1::DeviceKind_IsValid(compute.device())) {
+    return Bad("compute.device", static_cast<int>(compute.device()),
+               "allowed: DEVICE_KIND_CPU, DEVICE_KIND_CUDA, DEVICE_KIND_EMULATED, or unset (any)");
+  }
+  if (!v1::Precision_IsValid(compute.precision())) {
+    return Bad("compute.precision", static_cast<int>(compute.precision()),
+               "allowed: PRECISION_FP32, PRECISION_BF16");
+  }
+  if (compute.precision() == v1::PRECISION_BF16 && compute.device() != v1::DEVICE_KIND_CUDA &&
+      compute.device() != v1::DEVICE_KIND_UNSPECIFIED) {
+    return Bad("compute.precision", "PRECISION_BF16",
+               absl::StrCat("needs compute.device DEVICE_KIND_CUDA (",
+                            v1::DeviceKind_Name(compute.device()),
+                            " workers compute in fp32); use PRECISION_FP32 there"));
+  }
+
   const v1::CheckpointSpec& c = spec.checkpoint();
   if (absl::Status s = Range("checkpoint.interval_steps", c.interval_steps(), 0, kMaxSteps);
       !s.ok()) {

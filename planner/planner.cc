@@ -93,6 +93,29 @@ absl::StatusOr<schedule::CostModel> StageCosts(const model::GptConfig& config, i
   return costs;
 }
 
+// The activation bytes a worker may hold: memory.device_budget_bytes, or, when that is 0 and the
+// devices' memory is known, that memory less the most parameter state (values, gradients, AdamW
+// moments) one worker can hold. The bound for that: the even p-way split's first and last
+// stages together (a V schedule puts both on worker 0; any single stage holds no more).
+absl::StatusOr<double> ActivationBudget(const v1::JobSpec& spec, const model::GptConfig& config,
+                                        int p, int mbs, const PlannerOptions& options) {
+  if (spec.memory().device_budget_bytes() > 0 || options.device_memory_bytes <= 0) {
+    return static_cast<double>(spec.memory().device_budget_bytes());
+  }
+  PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> split, model::SplitEvenly(config, p));
+  int64_t parameters = model::EstimateChunkCost(config, split.front(), mbs).parameter_state_bytes;
+  if (p > 1) {
+    parameters += model::EstimateChunkCost(config, split.back(), mbs).parameter_state_bytes;
+  }
+  if (parameters >= options.device_memory_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "memory.device_budget_bytes: the model's parameters, gradients and optimizer state take "
+        "up to ", parameters, " bytes on a worker, more than its device's ",
+        options.device_memory_bytes, " bytes; use more workers or a smaller model"));
+  }
+  return static_cast<double>(options.device_memory_bytes - parameters);
+}
+
 }  // namespace
 
 absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOptions& options) {
@@ -136,7 +159,7 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
   pspec.b = b;
   pspec.w = w;
   pspec.comm = share_costs.comm;
-  const double budget = static_cast<double>(spec.memory().device_budget_bytes());
+  PT_ASSIGN_OR_RETURN(const double budget, ActivationBudget(spec, config, p, mbs, options));
   if (budget > 0) pspec.memory_limit = budget / bytes;
   // Activation offload: the host link, as an offload ratio k for the share-unit plan.
   const v1::OffloadPolicy policy = spec.memory().offload();
@@ -262,6 +285,12 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
                             options.measured->num_stages)
           : absl::StrFormat("analytic (%.0f GFLOP/s per worker assumed)",
                             options.device_flops_per_s / 1e9)));
+  if (spec.memory().device_budget_bytes() <= 0 && budget > 0) {
+    absl::StrAppendFormat(planned.plan.mutable_explanation(),
+                          "; activation budget %.2f MiB: the device's %.2f MiB less parameters, "
+                          "gradients and optimizer state",
+                          budget / (1 << 20), options.device_memory_bytes / double{1 << 20});
+  }
   return planned;
 }
 

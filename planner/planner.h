@@ -44,6 +44,10 @@ struct PlannerOptions {
   double host_h2d_bytes_per_s = 0;
   // Measured times replace the FLOP-rate model when set (see MeasuredStageCosts).
   std::optional<MeasuredStageCosts> measured;
+  // Memory of the job's devices (the smallest, for CUDA workers; 0: unknown or unbounded, as
+  // for CPU workers). With memory.device_budget_bytes 0 the activation budget is then this less
+  // the parameter, gradient and optimizer bytes the busiest worker can hold.
+  int64_t device_memory_bytes = 0;
 };
 
 struct PlannedJob {

@@ -9,6 +9,9 @@
 //       one rank of a plan file, without a coordinator (testing and debugging the runtime);
 //       --resume-from loads CKPT_DIR/step-N (written with the spec's checkpoint settings).
 //
+// --device auto|cpu|cuda|cuda:N (either mode; default auto): where the stage compute runs. auto
+// takes the first CUDA device when one is usable and otherwise the CPU, logging why; an
+// explicit cuda choice that cannot be met exits with the reason (exit code 1).
 // --emulate (either mode) replaces compute by sleeping for the plan's predicted times: EMULATED,
 // for scale tests only. Flags are parsed here and nowhere else.
 #include <malloc.h>
@@ -19,6 +22,8 @@
 #include <string>
 
 #include "glog/logging.h"
+#include "worker/device/device_list.h"
+#include "worker/device/device_selection.h"
 #include "worker/service/plan_file_run.h"
 #include "worker/service/worker_daemon.h"
 
@@ -43,6 +48,7 @@ int main(int argc, char** argv) {
   pipetrain::worker::PlanFileRunConfig plan;
   pipetrain::worker::SessionOptions session;
   double connect_timeout_s = 30, recv_timeout_s = 60;
+  std::string device = "auto";
   app.add_option("--coordinator", daemon.coordinator, "daemon mode: coordinator host:port");
   app.add_option("--listen", daemon.listen, "daemon: Worker gRPC address")->capture_default_str();
   app.add_option("--transport-listen", daemon.transport_listen, "daemon: tensor transport address")
@@ -68,6 +74,10 @@ int main(int argc, char** argv) {
   app.add_option("--start-step", plan.start_step,
                  "plan-file mode: first step to run (the checkpoint's step with --resume-from)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--device", device,
+                 "where the stage compute runs: auto (CUDA when a device is usable, else the CPU), "
+                 "cpu, cuda (device 0) or cuda:N")
+      ->capture_default_str();
   app.add_flag("--emulate", session.emulate,
                "EMULATED compute: sleep for the plan's predicted times (scale tests only)");
   app.add_option("--blas-threads", session.blas_threads, "OpenBLAS threads")
@@ -87,6 +97,15 @@ int main(int argc, char** argv) {
       ->group("");
   CLI11_PARSE(app, argc, argv);
   session.connect_timeout = absl::Seconds(connect_timeout_s);
+  absl::StatusOr<pipetrain::worker::DeviceChoice> choice =
+      pipetrain::worker::SelectDevice(device, *pipetrain::worker::SystemDeviceList());
+  if (!choice.ok()) {
+    std::fprintf(stderr, "pipetrain-worker: %s\n", std::string(choice.status().message()).c_str());
+    return absl::IsInvalidArgument(choice.status()) ? 2 : 1;
+  }
+  if (!choice->fallback_reason.empty()) LOG(INFO) << choice->fallback_reason;
+  LOG(INFO) << "computing on " << pipetrain::worker::Describe(choice->device);
+  session.device = choice->device;
   session.recv_timeout = absl::Seconds(recv_timeout_s);
 
   absl::Status status;

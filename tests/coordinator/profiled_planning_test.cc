@@ -2,12 +2,15 @@
 // for the profiled stage count and scales the analytic FLOPs per action kind otherwise; the job
 // manager asks for the profiling step at Prepare, stores the re-planned job (costs_measured),
 // re-prepares the workers only when the schedule changed, and skips it all for analytic_costs.
+#include <algorithm>
 #include <memory>
 
 #include "coordinator/job_manager.h"
 #include "coordinator/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/cost_model.h"
+#include "model/job_model.h"
 #include "planner/planner.h"
 #include "tests/coordinator/test_util.h"
 #include "tests/fakes/fake_job_store.h"
@@ -57,6 +60,45 @@ TEST(ProfiledPlannerTest, UsesMeasuredTimesForTheProfiledStageCount) {
   // per... here global 4 / microbatch 1 = 4 microbatches); busiest worker = stage 1.
   EXPECT_GT(measured.plan.prediction().makespan_s(), analytic.plan.prediction().makespan_s());
   EXPECT_GE(measured.plan.prediction().makespan_s(), 4 * (0.020 + 0.040 + 0.010));
+}
+
+// A job without a byte budget on devices of known memory gets the device's memory less the
+// parameter state a worker holds; a model whose state alone does not fit is refused.
+TEST(DeviceMemoryPlannerTest, BudgetIsTheDeviceLessTheParameterState) {
+  v1::JobSpec spec = SmallSpec(2, 3);
+  spec.mutable_parallelism()->set_schedule("gpipe");  // peak grows with m: a budget binds
+  spec.mutable_training()->set_global_batch(16);
+  const planner::PlannedJob unlimited = planner::PlanJob(spec).value();
+  const double gpipe_peak = *std::max_element(unlimited.sim.peak_memory.begin(),
+                                              unlimited.sim.peak_memory.end());
+  // Parameter state of the 2-way split's first and last stages (the bound the planner uses).
+  const model::GptConfig config = model::ModelConfig(spec).value();
+  const std::vector<model::ChunkSpec> split = model::SplitEvenly(config, 2).value();
+  const int64_t parameters =
+      model::EstimateChunkCost(config, split[0], 1).parameter_state_bytes +
+      model::EstimateChunkCost(config, split[1], 1).parameter_state_bytes;
+  planner::PlannerOptions options;
+  options.device_memory_bytes = parameters + static_cast<int64_t>(gpipe_peak / 2);
+  absl::StatusOr<planner::PlannedJob> tight = planner::PlanJob(spec, options);
+  EXPECT_EQ(tight.status().code(), absl::StatusCode::kResourceExhausted) << tight.status();
+  EXPECT_THAT(std::string(tight.status().message()), HasSubstr("over the budget of"));
+  // With auto the same memory is enough: it picks a schedule that fits.
+  spec.mutable_parallelism()->set_schedule("auto");
+  absl::StatusOr<planner::PlannedJob> fits = planner::PlanJob(spec, options);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  for (double peak : fits->sim.peak_memory) EXPECT_LE(peak, gpipe_peak / 2);
+  EXPECT_THAT(fits->plan.explanation(), HasSubstr("less parameters, gradients and optimizer"));
+  // An explicit budget wins over the device's memory.
+  spec.mutable_memory()->set_device_budget_bytes(static_cast<int64_t>(gpipe_peak) * 2);
+  spec.mutable_parallelism()->set_schedule("gpipe");
+  EXPECT_TRUE(planner::PlanJob(spec, options).ok());
+  // Parameter state alone over the device: refused, naming the field and the bytes.
+  spec.mutable_memory()->set_device_budget_bytes(0);
+  options.device_memory_bytes = parameters / 2;
+  absl::StatusOr<planner::PlannedJob> too_big = planner::PlanJob(spec, options);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_big.status().message()),
+              HasSubstr("parameters, gradients and optimizer state take up to"));
 }
 
 TEST(ProfiledPlannerTest, ScalesAnalyticFlopsPerKindForAnotherStageCount) {

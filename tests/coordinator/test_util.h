@@ -31,12 +31,16 @@ inline v1::JobSpec SmallSpec(int workers = 2, int steps = 3) {
 }
 
 // Registers fake worker `i` ("w<i>" at 127.0.0.1:(20000+i)); returns its id.
-inline std::string AddWorker(coordinator::WorkerRegistry& registry, int i) {
+inline std::string AddWorker(coordinator::WorkerRegistry& registry, int i,
+                             v1::DeviceKind device = v1::DEVICE_KIND_CPU,
+                             const std::string& host = "", int device_index = 0) {
   coordinator::WorkerRegistration r;
   r.name = absl::StrCat("w", i);
   r.address = absl::StrCat("127.0.0.1:", 20000 + i);
   r.transport_address = absl::StrCat("127.0.0.1:", 30000 + i);
-  r.device = v1::DEVICE_KIND_CPU;
+  r.device = device;
+  r.host = host;
+  r.device_index = device_index;
   return registry.Register(r).value();
 }
 

@@ -8,6 +8,8 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -19,6 +21,7 @@
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/plan_files.h"
 #include "tests/e2e/process_util.h"
+#include "worker/device/device_list.h"
 #include "worker/service/step_line.h"
 
 namespace pipetrain {
@@ -160,6 +163,39 @@ TEST(WorkerProcesses, RunsThePlanFileTheCliWrites) {
     EXPECT_EQ(loss, reference[s]) << "step " << s;
     EXPECT_EQ(steps.at(s).peak_activation_bytes, std::llround(planned->sim.peak_memory[0]));
   }
+}
+
+// --device in the real binary: on a host without a usable GPU (every CI machine), auto computes
+// on the CPU and says why, an explicit cuda exits 1 with the reason, a malformed value exits 2
+// naming the allowed ones.
+TEST(WorkerProcesses, DeviceFlagOnAHostWithoutAGpu) {
+  if (worker::SystemDeviceList()->CudaDevices().ok()) {
+    GTEST_SKIP() << "this host has a usable CUDA device; scripts/gpu_check.sh covers it";
+  }
+  const v1::JobSpec spec = testing::SmallJob("1f1b", 1, 2, 2);
+  auto planned = planner::PlanJob(spec);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  const std::string dir = testing::TempDir();
+  const std::string plan_path = testing::WritePlanFile(spec, planned->plan, dir + "/plan.json");
+  auto run = [&](const std::string& device, const std::string& name) {
+    testing::Process p = testing::Spawn(
+        {PIPETRAIN_WORKER_BIN, "--plan", plan_path, "--rank", "0", "--device", device},
+        dir + "/" + name);
+    std::optional<int> code = testing::WaitFor(p, absl::Seconds(60));
+    return std::make_pair(code.value_or(-1), testing::ReadFile(p.stderr_path));
+  };
+  auto [auto_code, auto_err] = run("auto", "auto");
+  EXPECT_EQ(auto_code, 0) << auto_err;
+  EXPECT_NE(auto_err.find("--device auto: computing on the CPU: "), std::string::npos)
+      << auto_err;
+  EXPECT_NE(auto_err.find("computing on cpu"), std::string::npos) << auto_err;
+  auto [cuda_code, cuda_err] = run("cuda", "cuda");
+  EXPECT_EQ(cuda_code, 1) << cuda_err;
+  EXPECT_NE(cuda_err.find("--device cuda: no usable CUDA device: "), std::string::npos)
+      << cuda_err;
+  auto [bad_code, bad_err] = run("gpu0", "bad");
+  EXPECT_EQ(bad_code, 2) << bad_err;
+  EXPECT_NE(bad_err.find("allowed: auto, cpu, cuda, cuda:N"), std::string::npos) << bad_err;
 }
 
 }  // namespace

@@ -37,6 +37,21 @@ void FakeWorkerClient::Shutdown() {
   for (std::thread& t : runners) t.join();
 }
 
+absl::StatusOr<std::string> FakeWorkerClient::CreateNcclId(const std::string& address,
+                                                           const std::string& job_id,
+                                                           absl::Duration) {
+  absl::MutexLock lock(&mu_);
+  nccl_id_calls_.push_back(address);
+  const absl::Status status = behaviors_[address].nccl_id_status;
+  if (!status.ok()) return status;
+  return absl::StrCat("nccl-id-", nccl_id_calls_.size(), "-", job_id);
+}
+
+std::vector<std::string> FakeWorkerClient::nccl_id_calls() const {
+  absl::MutexLock lock(&mu_);
+  return nccl_id_calls_;
+}
+
 absl::StatusOr<v1::PrepareResponse> FakeWorkerClient::Prepare(const std::string& address,
                                                               const v1::PrepareRequest& request,
                                                               absl::Duration timeout) {

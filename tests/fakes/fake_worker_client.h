@@ -45,6 +45,8 @@ class FakeWorkerClient : public coordinator::WorkerClient {
     // auto-run: "killed while writing checkpoint step-N": leave only a temp file for it and
     // report a failure instead of step N-1 (whose report would carry checkpoint_step N).
     int crash_in_checkpoint = -1;
+    // CreateNcclId: this status, else "nccl-id-<n>" (n counts the calls).
+    absl::Status nccl_id_status;
   };
 
   ~FakeWorkerClient() override;
@@ -63,12 +65,16 @@ class FakeWorkerClient : public coordinator::WorkerClient {
   absl::StatusOr<v1::PrepareResponse> Prepare(const std::string& address,
                                               const v1::PrepareRequest& request,
                                               absl::Duration timeout) override;
+  absl::StatusOr<std::string> CreateNcclId(const std::string& address, const std::string& job_id,
+                                           absl::Duration timeout) override;
   absl::Status Start(const std::string& address, const v1::StartRequest& request,
                      absl::Duration timeout) override;
   absl::Status Abort(const std::string& address, const v1::AbortRequest& request,
                      absl::Duration timeout) override;
 
   std::vector<v1::PrepareRequest> prepared() const;
+  // Addresses CreateNcclId was called on, in order.
+  std::vector<std::string> nccl_id_calls() const;
   int start_calls() const;
   int abort_calls(const std::string& job_id) const;
   bool aborted(const std::string& job_id) const;
@@ -85,6 +91,7 @@ class FakeWorkerClient : public coordinator::WorkerClient {
   std::vector<v1::PrepareRequest> prepared_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::PrepareRequest> by_address_ ABSL_GUARDED_BY(mu_);
   int start_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> nccl_id_calls_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> aborts_ ABSL_GUARDED_BY(mu_);             // by job
   std::map<std::string, int> aborts_by_address_ ABSL_GUARDED_BY(mu_);  // by worker
   std::map<std::string, int> runs_ ABSL_GUARDED_BY(mu_);               // by worker

@@ -11,14 +11,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "model/checkpoint_layout.h"
 #include "model/job_model.h"
 #include "schedule/codec/plan_proto.h"
+#include "worker/device/compute_backend.h"
 #include "worker/model/chunk_checkpoint.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/job_config.h"
 #include "worker/runtime/model_stage_runner.h"
+#include "worker/transport/nccl_link.h"
 #include "worker/transport/tcp_transport.h"
 
 namespace pipetrain::worker {
@@ -60,9 +61,21 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     addresses[peer.rank()] = peer.address();
   }
   const int m = sched.num_microbatches;
-  kernels::CpuBackendOptions backend_options;
+  // The job must run on this worker's kind of device (the coordinator only assigns matching
+  // workers; a plan file can name any).
+  const v1::DeviceKind required = model::RequiredDeviceKind(request.spec());
+  const v1::DeviceKind mine = options.emulate ? v1::DEVICE_KIND_EMULATED : options.device.kind;
+  if (required != v1::DEVICE_KIND_UNSPECIFIED && required != mine) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compute.device: the job needs ", v1::DeviceKind_Name(required), ", this worker is ",
+        v1::DeviceKind_Name(mine), " (", Describe(options.device), ")"));
+  }
+  ComputeBackendOptions backend_options;
   backend_options.blas_threads = options.blas_threads;
-  session->backend_ = std::make_unique<kernels::CpuBackend>(backend_options);
+  backend_options.bf16_gemm = request.spec().compute().precision() == v1::PRECISION_BF16;
+  PT_ASSIGN_OR_RETURN(session->backend_, MakeComputeBackend(options.emulate ? DeviceInfo{}
+                                                                           : options.device,
+                                                            backend_options));
 
   std::vector<int> my_stages;
   std::set<int> peers;
@@ -130,16 +143,45 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     session->runner_ = std::move(runner);
   }
 
-  // Listen on this rank's address, then meet the neighbours.
-  if (listener == nullptr) {
-    const std::string& mine = addresses[rank];
-    const size_t colon = mine.rfind(':');
-    int port = 0;
-    if (colon == std::string::npos || !absl::SimpleAtoi(mine.substr(colon + 1), &port)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("peers[", rank, "].address: \"", mine, "\" is not host:port"));
+  if (request.transport() == v1::TRANSPORT_KIND_NCCL) {
+    if (mine != v1::DEVICE_KIND_CUDA) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "transport: NCCL needs a CUDA worker; this one is ", v1::DeviceKind_Name(mine)));
     }
-    std::string host = mine.substr(0, colon);
+    NcclLinkOptions nccl;
+    nccl.rank = rank;
+    nccl.world_size = sched.num_workers;
+    nccl.unique_id = request.nccl_unique_id();
+    nccl.peers.assign(peers.begin(), peers.end());
+    nccl.device = options.device.index;
+    nccl.timeout = options.recv_timeout;
+    PT_ASSIGN_OR_RETURN(session->transport_, ConnectNccl(nccl));
+  } else {
+    PT_ASSIGN_OR_RETURN(session->transport_,
+                        ConnectTcp(request, rank, addresses, peers, options, std::move(listener)));
+  }
+  session->executor_ =
+      std::make_unique<Executor>(session->schedule_, rank, session->runner_.get(),
+                                 session->transport_.get(),
+                                 ExecutorOptions{options.recv_timeout,
+                                                 request.spec().memory().device_budget_bytes()});
+  return session;
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> WorkerSession::ConnectTcp(
+    const v1::PrepareRequest& request, int rank, const std::vector<std::string>& addresses,
+    const std::set<int>& peers, const SessionOptions& options,
+    std::unique_ptr<TcpListener> listener) {
+  // Listen on this rank's address (unless the caller already does), then meet the neighbours.
+  if (listener == nullptr) {
+    const std::string& address = addresses[rank];
+    const size_t colon = address.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("peers[", rank, "].address: \"", address, "\" is not host:port"));
+    }
+    std::string host = address.substr(0, colon);
     if (host == "localhost") host = "127.0.0.1";
     PT_ASSIGN_OR_RETURN(listener, TcpListener::Bind(host, port));
   }
@@ -151,13 +193,9 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
   // A dial left from an earlier attempt of this job (or another job) is not taken for a link.
   const std::string tag = absl::StrCat(request.job_id(), "#", request.attempt());
   topts.session_tag = XXH3_64bits(tag.data(), tag.size());
-  PT_ASSIGN_OR_RETURN(session->transport_, TcpTransport::Connect(topts, std::move(listener)));
-  session->executor_ =
-      std::make_unique<Executor>(session->schedule_, rank, session->runner_.get(),
-                                 session->transport_.get(),
-                                 ExecutorOptions{options.recv_timeout,
-                                                 request.spec().memory().device_budget_bytes()});
-  return session;
+  PT_ASSIGN_OR_RETURN(std::unique_ptr<TcpTransport> transport,
+                      TcpTransport::Connect(topts, std::move(listener)));
+  return std::unique_ptr<Transport>(std::move(transport));
 }
 
 void WorkerSession::CrashWhileWritingCheckpoint() {

@@ -1,7 +1,9 @@
 // WorkerSession: everything one worker needs to run its part of a job, built from the same
 // PrepareRequest the coordinator sends over gRPC (or a plan file, for pipetrain-worker
 // --plan): the backend, its stage runner (real GPT chunks, or emulated compute when asked),
-// the TCP transport to its pipeline neighbours, and the executor. Run() drives the steps.
+// the transport to its pipeline neighbours (TCP; NCCL when the request says so), and the
+// executor. Run() drives the steps. The backend is the one of SessionOptions::device: the CPU,
+// or a CUDA device.
 //
 // Checkpoints (real compute only): with spec.checkpoint.dir and interval_steps K > 0, after every
 // step whose count of completed steps N is a multiple of K, each rank writes its stages to
@@ -16,13 +18,16 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
 #include "pipetrain/v1/worker.pb.h"
 #include "schedule/schedule.h"
 #include "worker/data/dataset.h"
+#include "worker/device/device_info.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/stage_profiler.h"
 #include "worker/runtime/stage_runner.h"
@@ -34,6 +39,8 @@ namespace pipetrain::worker {
 class ModelStageRunner;
 
 struct SessionOptions {
+  // The device it computes on (pipetrain-worker --device); the CPU by default.
+  DeviceInfo device;
   // EMULATED compute (sleep for the plan's predicted times; real memory and transfers).
   bool emulate = false;
   int blas_threads = 1;
@@ -80,6 +87,11 @@ class WorkerSession {
  private:
   WorkerSession() = default;
   [[noreturn]] void CrashWhileWritingCheckpoint();
+  // The TCP transport to this rank's neighbours (binding `addresses[rank]` unless `listener`).
+  static absl::StatusOr<std::unique_ptr<Transport>> ConnectTcp(
+      const v1::PrepareRequest& request, int rank, const std::vector<std::string>& addresses,
+      const std::set<int>& peers, const SessionOptions& options,
+      std::unique_ptr<TcpListener> listener);
 
   schedule::Schedule schedule_;
   int rank_ = 0;

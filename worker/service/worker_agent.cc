@@ -10,6 +10,7 @@
 #include "glog/logging.h"
 #include "schedule/codec/plan_proto.h"
 #include "worker/service/host_lock.h"
+#include "worker/transport/nccl_link.h"
 
 namespace pipetrain::worker {
 namespace {
@@ -109,6 +110,15 @@ void WorkerAgent::ReapRun() {
     finished = std::move(run_thread_);
   }
   if (finished.joinable()) finished.join();
+}
+
+absl::StatusOr<std::string> WorkerAgent::CreateNcclId(const std::string& job_id) {
+  if (options_.device != v1::DEVICE_KIND_CUDA) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, ": an NCCL id is made by a CUDA worker; this one is ",
+        v1::DeviceKind_Name(options_.device)));
+  }
+  return NewNcclId();
 }
 
 absl::StatusOr<v1::PrepareResponse> WorkerAgent::Prepare(const v1::PrepareRequest& request) {
@@ -311,6 +321,10 @@ void WorkerAgent::HeartbeatLoop() {
       req.set_transport_address(options_.transport_address);
       req.set_metrics_address(options_.metrics_address);
       req.set_device(options_.device);
+      req.set_device_index(options_.device_info.index);
+      req.set_device_name(options_.device_info.name);
+      req.set_compute_capability(options_.device_info.compute_capability);
+      req.set_device_memory_bytes(options_.device_info.total_memory_bytes);
       req.set_d2h_bytes_per_s(options_.d2h_bytes_per_s);
       req.set_h2d_bytes_per_s(options_.h2d_bytes_per_s);
       req.set_name(options_.name);

@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "pipetrain/v1/worker.pb.h"
+#include "worker/device/device_info.h"
 #include "worker/runtime/worker_session.h"
 #include "worker/service/coordinator_client.h"
 #include "worker/service/worker_metrics.h"
@@ -34,7 +35,8 @@ struct WorkerAgentOptions {
   std::string name;               // stable name; re-registration keeps the id
   std::string transport_address;  // host:port peers connect to (bound by the listener below)
   std::string metrics_address;
-  v1::DeviceKind device = v1::DEVICE_KIND_CPU;
+  v1::DeviceKind device = v1::DEVICE_KIND_CPU;  // EMULATED when session.emulate
+  DeviceInfo device_info;                       // what it computes on (session.device)
   // Host link bandwidth measured at start-up (copy_bandwidth.h), reported at registration.
   double d2h_bytes_per_s = 0;
   double h2d_bytes_per_s = 0;
@@ -65,6 +67,9 @@ class WorkerAgent {
   void Shutdown();
 
   absl::StatusOr<v1::PrepareResponse> Prepare(const v1::PrepareRequest& request);
+  // A fresh NCCL communicator id for a launch of `job_id` in which this worker is rank 0
+  // (nccl_link.h); FailedPrecondition unless this worker computes on CUDA in a CUDA build.
+  absl::StatusOr<std::string> CreateNcclId(const std::string& job_id);
   absl::Status StartRun(const v1::StartRequest& request);
   absl::Status Abort(const v1::AbortRequest& request);
 

@@ -12,6 +12,15 @@ grpc::Status WorkerServiceImpl::Prepare(grpc::ServerContext*, const v1::PrepareR
   return grpc::Status::OK;
 }
 
+grpc::Status WorkerServiceImpl::CreateNcclId(grpc::ServerContext*,
+                                             const v1::CreateNcclIdRequest* request,
+                                             v1::CreateNcclIdResponse* response) {
+  absl::StatusOr<std::string> id = agent_->CreateNcclId(request->job_id());
+  if (!id.ok()) return ToGrpc(id.status());
+  response->set_nccl_unique_id(*std::move(id));
+  return grpc::Status::OK;
+}
+
 grpc::Status WorkerServiceImpl::Start(grpc::ServerContext*, const v1::StartRequest* request,
                                       v1::StartResponse*) {
   return ToGrpc(agent_->StartRun(*request));

@@ -16,6 +16,8 @@ class WorkerServiceImpl final : public v1::Worker::Service {
 
   grpc::Status Prepare(grpc::ServerContext* context, const v1::PrepareRequest* request,
                        v1::PrepareResponse* response) override;
+  grpc::Status CreateNcclId(grpc::ServerContext* context, const v1::CreateNcclIdRequest* request,
+                            v1::CreateNcclIdResponse* response) override;
   grpc::Status Start(grpc::ServerContext* context, const v1::StartRequest* request,
                      v1::StartResponse* response) override;
   grpc::Status Abort(grpc::ServerContext* context, const v1::AbortRequest* request,
