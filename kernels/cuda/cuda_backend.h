@@ -42,7 +42,8 @@ struct CudaBackendOptions {
   bool bf16_gemm = false;  // Gemm(): bf16 inputs, fp32 accumulate (attention stays fp32)
   int64_t device_budget_bytes = CountingAllocator::kUnlimited;
   int64_t host_budget_bytes = CountingAllocator::kUnlimited;
-  // cuBLAS workspace, counted as scratch (32 MiB is what cuBLAS asks for on Hopper).
+  // cuBLAS workspace, counted as scratch (32 MiB is what cuBLAS asks for on Hopper); 0 = none
+  // (never cuBLAS's own, uncounted, pool).
   int64_t cublas_workspace_bytes = int64_t{32} << 20;
   // Freed pinned host blocks kept for reuse, at most this many bytes.
   int64_t max_cached_host_bytes = int64_t{8} << 30;
@@ -53,7 +54,8 @@ int CudaDeviceCount();
 
 class CudaBackend : public Backend {
  public:
-  // FailedPrecondition when no CUDA device is visible; Internal on cuBLAS init failure.
+  // FailedPrecondition when no CUDA device is visible; ResourceExhausted when the device budget
+  // cannot hold the cuBLAS workspace; Internal on a CUDA or cuBLAS init failure.
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
   ~CudaBackend() override;
 
