@@ -111,6 +111,7 @@ __global__ void LnBwdInK(const float* dy, const float* x, const float* g, const 
     dx[r * h + j] = rs * (dy[r * h + j] * g[j] - mg - xhat * mgx);
   }
 }
+
 // ---- Column reductions (two passes, cuda_kernels.h) ----
 constexpr int kColTile = 32;  // columns per block (one warp across them: coalesced rows)
 constexpr int kRowLanes = 8;  // threads per column in a block, each summing every 8th row
