@@ -82,14 +82,19 @@ std::string FormatJobStatus(const v1::Job& job) {
     if (job.tokens_per_s() > 0) {
       absl::StrAppendFormat(&out, "  tokens/s                  %8.0f\n", job.tokens_per_s());
     }
-    absl::StrAppend(&out, "  peak activation memory per worker (MiB), predicted / measured:\n");
+    absl::StrAppend(&out,
+                    "  peak activation memory per worker (MiB), predicted / measured; and all "
+                    "memory the worker's allocator held (weights, optimizer, workspace too):\n");
     for (int r = 0; r < pred.peak_activation_bytes_size(); ++r) {
       const double predicted = pred.peak_activation_bytes(r) / 1048576.0;
-      std::string measured = "-";
+      std::string measured = "-", device = "";
       if (r < job.measured_peak_activation_bytes_size()) {
         measured = absl::StrFormat("%.3f", job.measured_peak_activation_bytes(r) / 1048576.0);
       }
-      absl::StrAppendFormat(&out, "    rank %d: %.3f / %s\n", r, predicted, measured);
+      if (r < job.measured_device_peak_bytes_size() && job.measured_device_peak_bytes(r) > 0) {
+        device = absl::StrFormat("; all %.3f", job.measured_device_peak_bytes(r) / 1048576.0);
+      }
+      absl::StrAppendFormat(&out, "    rank %d: %.3f / %s%s\n", r, predicted, measured, device);
     }
   }
   return out;

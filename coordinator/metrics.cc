@@ -64,6 +64,12 @@ struct CoordinatorMetrics::Impl {
           .Name("pipetrain_worker_peak_activation_bytes")
           .Help("Peak activation bytes per rank, predicted by the plan or measured.")
           .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& device_peak =
+      prometheus::BuildGauge()
+          .Name("pipetrain_worker_device_peak_bytes")
+          .Help("All memory the worker's device allocator held at its peak, max over steps "
+                "(weights, gradients, optimizer state, activations, workspace).")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& workers = prometheus::BuildGauge()
                                                        .Name("pipetrain_workers")
                                                        .Help("Registered workers by state.")
@@ -134,6 +140,10 @@ void CoordinatorMetrics::JobStep(const v1::Job& job) {
   for (int r = 0; r < job.measured_peak_activation_bytes_size(); ++r) {
     impl_->peak.Add({{"job_id", id}, {"rank", absl::StrCat(r)}, {"kind", "measured"}})
         .Set(static_cast<double>(job.measured_peak_activation_bytes(r)));
+  }
+  for (int r = 0; r < job.measured_device_peak_bytes_size(); ++r) {
+    impl_->device_peak.Add({{"job_id", id}, {"rank", absl::StrCat(r)}})
+        .Set(static_cast<double>(job.measured_device_peak_bytes(r)));
   }
 }
 

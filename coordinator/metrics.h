@@ -11,6 +11,7 @@
 //   pipetrain_job_tokens_per_second{job_id}                gauge
 //   pipetrain_job_bubble_ratio{job_id,kind}                gauge: kind="predicted" | "measured"
 //   pipetrain_worker_peak_activation_bytes{job_id,rank,kind} gauge: predicted | measured
+//   pipetrain_worker_device_peak_bytes{job_id,rank}        gauge: all memory the allocator held
 //   pipetrain_workers{state}                               gauge: idle | busy | lost
 //   pipetrain_worker_heartbeats_total                      counter
 //   pipetrain_coordinator_rpc_errors_total{method}         counter: RPCs answered with a non-OK status

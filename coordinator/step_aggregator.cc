@@ -56,6 +56,9 @@ void StepAggregator::Apply(const std::vector<std::optional<RankStep>>& ranks, v1
   while (job->measured_peak_activation_bytes_size() < num_ranks_) {
     job->add_measured_peak_activation_bytes(0);
   }
+  while (job->measured_device_peak_bytes_size() < num_ranks_) {
+    job->add_measured_device_peak_bytes(0);
+  }
   int64_t max_duration_ns = 0, max_compute_ns = 0;
   bool any_timings = false;
   for (int r = 0; r < num_ranks_; ++r) {
@@ -68,6 +71,8 @@ void StepAggregator::Apply(const std::vector<std::optional<RankStep>>& ranks, v1
     }
     job->set_measured_peak_activation_bytes(
         r, std::max(job->measured_peak_activation_bytes(r), report.peak_activation_bytes()));
+    job->set_measured_device_peak_bytes(
+        r, std::max(job->measured_device_peak_bytes(r), report.device_peak_bytes()));
     max_duration_ns = std::max(max_duration_ns, report.step_duration_ns());
     if (rs.has_timings) {
       any_timings = true;

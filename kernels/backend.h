@@ -4,19 +4,24 @@
 // last dimension is D and whose other dimensions multiply to N (leading dims are flattened).
 // Device tensors come from device_allocator() (counted; can enforce a budget), host tensors
 // (offload targets) from host_allocator(). Ops validate shapes and locations and return
-// InvalidArgument on a mismatch; they never allocate counted memory for their results (the caller
-// passes preallocated outputs), only uncounted scratch. The checks are written once, in the public
-// ops here (backend.cc); a backend overrides the private Do* methods, which only compute, so the
-// CPU tests of the checks cover every backend.
+// InvalidArgument on a mismatch; they never allocate tensors for their results (the caller
+// passes preallocated outputs), only the scratch a backend needs, which the device allocator
+// counts as scratch (a budget that cannot hold it makes the op fail with ResourceExhausted naming
+// it). The checks are written once, in the public ops here (backend.cc); a backend overrides the
+// private Do* methods, which only compute, so the CPU tests of the checks cover every backend.
+// Ops may run asynchronously (CUDA: queued on the backend's compute stream); an op that returns
+// host values (ToVector, Download, CrossEntropyForward) has waited for what it reads.
 // Determinism: for a fixed backend configuration every op is bitwise deterministic (no atomics in
-// reductions, fixed BLAS thread count).
-// Thread-safety: a Backend instance must be driven by one thread at a time (CUDA: one stream and
-// one cuBLAS handle; CPU: OpenBLAS thread settings are process-wide). The allocators are
-// thread-safe.
+// reductions, fixed BLAS thread count, reduction shapes that depend on the op's shape only).
+// Thread-safety: a Backend instance must be driven by one thread at a time (CUDA: one compute
+// stream and one cuBLAS handle; CPU: OpenBLAS thread settings are process-wide), which need not
+// be the thread that created it. The allocators are thread-safe; copy engines (NewCopyEngine) are
+// driven by their own threads (copy_engine.h).
 #ifndef PIPETRAIN_KERNELS_BACKEND_H_
 #define PIPETRAIN_KERNELS_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "kernels/allocator.h"
+#include "kernels/copy_engine.h"
 #include "kernels/tensor.h"
 
 namespace pipetrain::kernels {
@@ -54,8 +60,11 @@ class Backend {
   virtual absl::string_view name() const = 0;
   virtual CountingAllocator& device_allocator() = 0;
   virtual CountingAllocator& host_allocator() = 0;
-  // Waits for all queued work (no-op on CPU).
+  // Waits for all work queued on this backend (no-op on CPU); not for other backends' work.
   virtual absl::Status Synchronize() = 0;
+  // A new engine for one offload copy thread (copy_engine.h): CPU memcpy; CUDA its own copy
+  // stream ordered after the compute stream by events.
+  virtual absl::StatusOr<std::unique_ptr<CopyEngine>> NewCopyEngine() = 0;
 
   // ---- Allocation helpers (device memory, counted) ----
   absl::StatusOr<Tensor> Empty(const Shape& shape, absl::string_view what);

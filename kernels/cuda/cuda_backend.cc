@@ -1,11 +1,11 @@
-// CudaBackend: allocation, transfers, cuBLAS GEMMs (row-major via the column-major transpose
+// CudaBackend: creation, memory, transfers, cuBLAS GEMMs (row-major via the column-major transpose
 // identity C^T = B^T A^T) and the glue to our kernels.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <array>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -13,31 +13,13 @@
 #include "common/status_macros.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_copy_engine.h"
+#include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_memory.h"
 #include "kernels/shape_checks.h"
 
 namespace pipetrain::kernels::cuda {
-namespace {
-
-class CudaDeviceMemory : public RawMemory {
- public:
-  void* Allocate(size_t bytes) override {
-    void* p = nullptr;
-    return cudaMalloc(&p, bytes == 0 ? 256 : bytes) == cudaSuccess ? p : nullptr;
-  }
-  void Free(void* p) override { cudaFree(p); }
-};
-
-class PinnedHostMemory : public RawMemory {
- public:
-  void* Allocate(size_t bytes) override {
-    void* p = nullptr;
-    return cudaMallocHost(&p, bytes == 0 ? 64 : bytes) == cudaSuccess ? p : nullptr;
-  }
-  void Free(void* p) override { cudaFreeHost(p); }
-};
-
-}  // namespace
 
 int CudaDeviceCount() {
   int count = 0;
@@ -45,15 +27,28 @@ int CudaDeviceCount() {
   return count;
 }
 
-CudaBackend::CudaBackend(const CudaBackendOptions& options)
-    : options_(options),
-      device_(std::make_unique<CountingAllocator>("cuda-device", Location::kDevice,
-                                                  std::make_unique<CudaDeviceMemory>(),
-                                                  options.device_budget_bytes)),
-      host_(std::make_unique<CountingAllocator>("cuda-pinned-host", Location::kHost,
-                                                std::make_unique<PinnedHostMemory>(),
-                                                options.host_budget_bytes)),
-      impl_(std::make_unique<Impl>()) {}
+CudaBackend::Impl::~Impl() {
+  ScopedDevice scope(device);
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  staging.reset();
+  if (handle != nullptr) cublasDestroy(handle);
+  // Returns at once; the pool goes once its last allocation has been freed.
+  if (pool != nullptr) cudaMemPoolDestroy(pool);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options, std::unique_ptr<Impl> impl)
+    : options_(options), impl_(std::move(impl)) {
+  auto pinned = std::make_unique<CachingRawMemory>(MakePinnedHostMemory(options.device),
+                                                   options.max_cached_host_bytes);
+  pinned_cache_ = pinned.get();
+  device_ = std::make_unique<CountingAllocator>(
+      "cuda-device", Location::kDevice,
+      MakeStreamOrderedDeviceMemory(options.device, impl_->pool, impl_->stream),
+      options.device_budget_bytes);
+  host_ = std::make_unique<CountingAllocator>("cuda-pinned-host", Location::kHost,
+                                              std::move(pinned), options.host_budget_bytes);
+}
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     const CudaBackendOptions& options) {
@@ -62,94 +57,156 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     return absl::FailedPreconditionError(absl::StrCat(
         "CUDA device ", options.device, " not available (", count, " visible devices)"));
   }
-  PT_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
-  std::unique_ptr<CudaBackend> be(new CudaBackend(options));
-  PT_CUDA_RETURN_IF_ERROR(cublasCreate(&be->impl_->handle));
+  if (options.cublas_workspace_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cublas_workspace_bytes must be >= 0, got ", options.cublas_workspace_bytes));
+  }
+  PT_CUDA_DEVICE_SCOPE(options.device);
+  auto impl = std::make_unique<Impl>(options.device);
+  PT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
+  PT_ASSIGN_OR_RETURN(impl->pool, CreateCachingDevicePool(options.device));
+  PT_CUDA_RETURN_IF_ERROR(cublasCreate(&impl->handle));
+  PT_CUDA_RETURN_IF_ERROR(cublasSetStream(impl->handle, impl->stream));
   // Deterministic: no atomics-based split-K reductions inside cuBLAS.
-  PT_CUDA_RETURN_IF_ERROR(cublasSetAtomicsMode(be->impl_->handle, CUBLAS_ATOMICS_NOT_ALLOWED));
+  PT_CUDA_RETURN_IF_ERROR(cublasSetAtomicsMode(impl->handle, CUBLAS_ATOMICS_NOT_ALLOWED));
+  PT_ASSIGN_OR_RETURN(impl->staging, HostStaging::Create(impl->stream));
+  std::unique_ptr<CudaBackend> be(new CudaBackend(options, std::move(impl)));
+  // cuBLAS's workspace comes from our counted scratch (after cublasSetStream, which resets it);
+  // 0 bytes means none at all rather than cuBLAS's own uncounted pool.
+  void* workspace = nullptr;
+  if (options.cublas_workspace_bytes > 0) {
+    PT_ASSIGN_OR_RETURN(workspace, be->Scratch(kScratchCublas, options.cublas_workspace_bytes,
+                                               "the cuBLAS workspace"));
+  }
+  PT_CUDA_RETURN_IF_ERROR(cublasSetWorkspace(be->impl_->handle, workspace,
+                                             static_cast<size_t>(options.cublas_workspace_bytes)));
   return be;
 }
 
 CudaBackend::~CudaBackend() {
-  if (impl_->handle != nullptr) cublasDestroy(impl_->handle);
-  for (void* p : impl_->scratch) {
-    if (p != nullptr) cudaFree(p);
-  }
+  ScopedDevice scope(options_.device);
+  if (impl_ != nullptr && impl_->stream != nullptr) cudaStreamSynchronize(impl_->stream);
+  // Scratch goes back to device_ before the allocators go (then impl_: stream, pool, handle).
+  for (ScratchBuffer& s : scratch_) s.Reset();
 }
 
+void* CudaBackend::compute_stream() const { return impl_->stream; }
+
 absl::Status CudaBackend::Synchronize() {
-  PT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  PT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
   return absl::OkStatus();
 }
 
-absl::StatusOr<void*> CudaBackend::Scratch(int slot, size_t bytes) {
-  if (impl_->scratch_bytes[slot] < bytes) {
-    if (impl_->scratch[slot] != nullptr) {
-      PT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-      PT_CUDA_RETURN_IF_ERROR(cudaFree(impl_->scratch[slot]));
-      impl_->scratch[slot] = nullptr;
-      impl_->scratch_bytes[slot] = 0;
-    }
-    PT_CUDA_RETURN_IF_ERROR(cudaMalloc(&impl_->scratch[slot], bytes));
-    impl_->scratch_bytes[slot] = bytes;
-  }
-  return impl_->scratch[slot];
+absl::StatusOr<std::unique_ptr<CopyEngine>> CudaBackend::NewCopyEngine() {
+  return MakeCudaCopyEngine(options_.device, impl_->stream);
 }
 
-absl::StatusOr<const int32_t*> CudaBackend::StageIds(absl::Span<const int32_t> ids) {
-  PT_ASSIGN_OR_RETURN(void* p, Scratch(0, std::max<size_t>(ids.size(), 1) * sizeof(int32_t)));
+absl::StatusOr<int64_t> CudaBackend::PoolReservedBytes() const {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  uint64_t reserved = 0;
   PT_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(p, ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+      cudaMemPoolGetAttribute(impl_->pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  return static_cast<int64_t>(reserved);
+}
+
+absl::StatusOr<void*> CudaBackend::Scratch(ScratchSlot slot, int64_t bytes, const char* op) {
+  ScratchBuffer& buffer = scratch_[slot];
+  bytes = std::max<int64_t>(bytes, 1);
+  if (buffer.bytes() < bytes) {
+    buffer.Reset();  // a stream-ordered free, after the work already queued that used it
+    PT_ASSIGN_OR_RETURN(buffer, device_->AllocateScratch(bytes, op));
+  }
+  return buffer.data();
+}
+
+absl::StatusOr<void*> CudaBackend::Stage(ScratchSlot slot, const void* src, int64_t bytes,
+                                         const char* op) {
+  PT_ASSIGN_OR_RETURN(void* dst, Scratch(slot, bytes, op));
+  PT_RETURN_IF_ERROR(impl_->staging->CopyToDevice(src, static_cast<size_t>(bytes), dst));
+  return dst;
+}
+
+absl::StatusOr<const int32_t*> CudaBackend::StageIds(absl::Span<const int32_t> ids,
+                                                     const char* op) {
+  PT_ASSIGN_OR_RETURN(void* p, Stage(kScratchIds, ids.data(),
+                                     static_cast<int64_t>(ids.size() * sizeof(int32_t)), op));
   return static_cast<const int32_t*>(p);
 }
 
 absl::Status CudaBackend::DoUpload(absl::Span<const float> src, Tensor* dst) {
-  PT_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(dst->data(), src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  if (src.empty()) return absl::OkStatus();
+  PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->data(), src.data(), src.size() * sizeof(float),
+                                          cudaMemcpyHostToDevice, impl_->stream));
+  // From pageable memory the runtime has consumed the source when the call returns; from
+  // page-locked memory (e.g. a host tensor's) the copy is truly queued, and the caller may reuse
+  // the source as soon as we return, so wait for it.
+  cudaPointerAttributes attributes;
+  PT_CUDA_RETURN_IF_ERROR(cudaPointerGetAttributes(&attributes, src.data()));
+  if (attributes.type != cudaMemoryTypeUnregistered) {
+    PT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  }
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoDownload(const Tensor& src, absl::Span<float> dst) {
-  PT_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(dst.data(), src.data(), dst.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  if (dst.empty()) return absl::OkStatus();
+  PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.data(), src.data(), dst.size() * sizeof(float),
+                                          cudaMemcpyDeviceToHost, impl_->stream));
+  PT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
   return absl::OkStatus();
 }
 
 absl::StatusOr<Tensor> CudaBackend::DoCopyToHost(const Tensor& src, absl::string_view what) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   PT_ASSIGN_OR_RETURN(Tensor dst, host_->Allocate(src.shape(), what));
-  PT_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToHost));
+  PT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToHost, impl_->stream));
+  PT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
   return dst;
 }
 
 absl::StatusOr<Tensor> CudaBackend::DoCopyToDevice(const Tensor& src, absl::string_view what) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   PT_ASSIGN_OR_RETURN(Tensor dst, device_->Allocate(src.shape(), what));
-  PT_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst.data(), src.data(), src.bytes(), cudaMemcpyHostToDevice));
+  PT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyHostToDevice, impl_->stream));
+  // The caller may free (and the pinned cache reuse) the source as soon as we return.
+  PT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
   return dst;
 }
 
 absl::Status CudaBackend::DoCopy(const Tensor& src, Tensor* dst) {
-  PT_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(dst->data(), src.data(), src.bytes(), cudaMemcpyDeviceToDevice));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  if (src.numel() == 0 || src.data() == dst->data()) return absl::OkStatus();
+  PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->data(), src.data(), src.bytes(),
+                                          cudaMemcpyDeviceToDevice, impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoFill(float value, Tensor* t) {
-  PT_CUDA_RETURN_IF_ERROR(LaunchFill(t->data(), t->numel(), value));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  PT_CUDA_RETURN_IF_ERROR(LaunchFill(t->data(), t->numel(), value, impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoAddInPlace(const Tensor& x, Tensor* y) {
-  PT_CUDA_RETURN_IF_ERROR(LaunchAddInPlace(x.data(), y->data(), x.numel()));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  PT_CUDA_RETURN_IF_ERROR(LaunchAddInPlace(x.data(), y->data(), x.numel(), impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoAdd(const Tensor& a, const Tensor& b, Tensor* out) {
-  PT_CUDA_RETURN_IF_ERROR(LaunchAdd(a.data(), b.data(), out->data(), a.numel()));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  PT_CUDA_RETURN_IF_ERROR(LaunchAdd(a.data(), b.data(), out->data(), a.numel(), impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                                  float alpha, float beta, Tensor* c) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t m = trans_a ? Cols(a) : Rows(a);
   const int64_t k = trans_a ? Rows(a) : Cols(a);
   const int64_t n = trans_b ? Rows(b) : Cols(b);
@@ -157,10 +214,12 @@ absl::Status CudaBackend::DoGemm(const Tensor& a, bool trans_a, const Tensor& b,
     return impl_->Gemm(trans_a, trans_b, m, n, k, alpha, a.data(), Cols(a), 0, b.data(), Cols(b), 0,
                        beta, c->data(), n, 0, 1);
   }
-  PT_ASSIGN_OR_RETURN(void* a16, Scratch(1, std::max<int64_t>(a.numel(), 1) * 2));
-  PT_ASSIGN_OR_RETURN(void* b16, Scratch(2, std::max<int64_t>(b.numel(), 1) * 2));
-  PT_CUDA_RETURN_IF_ERROR(LaunchToBf16(a.data(), static_cast<uint16_t*>(a16), a.numel()));
-  PT_CUDA_RETURN_IF_ERROR(LaunchToBf16(b.data(), static_cast<uint16_t*>(b16), b.numel()));
+  PT_ASSIGN_OR_RETURN(void* a16, Scratch(kScratchBf16A, a.numel() * 2, "Gemm (bf16 copy of a)"));
+  PT_ASSIGN_OR_RETURN(void* b16, Scratch(kScratchBf16B, b.numel() * 2, "Gemm (bf16 copy of b)"));
+  PT_CUDA_RETURN_IF_ERROR(
+      LaunchToBf16(a.data(), static_cast<uint16_t*>(a16), a.numel(), impl_->stream));
+  PT_CUDA_RETURN_IF_ERROR(
+      LaunchToBf16(b.data(), static_cast<uint16_t*>(b16), b.numel(), impl_->stream));
   PT_CUDA_RETURN_IF_ERROR(cublasGemmEx(
       impl_->handle, Op(trans_b), Op(trans_a), static_cast<int>(n), static_cast<int>(m),
       static_cast<int>(k), &alpha, b16, CUDA_R_16BF, static_cast<int>(Cols(b)), a16, CUDA_R_16BF,
@@ -170,23 +229,32 @@ absl::Status CudaBackend::DoGemm(const Tensor& a, bool trans_a, const Tensor& b,
 }
 
 absl::Status CudaBackend::DoAddBias(const Tensor& bias, Tensor* y) {
-  PT_CUDA_RETURN_IF_ERROR(LaunchAddBias(bias.data(), y->data(), Rows(*y), Cols(*y)));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  PT_CUDA_RETURN_IF_ERROR(LaunchAddBias(bias.data(), y->data(), Rows(*y), Cols(*y), impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoBiasGrad(const Tensor& dy, bool accumulate, Tensor* db) {
-  PT_CUDA_RETURN_IF_ERROR(LaunchBiasGrad(dy.data(), db->data(), Rows(dy), Cols(dy), accumulate));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  const int64_t rows = Rows(dy), cols = Cols(dy);
+  PT_ASSIGN_OR_RETURN(void* partials,
+                      Scratch(kScratchColumnPartials,
+                              ColumnChunks(rows) * cols * static_cast<int64_t>(sizeof(float)),
+                              "BiasGrad (column partial sums)"));
+  PT_CUDA_RETURN_IF_ERROR(LaunchBiasGrad(dy.data(), db->data(), rows, cols, accumulate,
+                                         static_cast<float*>(partials), impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
                                         Tensor* param, Tensor* m, Tensor* v) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t n = grad.numel();
   const float bc1 = 1.0f - std::pow(config.beta1, static_cast<float>(step));
   const float bc2 = 1.0f - std::pow(config.beta2, static_cast<float>(step));
   PT_CUDA_RETURN_IF_ERROR(LaunchAdamW(param->data(), grad.data(), m->data(), v->data(), n,
                                       config.lr, config.beta1, config.beta2, config.eps,
-                                      config.weight_decay, bc1, bc2));
+                                      config.weight_decay, bc1, bc2, impl_->stream));
   return absl::OkStatus();
 }
 

@@ -1,18 +1,39 @@
 // CudaBackend: the CUDA implementation of Backend with the CPU backend's semantics. GEMMs (and
 // the attention GEMMs, as strided-batched calls over heads) use cuBLAS in fp32, or, with
 // CudaBackendOptions::bf16_gemm, bf16 inputs with fp32 accumulation and output for Gemm();
-// everything else runs our kernels (cuda_kernels.h). Device memory is cudaMalloc'ed through the
-// counting device allocator; host tensors are pinned (cudaMallocHost) for fast offload. Work is
-// queued on the legacy default stream; transfers and ops returning host values synchronise.
-// Token ids / targets (host spans) are staged through an uncounted device scratch buffer.
-// Thread-safety: see Backend (one driving thread; the allocators are thread-safe).
+// everything else runs our kernels (cuda_kernels.h).
+//
+// Streams. All work goes to the backend's own non-blocking compute stream (the cuBLAS handle is
+// bound to it), never the legacy default stream, so it neither waits for nor blocks other
+// streams (NCCL, offload copies, other backends). Synchronize() waits for that stream only, and
+// so does every op that returns host values (ToVector, Download, CopyToHost, CopyToDevice,
+// CrossEntropyForward). Host inputs of kernels (token ids, targets) go through pinned staging
+// (host_staging.h) without waiting for the stream.
+//
+// Memory (cuda_memory.h). Device tensors are allocated stream-ordered on the compute stream from
+// a pool of the backend's own that keeps freed memory cached, so a free never synchronises the
+// device; host tensors are pinned and cached by size (kernels/caching_memory.h). Everything the
+// backend holds on the device is counted by device_allocator(): tensors, and as scratch the cuBLAS
+// workspace and every op's scratch (attention backward's heads x T^2 score gradients, bf16 GEMM
+// input copies, staged ids, reduction partials), so bytes in use and the peak are the truth and a
+// budget refuses a scratch buffer with ResourceExhausted naming the op.
+//
+// Device per thread. The device is selected per thread by the CUDA runtime; every entry point
+// (ops, allocator calls, copy engines, Synchronize, destruction) makes options.device current on
+// the calling thread for its duration (cuda_device.h), so a backend on device 1 driven from any
+// thread works on device 1.
+// Thread-safety: see Backend (one driving thread at a time; allocators and copy engines are
+// thread-safe as documented there).
 #ifndef PIPETRAIN_KERNELS_CUDA_CUDA_BACKEND_H_
 #define PIPETRAIN_KERNELS_CUDA_CUDA_BACKEND_H_
 
+#include <array>
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
+#include "kernels/caching_memory.h"
+#include "kernels/scratch_buffer.h"
 
 namespace pipetrain::kernels::cuda {
 
@@ -21,6 +42,11 @@ struct CudaBackendOptions {
   bool bf16_gemm = false;  // Gemm(): bf16 inputs, fp32 accumulate (attention stays fp32)
   int64_t device_budget_bytes = CountingAllocator::kUnlimited;
   int64_t host_budget_bytes = CountingAllocator::kUnlimited;
+  // cuBLAS workspace, counted as scratch (32 MiB is what cuBLAS asks for on Hopper); 0 = none
+  // (never cuBLAS's own, uncounted, pool).
+  int64_t cublas_workspace_bytes = int64_t{32} << 20;
+  // Freed pinned host blocks kept for reuse, at most this many bytes.
+  int64_t max_cached_host_bytes = int64_t{8} << 30;
 };
 
 // Number of visible CUDA devices (0 without a driver or GPU).
@@ -28,7 +54,8 @@ int CudaDeviceCount();
 
 class CudaBackend : public Backend {
  public:
-  // FailedPrecondition when no CUDA device is visible; Internal on cuBLAS init failure.
+  // FailedPrecondition when no CUDA device is visible; ResourceExhausted when the device budget
+  // cannot hold the cuBLAS workspace; Internal on a CUDA or cuBLAS init failure.
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
   ~CudaBackend() override;
 
@@ -36,6 +63,15 @@ class CudaBackend : public Backend {
   CountingAllocator& device_allocator() override { return *device_; }
   CountingAllocator& host_allocator() override { return *host_; }
   absl::Status Synchronize() override;
+  absl::StatusOr<std::unique_ptr<CopyEngine>> NewCopyEngine() override;
+
+  int device() const { return options_.device; }
+  // The compute stream (a cudaStream_t), for tests and for code that must order its own work
+  // against this backend's.
+  void* compute_stream() const;
+  // Device bytes the stream-ordered pool holds from the driver (in use + cached after frees).
+  absl::StatusOr<int64_t> PoolReservedBytes() const;
+  CachingMemoryStats pinned_host_cache() const { return pinned_cache_->stats(); }
 
  private:
   // Backend's ops; the public wrappers in backend.h have checked the arguments.
@@ -87,16 +123,39 @@ class CudaBackend : public Backend {
   absl::Status DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
                              Tensor* param, Tensor* m, Tensor* v) override;
 
+  // One scratch buffer per use, so that buffers used by one op never alias another's.
+  enum ScratchSlot : int {
+    kScratchIds,   // staged token ids / targets
+    kScratchPlan,  // staged embedding gradient plan
+    kScratchEmbedPartials,
+    kScratchColumnPartials,
+    kScratchBf16A,
+    kScratchBf16B,
+    kScratchRowLoss,
+    kScratchArgmax,
+    kScratchAttention,  // attention backward's score gradients, heads x T^2
+    kScratchCublas,     // the cuBLAS workspace
+    kNumScratchSlots,
+  };
+
   struct Impl;
-  explicit CudaBackend(const CudaBackendOptions& options);
-  // Uncounted device scratch of at least `bytes` (grows, never shrinks).
-  absl::StatusOr<void*> Scratch(int slot, size_t bytes);
-  absl::StatusOr<const int32_t*> StageIds(absl::Span<const int32_t> ids);
+  CudaBackend(const CudaBackendOptions& options, std::unique_ptr<Impl> impl);
+  // Counted device scratch of at least `bytes` for `op` (grows, never shrinks; a grown buffer's
+  // old memory is freed in stream order, after the work that used it).
+  absl::StatusOr<void*> Scratch(ScratchSlot slot, int64_t bytes, const char* op);
+  // Copies host data to the device scratch `slot` in stream order (host_staging.h).
+  absl::StatusOr<void*> Stage(ScratchSlot slot, const void* src, int64_t bytes, const char* op);
+  absl::StatusOr<const int32_t*> StageIds(absl::Span<const int32_t> ids, const char* op);
 
   CudaBackendOptions options_;
+  // Declared first, destroyed last: the stream, the pool and the cuBLAS handle outlive every
+  // allocation and every free.
+  std::unique_ptr<Impl> impl_;
+  CachingRawMemory* pinned_cache_ = nullptr;  // owned by host_
   std::unique_ptr<CountingAllocator> device_;
   std::unique_ptr<CountingAllocator> host_;
-  std::unique_ptr<Impl> impl_;
+  // Declared last, destroyed first: returned to device_ before it goes.
+  std::array<ScratchBuffer, kNumScratchSlots> scratch_;
 };
 
 }  // namespace pipetrain::kernels::cuda

@@ -1,26 +1,35 @@
-// CudaBackend::Impl: the cuBLAS handle, uncounted scratch buffers and a row-major
+// CudaBackend::Impl: the CUDA objects a CudaBackend owns (compute stream, device memory pool,
+// cuBLAS handle bound to the stream, pinned staging of host inputs) and a row-major
 // strided-batched GEMM helper shared by the CudaBackend translation units. Internal header.
 // Thread-safety: owned by one CudaBackend; same rules.
 #ifndef PIPETRAIN_KERNELS_CUDA_CUDA_BACKEND_IMPL_H_
 #define PIPETRAIN_KERNELS_CUDA_CUDA_BACKEND_IMPL_H_
 
 #include <cublas_v2.h>
+#include <cuda_runtime.h>
 
-#include <array>
 #include <cstddef>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/host_staging.h"
 
 namespace pipetrain::kernels::cuda {
 
 inline cublasOperation_t Op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
 struct CudaBackend::Impl {
+  explicit Impl(int device) : device(device) {}
+  // Waits for the stream, then destroys everything (with the device current).
+  ~Impl();
+
+  const int device;
+  cudaStream_t stream = nullptr;
+  cudaMemPool_t pool = nullptr;
   cublasHandle_t handle = nullptr;
-  std::array<void*, 4> scratch{};
-  std::array<size_t, 4> scratch_bytes{};
+  std::unique_ptr<HostStaging> staging;
 
   // Row-major strided-batched GEMM with cblas-like arguments.
   absl::Status Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

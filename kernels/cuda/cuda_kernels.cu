@@ -1,8 +1,11 @@
 // pipetrain's own CUDA kernels: elementwise ops, row-wise reductions (block per row, fixed tree),
-// column reductions (thread per column, sequential over rows) and AdamW.
+// two-pass column reductions, the embedding gradients and AdamW (cuda_kernels.h says how each
+// reduction stays deterministic).
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cfloat>
+#include <climits>
 
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -65,29 +68,11 @@ __global__ void AddInPlaceK(const float* x, float* y, int64_t n) {
 __global__ void AddBiasK(const float* bias, float* y, int64_t rows, int64_t cols) {
   PT_GRID_LOOP(i, rows * cols) y[i] += bias[i % cols];
 }
-__global__ void BiasGradK(const float* dy, float* db, int64_t rows, int64_t cols, bool acc) {
-  PT_GRID_LOOP(j, cols) {
-    float s = acc ? db[j] : 0.0f;
-    for (int64_t r = 0; r < rows; ++r) s += dy[r * cols + j];
-    db[j] = s;
-  }
-}
 __global__ void EmbedFwdK(const int32_t* ids, int64_t n, int64_t t, const float* wte,
                           const float* wpe, float* out, int64_t h) {
   PT_GRID_LOOP(k, n * h) {
     const int64_t i = k / h, j = k % h;
     out[k] = wte[static_cast<int64_t>(ids[i]) * h + j] + wpe[(i % t) * h + j];
-  }
-}
-// Thread per hidden column; tokens in order, so the scatter-add is race-free and deterministic.
-__global__ void EmbedBwdK(const int32_t* ids, int64_t n, int64_t t, const float* dout, float* dwte,
-                          float* dwpe, int64_t h) {
-  PT_GRID_LOOP(j, h) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float d = dout[i * h + j];
-      dwte[static_cast<int64_t>(ids[i]) * h + j] += d;
-      dwpe[(i % t) * h + j] += d;
-    }
   }
 }
 __global__ void LnFwdK(const float* x, const float* g, const float* b, float* y, float* mean,
@@ -126,18 +111,104 @@ __global__ void LnBwdInK(const float* dy, const float* x, const float* g, const 
     dx[r * h + j] = rs * (dy[r * h + j] * g[j] - mg - xhat * mgx);
   }
 }
-__global__ void LnBwdWK(const float* dy, const float* x, const float* mean, const float* rstd,
-                        float* dg, float* db, int64_t rows, int64_t h, bool acc) {
-  PT_GRID_LOOP(j, h) {
-    float sg = acc ? dg[j] : 0.0f, sb = acc ? db[j] : 0.0f;
-    for (int64_t r = 0; r < rows; ++r) {
-      sg += dy[r * h + j] * ((x[r * h + j] - mean[r]) * rstd[r]);
-      sb += dy[r * h + j];
-    }
-    dg[j] = sg;
-    db[j] = sb;
+
+// ---- Column reductions (two passes, cuda_kernels.h) ----
+constexpr int kColTile = 32;  // columns per block (one warp across them: coalesced rows)
+constexpr int kRowLanes = 8;  // threads per column in a block, each summing every 8th row
+
+// Folds the kRowLanes values of each column in `sh` with a fixed tree; lane 0 ends with the sum.
+__device__ void FoldLanes(float (*sh)[kColTile + 1]) {
+  __syncthreads();
+  for (int s = kRowLanes / 2; s > 0; s >>= 1) {
+    if (threadIdx.y < s) sh[threadIdx.y][threadIdx.x] += sh[threadIdx.y + s][threadIdx.x];
+    __syncthreads();
   }
 }
+
+// Pass 1: block (kColTile, kRowLanes), grid (column tiles, chunks). part_b[c,j] = sum of dy over
+// chunk c's rows; with kLayerNorm also part_a[c,j] = sum of dy * xhat.
+template <bool kLayerNorm>
+__global__ void ColumnPartialsK(const float* dy, const float* x, const float* mean,
+                                const float* rstd, int64_t rows, int64_t cols, int64_t chunk_rows,
+                                float* part_a, float* part_b) {
+  __shared__ float sa[kRowLanes][kColTile + 1];
+  __shared__ float sb[kRowLanes][kColTile + 1];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  float a = 0.0f, b = 0.0f;
+  if (j < cols) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
+      const float d = dy[r * cols + j];
+      if (kLayerNorm) a += d * ((x[r * cols + j] - mean[r]) * rstd[r]);
+      b += d;
+    }
+  }
+  sa[threadIdx.y][threadIdx.x] = a;
+  sb[threadIdx.y][threadIdx.x] = b;
+  FoldLanes(sb);
+  if (kLayerNorm) FoldLanes(sa);
+  if (threadIdx.y == 0 && j < cols) {
+    part_b[blockIdx.y * cols + j] = sb[0][threadIdx.x];
+    if (kLayerNorm) part_a[blockIdx.y * cols + j] = sa[0][threadIdx.x];
+  }
+}
+
+// Pass 2: block (kColTile, kRowLanes), grid (column tiles). out[j] = (acc ? out[j] : 0) + the
+// chunks' partials, lane y summing chunks y, y + 8, ... in order, then the fixed tree.
+__global__ void ColumnFinishK(const float* part, int64_t chunks, int64_t cols, float* out,
+                              bool acc) {
+  __shared__ float sh[kRowLanes][kColTile + 1];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
+  float s = 0.0f;
+  if (j < cols) {
+    for (int64_t c = threadIdx.y; c < chunks; c += kRowLanes) s += part[c * cols + j];
+  }
+  sh[threadIdx.y][threadIdx.x] = s;
+  FoldLanes(sh);
+  if (threadIdx.y == 0 && j < cols) out[j] = (acc ? out[j] : 0.0f) + sh[0][threadIdx.x];
+}
+
+// ---- Embedding gradients ----
+constexpr int kEmbedCols = 256;  // columns per block; grid (plan entries, column tiles)
+
+// Pass 1: partial[s,j] = sum of dout over segment s's tokens, in order.
+__global__ void EmbedSegmentsK(const int32_t* plan, int64_t segments_offset, const float* dout,
+                               float* partial, int64_t h) {
+  const int64_t j = static_cast<int64_t>(blockIdx.y) * kEmbedCols + threadIdx.x;
+  if (j >= h) return;
+  const int32_t* seg = plan + segments_offset + 2 * static_cast<int64_t>(blockIdx.x);
+  float acc = 0.0f;
+  for (int32_t p = seg[0]; p < seg[1]; ++p) acc += dout[static_cast<int64_t>(plan[p]) * h + j];
+  partial[static_cast<int64_t>(blockIdx.x) * h + j] = acc;
+}
+
+// Pass 2, one block row per distinct id: its tokens (light id) or its segments' sums, in order.
+__global__ void EmbedRowsK(const int32_t* plan, int64_t rows_offset, const float* dout,
+                           const float* partial, float* dwte, int64_t h) {
+  const int64_t j = static_cast<int64_t>(blockIdx.y) * kEmbedCols + threadIdx.x;
+  if (j >= h) return;
+  const int32_t* row = plan + rows_offset + 5 * static_cast<int64_t>(blockIdx.x);
+  float* w = dwte + static_cast<int64_t>(row[0]) * h + j;
+  float acc = *w;
+  if (row[3] == row[4]) {
+    for (int32_t p = row[1]; p < row[2]; ++p) acc += dout[static_cast<int64_t>(plan[p]) * h + j];
+  } else {
+    for (int32_t s = row[3]; s < row[4]; ++s) acc += partial[static_cast<int64_t>(s) * h + j];
+  }
+  *w = acc;
+}
+
+// Thread per (position, column); the batch's tokens at that position in token order.
+__global__ void EmbedPositionsK(const float* dout, int64_t n, int64_t t, float* dwpe, int64_t h) {
+  PT_GRID_LOOP(k, t * h) {
+    const int64_t p = k / h, j = k % h;
+    float acc = dwpe[k];
+    for (int64_t i = p; i < n; i += t) acc += dout[i * h + j];
+    dwpe[k] = acc;
+  }
+}
+
 constexpr float kGeluC = 0.7978845608028654f;
 constexpr float kGeluA = 0.044715f;
 __global__ void GeluFwdK(const float* x, float* y, int64_t n) {
@@ -188,8 +259,10 @@ __global__ void CeFwdK(const float* logits, const int32_t* targets, float* probs
   __shared__ int si[kThreads];
   const int64_t r = blockIdx.x;
   const float* lr = logits + r * v;
-  float best = -FLT_MAX;
-  int bi = 0x7fffffff;
+  // As the CPU backend: the first logit greater than everything before it, starting from -inf;
+  // INT_MAX marks "none found", and a row where none is found (all -inf or NaN) answers 0.
+  float best = __int_as_float(0xff800000);  // -inf
+  int bi = INT_MAX;
   for (int64_t j = threadIdx.x; j < v; j += kThreads) {
     if (lr[j] > best) {
       best = lr[j];
@@ -205,7 +278,7 @@ __global__ void CeFwdK(const float* logits, const int32_t* targets, float* probs
   const float inv = 1.0f / sum;
   for (int64_t j = threadIdx.x; j < v; j += kThreads) probs[r * v + j] = expf(lr[j] - mx) * inv;
   if (threadIdx.x == 0) {
-    argmax[r] = arg;
+    argmax[r] = arg == INT_MAX ? 0 : arg;
     const int32_t t = targets[r];
     row_loss[r] = t < 0 ? 0.0f : logf(sum) + mx - lr[t];
   }
@@ -233,93 +306,157 @@ __global__ void ToBf16K(const float* x, __nv_bfloat16* y, int64_t n) {
 
 }  // namespace
 
-cudaError_t LaunchFill(float* p, int64_t n, float v) {
-  FillK<<<Blocks(n), kThreads>>>(p, n, v);
+cudaError_t LaunchFill(float* p, int64_t n, float v, cudaStream_t stream) {
+  FillK<<<Blocks(n), kThreads, 0, stream>>>(p, n, v);
   return cudaGetLastError();
 }
-cudaError_t LaunchAdd(const float* a, const float* b, float* out, int64_t n) {
-  AddK<<<Blocks(n), kThreads>>>(a, b, out, n);
+cudaError_t LaunchAdd(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
+  AddK<<<Blocks(n), kThreads, 0, stream>>>(a, b, out, n);
   return cudaGetLastError();
 }
-cudaError_t LaunchAddInPlace(const float* x, float* y, int64_t n) {
-  AddInPlaceK<<<Blocks(n), kThreads>>>(x, y, n);
+cudaError_t LaunchAddInPlace(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  AddInPlaceK<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
   return cudaGetLastError();
 }
-cudaError_t LaunchAddBias(const float* bias, float* y, int64_t rows, int64_t cols) {
-  AddBiasK<<<Blocks(rows * cols), kThreads>>>(bias, y, rows, cols);
+cudaError_t LaunchAddBias(const float* bias, float* y, int64_t rows, int64_t cols,
+                          cudaStream_t stream) {
+  AddBiasK<<<Blocks(rows * cols), kThreads, 0, stream>>>(bias, y, rows, cols);
   return cudaGetLastError();
 }
-cudaError_t LaunchBiasGrad(const float* dy, float* db, int64_t rows, int64_t cols,
-                           bool accumulate) {
-  BiasGradK<<<Blocks(cols), kThreads>>>(dy, db, rows, cols, accumulate);
+
+int64_t ColumnChunkRows(int64_t rows) {
+  // At least 128 rows (16 per row lane) so pass 1 has work per thread, at most 1024 chunks so
+  // pass 2 stays short; a multiple of the row lanes. A function of `rows` only: determinism.
+  const int64_t r = std::max<int64_t>(128, (rows + 1023) / 1024);
+  return (r + kRowLanes - 1) / kRowLanes * kRowLanes;
+}
+int64_t ColumnChunks(int64_t rows) {
+  const int64_t per = ColumnChunkRows(rows);
+  return std::max<int64_t>(1, (rows + per - 1) / per);
+}
+
+namespace {
+
+cudaError_t LaunchColumnReduce(bool layer_norm, const float* dy, const float* x, const float* mean,
+                               const float* rstd, int64_t rows, int64_t cols, float* out_a,
+                               float* out_b, bool accumulate, float* partials,
+                               cudaStream_t stream) {
+  if (cols == 0) return cudaSuccess;
+  const int64_t chunks = ColumnChunks(rows);
+  const dim3 block(kColTile, kRowLanes);
+  const unsigned tiles = static_cast<unsigned>((cols + kColTile - 1) / kColTile);
+  float* part_b = partials;
+  float* part_a = partials + chunks * cols;  // LayerNorm only
+  const dim3 grid1(tiles, static_cast<unsigned>(chunks));
+  if (layer_norm) {
+    ColumnPartialsK<true><<<grid1, block, 0, stream>>>(dy, x, mean, rstd, rows, cols,
+                                                       ColumnChunkRows(rows), part_a, part_b);
+  } else {
+    ColumnPartialsK<false><<<grid1, block, 0, stream>>>(dy, nullptr, nullptr, nullptr, rows, cols,
+                                                        ColumnChunkRows(rows), nullptr, part_b);
+  }
+  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  ColumnFinishK<<<tiles, block, 0, stream>>>(part_b, chunks, cols, out_b, accumulate);
+  if (layer_norm) {
+    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+    ColumnFinishK<<<tiles, block, 0, stream>>>(part_a, chunks, cols, out_a, accumulate);
+  }
   return cudaGetLastError();
 }
+
+}  // namespace
+
+cudaError_t LaunchBiasGrad(const float* dy, float* db, int64_t rows, int64_t cols, bool accumulate,
+                           float* partials, cudaStream_t stream) {
+  return LaunchColumnReduce(false, dy, nullptr, nullptr, nullptr, rows, cols, nullptr, db,
+                            accumulate, partials, stream);
+}
+cudaError_t LaunchLayerNormBackwardWeight(const float* dy, const float* x, const float* mean,
+                                          const float* rstd, float* dg, float* db, int64_t rows,
+                                          int64_t h, bool accumulate, float* partials,
+                                          cudaStream_t stream) {
+  return LaunchColumnReduce(true, dy, x, mean, rstd, rows, h, dg, db, accumulate, partials, stream);
+}
+
 cudaError_t LaunchEmbeddingForward(const int32_t* ids, int64_t n, int64_t seq_len, const float* wte,
-                                   const float* wpe, float* out, int64_t h) {
-  EmbedFwdK<<<Blocks(n * h), kThreads>>>(ids, n, seq_len, wte, wpe, out, h);
+                                   const float* wpe, float* out, int64_t h, cudaStream_t stream) {
+  EmbedFwdK<<<Blocks(n * h), kThreads, 0, stream>>>(ids, n, seq_len, wte, wpe, out, h);
   return cudaGetLastError();
 }
-cudaError_t LaunchEmbeddingBackward(const int32_t* ids, int64_t n, int64_t seq_len,
-                                    const float* dout, float* dwte, float* dwpe, int64_t h) {
-  EmbedBwdK<<<Blocks(h), kThreads>>>(ids, n, seq_len, dout, dwte, dwpe, h);
+cudaError_t LaunchEmbeddingBackwardTable(const int32_t* plan, int64_t rows_offset, int64_t num_rows,
+                                         int64_t segments_offset, int64_t num_segments,
+                                         const float* dout, float* dwte, int64_t h, float* partials,
+                                         cudaStream_t stream) {
+  if (num_rows == 0 || h == 0) return cudaSuccess;
+  const unsigned tiles = static_cast<unsigned>((h + kEmbedCols - 1) / kEmbedCols);
+  if (num_segments > 0) {
+    EmbedSegmentsK<<<dim3(static_cast<unsigned>(num_segments), tiles), kEmbedCols, 0, stream>>>(
+        plan, segments_offset, dout, partials, h);
+    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  }
+  EmbedRowsK<<<dim3(static_cast<unsigned>(num_rows), tiles), kEmbedCols, 0, stream>>>(
+      plan, rows_offset, dout, partials, dwte, h);
+  return cudaGetLastError();
+}
+cudaError_t LaunchEmbeddingBackwardPositions(const float* dout, int64_t n, int64_t seq_len,
+                                             float* dwpe, int64_t h, cudaStream_t stream) {
+  EmbedPositionsK<<<Blocks(seq_len * h), kThreads, 0, stream>>>(dout, n, seq_len, dwpe, h);
   return cudaGetLastError();
 }
 cudaError_t LaunchLayerNormForward(const float* x, const float* g, const float* b, float* y,
-                                   float* mean, float* rstd, int64_t rows, int64_t h, float eps) {
+                                   float* mean, float* rstd, int64_t rows, int64_t h, float eps,
+                                   cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  LnFwdK<<<static_cast<unsigned>(rows), kThreads>>>(x, g, b, y, mean, rstd, h, eps);
+  LnFwdK<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, g, b, y, mean, rstd, h, eps);
   return cudaGetLastError();
 }
 cudaError_t LaunchLayerNormBackwardInput(const float* dy, const float* x, const float* g,
                                          const float* mean, const float* rstd, float* dx,
-                                         int64_t rows, int64_t h) {
+                                         int64_t rows, int64_t h, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  LnBwdInK<<<static_cast<unsigned>(rows), kThreads>>>(dy, x, g, mean, rstd, dx, h);
+  LnBwdInK<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(dy, x, g, mean, rstd, dx, h);
   return cudaGetLastError();
 }
-cudaError_t LaunchLayerNormBackwardWeight(const float* dy, const float* x, const float* mean,
-                                          const float* rstd, float* dg, float* db, int64_t rows,
-                                          int64_t h, bool accumulate) {
-  LnBwdWK<<<Blocks(h), kThreads>>>(dy, x, mean, rstd, dg, db, rows, h, accumulate);
+cudaError_t LaunchGeluForward(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  GeluFwdK<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
   return cudaGetLastError();
 }
-cudaError_t LaunchGeluForward(const float* x, float* y, int64_t n) {
-  GeluFwdK<<<Blocks(n), kThreads>>>(x, y, n);
+cudaError_t LaunchGeluBackward(const float* dy, const float* x, float* dx, int64_t n,
+                               cudaStream_t stream) {
+  GeluBwdK<<<Blocks(n), kThreads, 0, stream>>>(dy, x, dx, n);
   return cudaGetLastError();
 }
-cudaError_t LaunchGeluBackward(const float* dy, const float* x, float* dx, int64_t n) {
-  GeluBwdK<<<Blocks(n), kThreads>>>(dy, x, dx, n);
-  return cudaGetLastError();
-}
-cudaError_t LaunchCausalSoftmax(float* s, int64_t rows, int64_t t) {
+cudaError_t LaunchCausalSoftmax(float* s, int64_t rows, int64_t t, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  CausalSoftmaxK<<<static_cast<unsigned>(rows), kThreads>>>(s, t);
+  CausalSoftmaxK<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(s, t);
   return cudaGetLastError();
 }
 cudaError_t LaunchCausalSoftmaxBackward(const float* p, float* ds, int64_t rows, int64_t t,
-                                        float scale) {
+                                        float scale, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  CausalSoftmaxBwdK<<<static_cast<unsigned>(rows), kThreads>>>(p, ds, t, scale);
+  CausalSoftmaxBwdK<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, ds, t, scale);
   return cudaGetLastError();
 }
 cudaError_t LaunchCrossEntropyForward(const float* logits, const int32_t* targets, float* probs,
-                                      float* row_loss, int32_t* argmax, int64_t rows, int64_t v) {
+                                      float* row_loss, int32_t* argmax, int64_t rows, int64_t v,
+                                      cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  CeFwdK<<<static_cast<unsigned>(rows), kThreads>>>(logits, targets, probs, row_loss, argmax, v);
+  CeFwdK<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, probs, row_loss,
+                                                               argmax, v);
   return cudaGetLastError();
 }
 cudaError_t LaunchCrossEntropyBackward(const float* probs, const int32_t* targets, float* dl,
-                                       int64_t rows, int64_t v, float scale) {
-  CeBwdK<<<Blocks(rows * v), kThreads>>>(probs, targets, dl, rows, v, scale);
+                                       int64_t rows, int64_t v, float scale, cudaStream_t stream) {
+  CeBwdK<<<Blocks(rows * v), kThreads, 0, stream>>>(probs, targets, dl, rows, v, scale);
   return cudaGetLastError();
 }
 cudaError_t LaunchAdamW(float* p, const float* g, float* m, float* v, int64_t n, float lr, float b1,
-                        float b2, float eps, float wd, float bc1, float bc2) {
-  AdamWK<<<Blocks(n), kThreads>>>(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+                        float b2, float eps, float wd, float bc1, float bc2, cudaStream_t stream) {
+  AdamWK<<<Blocks(n), kThreads, 0, stream>>>(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
   return cudaGetLastError();
 }
-cudaError_t LaunchToBf16(const float* x, uint16_t* y, int64_t n) {
-  ToBf16K<<<Blocks(n), kThreads>>>(x, reinterpret_cast<__nv_bfloat16*>(y), n);
+cudaError_t LaunchToBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+  ToBf16K<<<Blocks(n), kThreads, 0, stream>>>(x, reinterpret_cast<__nv_bfloat16*>(y), n);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,6 @@
 // CudaBackend: embedding, layernorm, GELU, attention (cuBLAS strided-batched GEMMs over heads +
 // our masked softmax kernels) and cross-entropy.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -7,52 +8,77 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/embedding_grad_plan.h"
 #include "kernels/shape_checks.h"
 
 namespace pipetrain::kernels::cuda {
 
 absl::Status CudaBackend::DoEmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len,
                                              const Tensor& wte, const Tensor& wpe, Tensor* out) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t h = Cols(wte);
-  PT_ASSIGN_OR_RETURN(const int32_t* d_ids, StageIds(ids));
-  PT_CUDA_RETURN_IF_ERROR(
-      LaunchEmbeddingForward(d_ids, n, seq_len, wte.data(), wpe.data(), out->data(), h));
+  PT_ASSIGN_OR_RETURN(const int32_t* d_ids, StageIds(ids, "EmbeddingForward (token ids)"));
+  PT_CUDA_RETURN_IF_ERROR(LaunchEmbeddingForward(d_ids, n, seq_len, wte.data(), wpe.data(),
+                                                 out->data(), h, impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoEmbeddingBackward(absl::Span<const int32_t> ids, int64_t seq_len,
                                               const Tensor& dout, bool accumulate, Tensor* dwte,
                                               Tensor* dwpe) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t h = Cols(*dwte);
   if (!accumulate) {
     PT_RETURN_IF_ERROR(Fill(0.0f, dwte));
     PT_RETURN_IF_ERROR(Fill(0.0f, dwpe));
   }
-  PT_ASSIGN_OR_RETURN(const int32_t* d_ids, StageIds(ids));
+  // Table: tokens grouped by id on the host, summed in a fixed order (embedding_grad_plan.h).
+  const EmbeddingGradPlan plan = BuildEmbeddingGradPlan(ids, Rows(*dwte));
+  PT_ASSIGN_OR_RETURN(void* d_plan,
+                      Stage(kScratchPlan, plan.packed.data(),
+                            static_cast<int64_t>(plan.packed.size() * sizeof(int32_t)),
+                            "EmbeddingBackward (gradient plan)"));
+  float* partials = nullptr;
+  if (plan.num_segments > 0) {
+    PT_ASSIGN_OR_RETURN(
+        void* p,
+        Scratch(kScratchEmbedPartials, plan.num_segments * h * static_cast<int64_t>(sizeof(float)),
+                "EmbeddingBackward (segment partial sums)"));
+    partials = static_cast<float*>(p);
+  }
   PT_CUDA_RETURN_IF_ERROR(
-      LaunchEmbeddingBackward(d_ids, n, seq_len, dout.data(), dwte->data(), dwpe->data(), h));
+      LaunchEmbeddingBackwardTable(static_cast<const int32_t*>(d_plan), plan.rows_offset(),
+                                   plan.num_rows, plan.segments_offset(), plan.num_segments,
+                                   dout.data(), dwte->data(), h, partials, impl_->stream));
+  // Positions: each (position, column) sums its batch's tokens in token order.
+  PT_CUDA_RETURN_IF_ERROR(
+      LaunchEmbeddingBackwardPositions(dout.data(), n, seq_len, dwpe->data(), h, impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoLayerNormForward(const Tensor& x, const Tensor& gamma,
                                              const Tensor& beta, Tensor* y, Tensor* mean,
                                              Tensor* rstd) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t rows = Rows(x), h = Cols(x);
   PT_CUDA_RETURN_IF_ERROR(LaunchLayerNormForward(x.data(), gamma.data(), beta.data(), y->data(),
-                                                 mean->data(), rstd->data(), rows, h,
-                                                 kLayerNormEps));
+                                                 mean->data(), rstd->data(), rows, h, kLayerNormEps,
+                                                 impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoLayerNormBackwardInput(const Tensor& dy, const Tensor& x,
                                                    const Tensor& gamma, const Tensor& mean,
                                                    const Tensor& rstd, Tensor* dx) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t rows = Rows(x), h = Cols(x);
-  PT_CUDA_RETURN_IF_ERROR(LaunchLayerNormBackwardInput(
-      dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx->data(), rows, h));
+  PT_CUDA_RETURN_IF_ERROR(LaunchLayerNormBackwardInput(dy.data(), x.data(), gamma.data(),
+                                                       mean.data(), rstd.data(), dx->data(), rows,
+                                                       h, impl_->stream));
   return absl::OkStatus();
 }
 
@@ -60,25 +86,34 @@ absl::Status CudaBackend::DoLayerNormBackwardWeight(const Tensor& dy, const Tens
                                                     const Tensor& mean, const Tensor& rstd,
                                                     bool accumulate, Tensor* dgamma,
                                                     Tensor* dbeta) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t rows = Rows(x), h = Cols(x);
-  PT_CUDA_RETURN_IF_ERROR(LaunchLayerNormBackwardWeight(dy.data(), x.data(), mean.data(),
-                                                        rstd.data(), dgamma->data(), dbeta->data(),
-                                                        rows, h, accumulate));
+  PT_ASSIGN_OR_RETURN(void* partials,
+                      Scratch(kScratchColumnPartials,
+                              2 * ColumnChunks(rows) * h * static_cast<int64_t>(sizeof(float)),
+                              "LayerNormBackwardWeight (column partial sums)"));
+  PT_CUDA_RETURN_IF_ERROR(LaunchLayerNormBackwardWeight(
+      dy.data(), x.data(), mean.data(), rstd.data(), dgamma->data(), dbeta->data(), rows, h,
+      accumulate, static_cast<float*>(partials), impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoGeluForward(const Tensor& x, Tensor* y) {
-  PT_CUDA_RETURN_IF_ERROR(LaunchGeluForward(x.data(), y->data(), x.numel()));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  PT_CUDA_RETURN_IF_ERROR(LaunchGeluForward(x.data(), y->data(), x.numel(), impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoGeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) {
-  PT_CUDA_RETURN_IF_ERROR(LaunchGeluBackward(dy.data(), x.data(), dx->data(), x.numel()));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  PT_CUDA_RETURN_IF_ERROR(
+      LaunchGeluBackward(dy.data(), x.data(), dx->data(), x.numel(), impl_->stream));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
                                              int64_t heads, Tensor* probs, Tensor* out) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t b = 0; b < batch; ++b) {
@@ -88,7 +123,7 @@ absl::Status CudaBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, i
     PT_RETURN_IF_ERROR(impl_->Gemm(false, true, t, t, hd, scale, q, h3, hd, q + h, h3, hd, 0.0f, p,
                                    t, t * t, heads));
   }
-  PT_CUDA_RETURN_IF_ERROR(LaunchCausalSoftmax(probs->data(), batch * heads * t, t));
+  PT_CUDA_RETURN_IF_ERROR(LaunchCausalSoftmax(probs->data(), batch * heads * t, t, impl_->stream));
   for (int64_t b = 0; b < batch; ++b) {
     const float* v = qkv.data() + b * t * h3 + 2 * h;
     PT_RETURN_IF_ERROR(impl_->Gemm(false, false, t, hd, t, 1.0f, probs->data() + b * heads * t * t,
@@ -101,9 +136,12 @@ absl::Status CudaBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, i
 absl::Status CudaBackend::DoAttentionBackward(const Tensor& dout, const Tensor& qkv,
                                               const Tensor& probs, int64_t batch, int64_t seq_len,
                                               int64_t heads, Tensor* dqkv) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  PT_ASSIGN_OR_RETURN(void* scratch, Scratch(3, heads * t * t * sizeof(float)));
+  PT_ASSIGN_OR_RETURN(
+      void* scratch, Scratch(kScratchAttention, heads * t * t * static_cast<int64_t>(sizeof(float)),
+                             "AttentionBackward (score gradients, heads x T^2)"));
   float* ds = static_cast<float*>(scratch);
   for (int64_t b = 0; b < batch; ++b) {
     const float* q = qkv.data() + b * t * h3;
@@ -117,7 +155,7 @@ absl::Status CudaBackend::DoAttentionBackward(const Tensor& dout, const Tensor& 
     // dP = dO V^T
     PT_RETURN_IF_ERROR(
         impl_->Gemm(false, true, t, t, hd, 1.0f, dob, h, hd, v, h3, hd, 0.0f, ds, t, t * t, heads));
-    PT_CUDA_RETURN_IF_ERROR(LaunchCausalSoftmaxBackward(p, ds, heads * t, t, scale));
+    PT_CUDA_RETURN_IF_ERROR(LaunchCausalSoftmaxBackward(p, ds, heads * t, t, scale, impl_->stream));
     // dQ = dS K; dK = dS^T Q; dV = P^T dO
     PT_RETURN_IF_ERROR(impl_->Gemm(false, false, t, hd, t, 1.0f, ds, t, t * t, k, h3, hd, 0.0f, dq,
                                    h3, hd, heads));
@@ -131,20 +169,30 @@ absl::Status CudaBackend::DoAttentionBackward(const Tensor& dout, const Tensor& 
 
 absl::StatusOr<Backend::CrossEntropyResult> CudaBackend::DoCrossEntropyForward(
     const Tensor& logits, absl::Span<const int32_t> targets, Tensor* probs) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t rows = Rows(logits), v = Cols(logits);
-  PT_ASSIGN_OR_RETURN(const int32_t* d_t, StageIds(targets));
-  PT_ASSIGN_OR_RETURN(void* loss_buf, Scratch(1, std::max<int64_t>(rows, 1) * sizeof(float)));
-  PT_ASSIGN_OR_RETURN(void* arg_buf, Scratch(2, std::max<int64_t>(rows, 1) * sizeof(int32_t)));
-  PT_CUDA_RETURN_IF_ERROR(LaunchCrossEntropyForward(logits.data(), d_t, probs->data(),
-                                                    static_cast<float*>(loss_buf),
-                                                    static_cast<int32_t*>(arg_buf), rows, v));
+  PT_ASSIGN_OR_RETURN(const int32_t* d_t, StageIds(targets, "CrossEntropyForward (targets)"));
+  PT_ASSIGN_OR_RETURN(void* loss_buf,
+                      Scratch(kScratchRowLoss, rows * static_cast<int64_t>(sizeof(float)),
+                              "CrossEntropyForward (row losses)"));
+  PT_ASSIGN_OR_RETURN(void* arg_buf,
+                      Scratch(kScratchArgmax, rows * static_cast<int64_t>(sizeof(int32_t)),
+                              "CrossEntropyForward (argmax)"));
+  PT_CUDA_RETURN_IF_ERROR(
+      LaunchCrossEntropyForward(logits.data(), d_t, probs->data(), static_cast<float*>(loss_buf),
+                                static_cast<int32_t*>(arg_buf), rows, v, impl_->stream));
   std::vector<float> row_loss(static_cast<size_t>(rows));
   CrossEntropyResult result;
   result.predictions.resize(static_cast<size_t>(rows));
-  PT_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(row_loss.data(), loss_buf, rows * sizeof(float), cudaMemcpyDeviceToHost));
-  PT_CUDA_RETURN_IF_ERROR(cudaMemcpy(result.predictions.data(), arg_buf, rows * sizeof(int32_t),
-                                     cudaMemcpyDeviceToHost));
+  if (rows > 0) {
+    PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(row_loss.data(), loss_buf, rows * sizeof(float),
+                                            cudaMemcpyDeviceToHost, impl_->stream));
+    PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(result.predictions.data(), arg_buf,
+                                            rows * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                            impl_->stream));
+    // Host values: wait for this backend's stream only.
+    PT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  }
   double sum = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (targets[r] == kIgnoreTarget) continue;
@@ -158,13 +206,14 @@ absl::StatusOr<Backend::CrossEntropyResult> CudaBackend::DoCrossEntropyForward(
 absl::Status CudaBackend::DoCrossEntropyBackward(const Tensor& probs,
                                                  absl::Span<const int32_t> targets,
                                                  float grad_scale, Tensor* dlogits) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t rows = Rows(probs), v = Cols(probs);
   int64_t valid = 0;
   for (int32_t t : targets) valid += t != kIgnoreTarget ? 1 : 0;
   const float scale = valid > 0 ? grad_scale / static_cast<float>(valid) : 0.0f;
-  PT_ASSIGN_OR_RETURN(const int32_t* d_t, StageIds(targets));
-  PT_CUDA_RETURN_IF_ERROR(
-      LaunchCrossEntropyBackward(probs.data(), d_t, dlogits->data(), rows, v, scale));
+  PT_ASSIGN_OR_RETURN(const int32_t* d_t, StageIds(targets, "CrossEntropyBackward (targets)"));
+  PT_CUDA_RETURN_IF_ERROR(LaunchCrossEntropyBackward(probs.data(), d_t, dlogits->data(), rows, v,
+                                                     scale, impl_->stream));
   return absl::OkStatus();
 }
 

@@ -33,6 +33,7 @@ TEST_F(JobManagerTest, RunsToSucceededAndAggregatesSteps) {
   EXPECT_THAT(job.losses(), ::testing::ElementsAre(2.0, 1.0, 2.0 / 3));
   EXPECT_DOUBLE_EQ(job.last_loss(), 2.0 / 3);
   EXPECT_THAT(job.measured_peak_activation_bytes(), ::testing::ElementsAre(1002, 2002));
+  EXPECT_THAT(job.measured_device_peak_bytes(), ::testing::ElementsAre(100002, 200002));
   EXPECT_DOUBLE_EQ(job.last_step_s(), 0.002);  // slowest rank
   // global batch 4 x seq_len 8 (the default 2-digit addition task: 3*2+2) per 2 ms.
   EXPECT_DOUBLE_EQ(job.tokens_per_s(), 4 * 8 / 0.002);

@@ -80,6 +80,8 @@ TEST(MetricsExposerTest, ScrapeHasPipetrainSeries) {
                               "\"measured\",rank=\"1\"} 2002"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job_id=\"job-000001\",kind="
                               "\"predicted\",rank=\"0\"}"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_worker_device_peak_bytes{job_id=\"job-000001\","
+                              "rank=\"1\"} 200002"));
   EXPECT_THAT(body, HasSubstr("pipetrain_workers{state=\"idle\"} 2"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_heartbeats_total 1"));
   workers.Shutdown();

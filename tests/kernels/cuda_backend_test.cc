@@ -1,12 +1,19 @@
-// Every CudaBackend op against the CpuBackend op on the same random non-zero inputs, plus a
-// whole GPT chunk F/B/W on both backends. Skipped (GTEST_SKIP) when no CUDA device is visible;
-// always compiled and linked when CUDA is enabled. Tolerance: |cuda - cpu| <= 1e-4 + 1e-3 |cpu|
-// (fp32; different summation orders), bf16 GEMM: 2e-2 + 2e-2 |cpu|.
+// Every CudaBackend op against the CpuBackend op on the same random non-zero inputs; the column
+// reductions and the embedding gradient also at sizes with many row chunks and heavily repeated
+// ids, and run twice to prove them bitwise deterministic; the scratch the backend holds counted
+// (and refused by a budget); the argmax of a row without a finite logit. The whole GPT chunk F/B/W
+// on both backends is tests/cuda/cuda_gpt_chunk_test.cc. Skipped (GTEST_SKIP) when no CUDA device
+// is visible; always compiled and linked when CUDA is enabled. Tolerance: |cuda - cpu| <= 1e-4 +
+// 1e-3 |cpu| (fp32; different summation orders), bf16 GEMM: 2e-2 + 2e-2 |cpu|.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
+#include <limits>
+#include <random>
+#include <string>
 
 #include "glog/logging.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -182,6 +189,173 @@ TEST_F(CudaVsCpuTest, TransfersAndCounting) {
   auto back = gpu_->CopyToDevice(*host, "reload");
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*gpu_->ToVector(*back), *cpu_.ToVector(x.cpu));
+}
+
+// Sums of thousands of O(1) terms in fp32 carry ~1e-4 of rounding in either order; a wrong sum
+// is off by O(1).
+constexpr double kLongSumAtol = 1e-3;
+
+// Runs `op` twice on fresh GPU outputs made by `make` and returns both results.
+template <typename Make, typename Op>
+std::pair<std::vector<float>, std::vector<float>> TwiceOnGpu(CudaBackend* gpu, Make make, Op op) {
+  std::vector<float> results[2];
+  for (auto& result : results) {
+    Tensor out = make();
+    EXPECT_TRUE(op(&out).ok());
+    result = *gpu->ToVector(out);
+  }
+  return {results[0], results[1]};
+}
+
+TEST_F(CudaVsCpuTest, ColumnReductionsMatchTheCpuAndAreBitwiseRepeatable) {
+  // 3000 rows: 24 row chunks of 128 in pass 1; 5 rows: one partial chunk; 200 and 33 columns:
+  // partial column tiles.
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{3000, 200}, {5, 33}}) {
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " accumulate " << accumulate);
+      Pair dy = Random({rows, cols}, 30), x = Random({rows, cols}, 31), db = Random({cols}, 32);
+      Pair g = Random({cols}, 33), b = Random({cols}, 34), y = Empty({rows, cols});
+      Pair mean = Empty({rows}), rstd = Empty({rows});
+      BOTH(cpu_.LayerNormForward(x.cpu, g.cpu, b.cpu, &y.cpu, &mean.cpu, &rstd.cpu),
+           gpu_->LayerNormForward(x.gpu, g.gpu, b.gpu, &y.gpu, &mean.gpu, &rstd.gpu));
+      const std::vector<float> db0 = *cpu_.ToVector(db.cpu);
+      auto fresh = [&] { return *gpu_->FromHost({cols}, db0, "db"); };
+      auto [first, second] = TwiceOnGpu(
+          gpu_.get(), fresh, [&](Tensor* out) { return gpu_->BiasGrad(dy.gpu, accumulate, out); });
+      EXPECT_EQ(first, second) << "BiasGrad is not bitwise repeatable";
+      ASSERT_TRUE(cpu_.BiasGrad(dy.cpu, accumulate, &db.cpu).ok());
+      ASSERT_TRUE(gpu_->Upload(first, &db.gpu).ok());
+      ExpectClose(db, "biasgrad", kLongSumAtol);
+
+      std::vector<float> runs[2][2];
+      for (auto& run : runs) {
+        Tensor dg = fresh(), dbeta = fresh();
+        ASSERT_TRUE(gpu_->LayerNormBackwardWeight(dy.gpu, x.gpu, mean.gpu, rstd.gpu, accumulate,
+                                                  &dg, &dbeta)
+                        .ok());
+        run[0] = *gpu_->ToVector(dg);
+        run[1] = *gpu_->ToVector(dbeta);
+      }
+      EXPECT_EQ(runs[0][0], runs[1][0]) << "dgamma is not bitwise repeatable";
+      EXPECT_EQ(runs[0][1], runs[1][1]) << "dbeta is not bitwise repeatable";
+      Pair dg = Random({cols}, 32), dbeta = Random({cols}, 32);
+      ASSERT_TRUE(cpu_.LayerNormBackwardWeight(dy.cpu, x.cpu, mean.cpu, rstd.cpu, accumulate,
+                                               &dg.cpu, &dbeta.cpu)
+                      .ok());
+      ASSERT_TRUE(gpu_->Upload(runs[0][0], &dg.gpu).ok());
+      ASSERT_TRUE(gpu_->Upload(runs[0][1], &dbeta.gpu).ok());
+      ExpectClose(dg, "ln dgamma", kLongSumAtol);
+      ExpectClose(dbeta, "ln dbeta", kLongSumAtol);
+    }
+  }
+}
+
+TEST_F(CudaVsCpuTest, EmbeddingBackwardWithRepeatedIdsMatchesTheCpuAndIsBitwiseRepeatable) {
+  const int64_t V = 50, H = 96, T = 128, B = 32;
+  std::vector<int32_t> ids(B * T);
+  std::mt19937 rng(35);
+  for (auto& id : ids) {
+    const uint32_t r = rng() % 8;
+    // Half the tokens are id 3 (about 2000: many segments), a quarter id 9, the rest spread.
+    id = r < 4 ? 3 : (r < 6 ? 9 : static_cast<int32_t>(rng() % V));
+  }
+  Pair dout = Random({B * T, H}, 36);
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
+    Pair wte = Random({V, H}, 37), wpe = Random({T, H}, 38);
+    const std::vector<float> wte0 = *cpu_.ToVector(wte.cpu), wpe0 = *cpu_.ToVector(wpe.cpu);
+    std::vector<float> runs[2][2];
+    for (auto& run : runs) {
+      Tensor dwte = *gpu_->FromHost({V, H}, wte0, "dwte");
+      Tensor dwpe = *gpu_->FromHost({T, H}, wpe0, "dwpe");
+      ASSERT_TRUE(gpu_->EmbeddingBackward(ids, T, dout.gpu, accumulate, &dwte, &dwpe).ok());
+      run[0] = *gpu_->ToVector(dwte);
+      run[1] = *gpu_->ToVector(dwpe);
+    }
+    EXPECT_EQ(runs[0][0], runs[1][0]) << "dwte is not bitwise repeatable";
+    EXPECT_EQ(runs[0][1], runs[1][1]) << "dwpe is not bitwise repeatable";
+    ASSERT_TRUE(cpu_.EmbeddingBackward(ids, T, dout.cpu, accumulate, &wte.cpu, &wpe.cpu).ok());
+    ASSERT_TRUE(gpu_->Upload(runs[0][0], &wte.gpu).ok());
+    ASSERT_TRUE(gpu_->Upload(runs[0][1], &wpe.gpu).ok());
+    ExpectClose(wte, "dwte", kLongSumAtol);
+    ExpectClose(wpe, "dwpe", kLongSumAtol);
+  }
+}
+
+TEST_F(CudaVsCpuTest, ArgmaxOfARowWithoutAFiniteLogitIsZeroLikeTheCpu) {
+  const int64_t V = 300;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> logits(3 * V, -inf);
+  for (int64_t j = 0; j < V; ++j) logits[V + j] = std::numeric_limits<float>::quiet_NaN();
+  logits[2 * V + 5] = -FLT_MAX;  // the only value above -inf: both backends pick it
+  const std::vector<int32_t> targets = {kIgnoreTarget, kIgnoreTarget, 5};
+  Tensor lc = *cpu_.FromHost({3, V}, logits, "logits"), pc = *cpu_.Zeros({3, V}, "probs");
+  Tensor lg = *gpu_->FromHost({3, V}, logits, "logits"), pg = *gpu_->Zeros({3, V}, "probs");
+  auto a = cpu_.CrossEntropyForward(lc, targets, &pc);
+  auto b = gpu_->CrossEntropyForward(lg, targets, &pg);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->predictions, (std::vector<int32_t>{0, 0, 5}));
+  EXPECT_EQ(b->predictions, a->predictions);
+  EXPECT_NEAR(b->loss, a->loss, 1e-6);
+}
+
+TEST_F(CudaVsCpuTest, ScratchIsCountedAndABudgetRefusesItNamingTheOp) {
+  CountingAllocator& dev = gpu_->device_allocator();
+  // The cuBLAS workspace is scratch from the start.
+  EXPECT_EQ(dev.scratch_bytes(), CudaBackendOptions{}.cublas_workspace_bytes);
+  EXPECT_EQ(dev.current_bytes(), dev.scratch_bytes());
+  const int64_t B = 1, T = 256, nh = 4, H = 64;
+  Pair qkv = Random({B * T, 3 * H}, 40), probs = Empty({B, nh, T, T}), out = Empty({B * T, H});
+  Pair dout = Random({B * T, H}, 41), dqkv = Empty({B * T, 3 * H});
+  BOTH(cpu_.AttentionForward(qkv.cpu, B, T, nh, &probs.cpu, &out.cpu),
+       gpu_->AttentionForward(qkv.gpu, B, T, nh, &probs.gpu, &out.gpu));
+  const int64_t attention_scratch = nh * T * T * 4;  // 1 MiB
+  const int64_t before = dev.current_bytes();
+  dev.set_budget_bytes(before + attention_scratch - 1);
+  const absl::Status refused =
+      gpu_->AttentionBackward(dout.gpu, qkv.gpu, probs.gpu, B, T, nh, &dqkv.gpu);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("AttentionBackward"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find(std::to_string(attention_scratch)), std::string::npos)
+      << refused;
+  dev.set_budget_bytes(CountingAllocator::kUnlimited);
+  dev.ResetPeak();
+  const int64_t scratch_before = dev.scratch_bytes();
+  BOTH(cpu_.AttentionBackward(dout.cpu, qkv.cpu, probs.cpu, B, T, nh, &dqkv.cpu),
+       gpu_->AttentionBackward(dout.gpu, qkv.gpu, probs.gpu, B, T, nh, &dqkv.gpu));
+  ExpectClose(dqkv, "dqkv");
+  EXPECT_EQ(dev.scratch_bytes(), scratch_before + attention_scratch);
+  EXPECT_GE(dev.peak_bytes(), before + attention_scratch);
+  // Staged token ids are scratch too.
+  const int64_t with_attention = dev.scratch_bytes();
+  std::vector<int32_t> ids(B * T, 1);
+  Pair wte = Random({8, H}, 42), wpe = Random({T, H}, 43), e = Empty({B * T, H});
+  BOTH(cpu_.EmbeddingForward(ids, T, wte.cpu, wpe.cpu, &e.cpu),
+       gpu_->EmbeddingForward(ids, T, wte.gpu, wpe.gpu, &e.gpu));
+  EXPECT_EQ(dev.scratch_bytes(), with_attention + B * T * 4);
+}
+
+TEST_F(CudaVsCpuTest, Bf16GemmInputCopiesAreCountedScratch) {
+  CudaBackendOptions options;
+  options.bf16_gemm = true;
+  auto bf = CudaBackend::Create(options);
+  ASSERT_TRUE(bf.ok()) << bf.status();
+  Tensor a = *(*bf)->FromHost({64, 48}, RandomNonZero(64 * 48, 44), "a");
+  Tensor b = *(*bf)->FromHost({48, 32}, RandomNonZero(48 * 32, 45), "b");
+  Tensor c = *(*bf)->Zeros({64, 32}, "c");
+  const int64_t scratch = (*bf)->device_allocator().scratch_bytes();
+  ASSERT_TRUE((*bf)->Gemm(a, false, b, false, 1, 0, &c).ok());
+  EXPECT_EQ((*bf)->device_allocator().scratch_bytes(), scratch + (64 * 48 + 48 * 32) * 2);
+}
+
+TEST(CudaBackendBudgetTest, ABudgetBelowTheCublasWorkspaceRefusesCreate) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible (no GPU or no driver)";
+  CudaBackendOptions options;
+  options.device_budget_bytes = 1 << 20;
+  auto be = CudaBackend::Create(options);
+  ASSERT_FALSE(be.ok());
+  EXPECT_EQ(be.status().code(), absl::StatusCode::kResourceExhausted) << be.status();
+  EXPECT_NE(be.status().message().find("cuBLAS workspace"), std::string::npos) << be.status();
 }
 
 TEST(CudaBackendNoDeviceTest, CreateFailsCleanlyWithoutDevice) {

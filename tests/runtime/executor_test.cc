@@ -85,6 +85,9 @@ TEST(Executor, TimesActionsWithTheGivenClock) {
   EXPECT_EQ(r->timings[1].start_ns, 3000);
   EXPECT_EQ(r->timings[1].end_ns, 4000);
   EXPECT_EQ(r->duration_ns, 5000);
+  // The allocator's own peak counts the activations and everything else it holds.
+  EXPECT_GT(r->peak_activation_bytes, 0);
+  EXPECT_GE(r->device_peak_bytes, r->peak_activation_bytes);
 }
 
 TEST(Executor, ForwardWithoutReceivedInputIsFailedPrecondition) {

@@ -1,20 +1,17 @@
 #include "worker/runtime/activation_copier.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace pipetrain::worker {
-namespace {
 
-absl::Status Memcpy(float* dst, const float* src, int64_t bytes) {
-  if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
-  return absl::OkStatus();
+ActivationCopierOptions BackendCopierOptions(double bandwidth_bytes_per_s) {
+  ActivationCopierOptions options;
+  options.bandwidth_bytes_per_s = bandwidth_bytes_per_s;
+  return options;
 }
-
-}  // namespace
 
 absl::Status CopyTicket::Wait() const {
   done_.WaitForNotification();
@@ -28,6 +25,9 @@ bool CopyTicket::done() const {
 
 ActivationCopier::ActivationCopier(kernels::Backend* backend, ActivationCopierOptions options)
     : backend_(backend), options_(std::move(options)) {
+  for (int lane = 0; lane < (options_.duplex ? 2 : 1); ++lane) {
+    engines_[lane] = options_.raw_copy ? nullptr : backend_->NewCopyEngine();
+  }
   threads_.emplace_back([this] { Loop(0); });
   if (options_.duplex) threads_.emplace_back([this] { Loop(1); });
 }
@@ -80,6 +80,15 @@ absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
   }
   Job job;
   job.offload = offload;
+  // After the destinations' allocation: the copy must follow both the compute that produced the
+  // source and (stream-ordered device memory) the allocation of a reload's destination.
+  if (!options_.raw_copy && !moving.empty()) {
+    if (!engines_[LaneOf(offload)].ok()) return engines_[LaneOf(offload)].status();
+    absl::StatusOr<std::unique_ptr<kernels::CopyFence>> fence =
+        (*engines_[LaneOf(offload)])->FenceCompute();
+    if (!fence.ok()) return fence.status();
+    job.fence = *std::move(fence);
+  }
   job.ticket = std::shared_ptr<CopyTicket>(new CopyTicket(options_.clock));
   job.after = std::move(after);
   for (size_t i = 0; i < moving.size(); ++i) {
@@ -96,7 +105,7 @@ absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
   if (offload) job.ticket->held_bytes_ = job.ticket->bytes_;
   std::shared_ptr<CopyTicket> ticket = job.ticket;
   absl::MutexLock lock(&mu_);
-  Lane& lane = lanes_[offload || !options_.duplex ? 0 : 1];
+  Lane& lane = lanes_[LaneOf(offload)];
   int64_t begin = std::max(options_.clock->NowNs(), lane.ready_ns);
   if (job.after) begin = std::max(begin, job.after->ready_ns_);  // set at its issue, immutable
   ticket->ready_ns_ =
@@ -116,15 +125,24 @@ absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
   return ticket;
 }
 
-absl::Status ActivationCopier::RunJob(Job& job) {
-  const auto& copy = options_.raw_copy ? options_.raw_copy : Memcpy;
-  for (const Segment& s : job.segments) {
-    if (absl::Status status = copy(s.dst, s.src, s.bytes); !status.ok()) {
-      return absl::Status(status.code(), absl::StrCat(job.offload ? "offload" : "reload",
-                                                      " copy failed: ", status.message()));
+absl::Status ActivationCopier::RunJob(int lane, Job& job) {
+  absl::Status status;
+  if (options_.raw_copy) {
+    for (const kernels::CopySegment& s : job.segments) {
+      status =
+          options_.raw_copy(static_cast<float*>(s.dst), static_cast<const float*>(s.src), s.bytes);
+      if (!status.ok()) break;
     }
+  } else if (!job.segments.empty() && !engines_[lane].ok()) {
+    status = engines_[lane].status();
+  } else if (!job.segments.empty()) {
+    const kernels::CopyDirection direction = job.offload ? kernels::CopyDirection::kDeviceToHost
+                                                         : kernels::CopyDirection::kHostToDevice;
+    status = (*engines_[lane])->Copy(job.fence.get(), direction, job.segments);
   }
-  return absl::OkStatus();
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(job.offload ? "offload" : "reload",
+                                                  " copy failed: ", status.message()));
 }
 
 void ActivationCopier::Loop(int lane_index) {
@@ -151,7 +169,8 @@ void ActivationCopier::Loop(int lane_index) {
       after = job.after->status_;
     }
     ticket.start_ns_ = options_.clock->NowNs();
-    ticket.status_ = after.ok() ? RunJob(job) : after;
+    ticket.status_ = after.ok() ? RunJob(lane_index, job) : after;
+    job.fence.reset();
     job.release_after.clear();  // RELOAD: the host copy
     // Bytes copied and the link done.
     ticket.end_ns_ = std::max(options_.clock->NowNs(), ticket.ready_ns_);

@@ -32,16 +32,24 @@
 // than the next compute stalls the worker; the simulator charges that stall and the offload
 // pass books copies so it does not happen.
 //
-// The raw copy is a function (CPU: memcpy; a CUDA backend plugs in cudaMemcpyAsync on a copy
-// stream + a pinned host pool). An optional bandwidth cap (bytes/s, per direction) reproduces a
-// PCIe-like regime on a CPU machine: each lane is a link that moves one job at a time in issue
-// order, and a job's completion time is fixed when it is issued, ready = max(issue, the lane's
-// previous job ready, for a RELOAD its OFFLOAD's ready) + bytes / bandwidth, exactly the
-// simulator's copy engine. A ticket is done once its bytes are copied and its ready time has
-// passed; the copy thread only moves bytes. Timing the link on the copy thread instead (copy,
-// then sleep out the rest) made a copy's end depend on when the OS ran that thread: woken next
-// to a busy compute thread it often waited for the compute action to end (measured: a 0.96 ms
-// copy issued before a 0.8 ms compute done after 1.8 ms about half the time, idle machine).
+// The raw copy is the backend's (kernels/copy_engine.h): each copy thread gets its own
+// kernels::CopyEngine from Backend::NewCopyEngine (CPU: memcpy; CUDA: a copy stream of its own,
+// so D2H and H2D copies run on separate streams when duplex, and pinned host memory). At issue,
+// on the executor thread and after the destination has been allocated, the job takes a fence
+// from the engine (CUDA: an event on the compute stream, after the kernels that produced an
+// offloaded stash and after the stream-ordered allocation of a reload's destination); the copy
+// thread's engine waits for it on the device, copies, and finishes the ticket only once the
+// bytes are there. Tests may replace the copy with ActivationCopierOptions::raw_copy.
+//
+// An optional bandwidth cap (bytes/s, per direction) reproduces a PCIe-like regime on a CPU
+// machine: each lane is a link that moves one job at a time in issue order, and a job's
+// completion time is fixed when it is issued, ready = max(issue, the lane's previous job ready,
+// for a RELOAD its OFFLOAD's ready) + bytes / bandwidth, exactly the simulator's copy engine. A
+// ticket is done once its bytes are copied and its ready time has passed; the copy thread only
+// moves bytes. Timing the link on the copy thread instead (copy, then sleep out the rest) made a
+// copy's end depend on when the OS ran that thread: woken next to a busy compute thread it often
+// waited for the compute action to end (measured: a 0.96 ms copy issued before a 0.8 ms compute
+// done after 1.8 ms about half the time, idle machine).
 //
 // Thread-safety: StartOffload/StartReload/ReleaseSource/Drain are called from one thread (the
 // executor's); stats() and tickets' accessors are thread-safe.
@@ -65,6 +73,7 @@
 #include "absl/types/span.h"
 #include "common/clock.h"
 #include "kernels/backend.h"
+#include "kernels/copy_engine.h"
 #include "kernels/tensor.h"
 
 namespace pipetrain::worker {
@@ -105,14 +114,18 @@ class CopyTicket {
 struct ActivationCopierOptions {
   // 0 = unlimited; otherwise each lane delivers bytes / bandwidth seconds per job, in order.
   double bandwidth_bytes_per_s = 0;
-  // Raw copy of `bytes` from src to dst (different memory kinds). Defaults to memcpy (CPU
-  // backend: host RAM on both sides). Runs on the copy thread.
+  // Replaces the backend's copy engine (no fence): a raw copy of `bytes` from src to dst, run on
+  // the copy thread. Unset (the default): the backend's engines (Backend::NewCopyEngine).
   std::function<absl::Status(float* dst, const float* src, int64_t bytes)> raw_copy;
   // Separate D2H and H2D copy threads (both directions at once); false = one shared FIFO.
   bool duplex = true;
   // Times the copies and the capped link's delivery; never null.
   const Clock* clock = Clock::Real();
 };
+
+// What the stage runners use: the backend's copy engines (no raw_copy; CUDA: its copy streams),
+// duplex, the real clock, and a link cap of `bandwidth_bytes_per_s` (0 = none).
+ActivationCopierOptions BackendCopierOptions(double bandwidth_bytes_per_s);
 
 struct CopierStats {
   int64_t jobs = 0;
@@ -123,7 +136,8 @@ struct CopierStats {
 
 class ActivationCopier {
  public:
-  // `backend` provides the allocators (thread-safe) and must outlive the copier.
+  // `backend` provides the allocators (thread-safe) and the copy engines (one per copy thread,
+  // made here), and must outlive the copier.
   ActivationCopier(kernels::Backend* backend, ActivationCopierOptions options = {});
   const Clock* clock() const { return options_.clock; }
   // Finishes every queued job, then stops the copy thread.
@@ -148,14 +162,10 @@ class ActivationCopier {
   CopierStats stats() const;
 
  private:
-  struct Segment {
-    const float* src;
-    float* dst;
-    int64_t bytes;
-  };
   struct Job {
     bool offload = false;
-    std::vector<Segment> segments;
+    std::vector<kernels::CopySegment> segments;
+    std::unique_ptr<kernels::CopyFence> fence;   // the compute the copy must follow (may be null)
     std::vector<kernels::Tensor> release_after;  // RELOAD: host tensors, freed once copied
     std::shared_ptr<CopyTicket> ticket;
     std::shared_ptr<CopyTicket> after;  // copy starts once this one is done
@@ -171,10 +181,14 @@ class ActivationCopier {
                                                     bool offload, absl::string_view what,
                                                     std::shared_ptr<CopyTicket> after);
   void Loop(int lane);
-  absl::Status RunJob(Job& job);
+  absl::Status RunJob(int lane, Job& job);
+  int LaneOf(bool offload) const { return offload || !options_.duplex ? 0 : 1; }
 
   kernels::Backend* const backend_;
   const ActivationCopierOptions options_;
+  // One engine per lane (index as lanes_), made in the constructor; an engine that could not be
+  // made fails every job of its lane with that error. Unused with options_.raw_copy.
+  absl::StatusOr<std::unique_ptr<kernels::CopyEngine>> engines_[2];
 
   mutable absl::Mutex mu_;
   Lane lanes_[2] ABSL_GUARDED_BY(mu_);

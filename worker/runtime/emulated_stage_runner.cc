@@ -15,7 +15,7 @@ EmulatedStageRunner::EmulatedStageRunner(kernels::Backend* backend, int num_stag
     : backend_(backend),
       num_stages_(num_stages),
       config_(std::move(config)),
-      copier_(backend, ActivationCopierOptions{config_.copy_bandwidth_bytes_per_s, nullptr}) {}
+      copier_(backend, BackendCopierOptions(config_.copy_bandwidth_bytes_per_s)) {}
 
 void EmulatedStageRunner::Wait(double seconds) {
   // Sleep to an absolute deadline so scheduler jitter does not accumulate within one action.

@@ -153,6 +153,7 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
   const TransportStats before = transport_->stats();
   const int64_t offloaded_before = runner_->offloaded_bytes();
   runner_->ResetActivationPeak();
+  runner_->backend().device_allocator().ResetPeak();
   PT_RETURN_IF_ERROR(runner_->BeginStep(step));
   const int64_t step_start = options_.clock->NowNs();
   const std::vector<Action>& actions = schedule_.worker_actions[rank_];
@@ -182,6 +183,7 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
   PT_ASSIGN_OR_RETURN(result.loss, runner_->EndStep());
   result.duration_ns = options_.clock->NowNs() - step_start;
   result.peak_activation_bytes = runner_->peak_activation_bytes();
+  result.device_peak_bytes = runner_->backend().device_allocator().stats().peak_bytes;
   const TransportStats after = transport_->stats();
   result.sent_bytes = after.sent_bytes - before.sent_bytes;
   result.received_bytes = after.received_bytes - before.received_bytes;

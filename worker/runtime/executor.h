@@ -38,6 +38,8 @@ struct StepResult {
   std::optional<double> loss;  // set on the worker that holds the last stage
   int64_t duration_ns = 0;
   int64_t peak_activation_bytes = 0;
+  // The device allocator's peak over the step (everything it holds, not only activations).
+  int64_t device_peak_bytes = 0;
   int64_t sent_bytes = 0;
   int64_t received_bytes = 0;
   int64_t offloaded_bytes = 0;

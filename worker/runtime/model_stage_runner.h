@@ -9,10 +9,11 @@
 // which is exactly what the simulator's memory model predicts.
 //
 // OFFLOAD/RELOAD are asynchronous: they move the stash's tensors through this runner's
-// ActivationCopier (one copy thread) and return at once; the microbatch's next B/W/BW waits for
-// the RELOAD copy only if it has not finished. The chunk itself is never touched off the
-// executor thread: the copier swaps the stash's Tensor objects on this thread (slots from
-// GptChunk::ForEachStashedTensor) and its thread copies only raw memory (activation_copier.h).
+// ActivationCopier (the backend's copy engines on its copy threads) and return at once; the
+// microbatch's next B/W/BW waits for the RELOAD copy only if it has not finished. The chunk
+// itself is never touched off the executor thread: the copier swaps the stash's Tensor objects
+// on this thread (slots from GptChunk::ForEachStashedTensor) and its threads copy only raw
+// memory (activation_copier.h).
 // The chunk's own synchronous Offload/Reload are not used, so GptChunk::IsOffloaded stays
 // false; this runner's OffloadTable is the authority on what is off the device.
 //
@@ -102,7 +103,7 @@ class ModelStageRunner final : public StageRunner {
   ModelStageRunner(kernels::Backend* backend, ModelStageConfig config)
       : backend_(backend),
         config_(std::move(config)),
-        copier_(backend, ActivationCopierOptions{config_.copy_bandwidth_bytes_per_s, nullptr}) {}
+        copier_(backend, BackendCopierOptions(config_.copy_bandwidth_bytes_per_s)) {}
   absl::StatusOr<model::GptChunk*> Chunk(int stage);
   // The stage's chunk, once a pending RELOAD of (stage, microbatch) has landed.
   absl::StatusOr<model::GptChunk*> ResidentChunk(int stage, int microbatch, const char* action);

@@ -154,6 +154,7 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     nccl.unique_id = request.nccl_unique_id();
     nccl.peers.assign(peers.begin(), peers.end());
     nccl.device = options.device.index;
+    nccl.connect_timeout = options.connect_timeout;
     nccl.timeout = options.recv_timeout;
     PT_ASSIGN_OR_RETURN(session->transport_, ConnectNccl(nccl));
   } else {

@@ -26,6 +26,7 @@ v1::StepReport ToReport(const StepResult& r, const std::string& job_id,
   report.set_loss(r.loss.value_or(0.0));
   report.set_step_duration_ns(r.duration_ns);
   report.set_peak_activation_bytes(r.peak_activation_bytes);
+  report.set_device_peak_bytes(r.device_peak_bytes);
   report.set_offloaded_bytes(r.offloaded_bytes);
   report.set_sent_bytes(r.sent_bytes);
   report.set_received_bytes(r.received_bytes);

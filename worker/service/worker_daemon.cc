@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "worker/device/compute_backend.h"
 #include "worker/runtime/copy_bandwidth.h"
 #include "worker/service/coordinator_client.h"
 #include "worker/service/host_cpus.h"
@@ -123,14 +123,16 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   options.cpu_cores = cpus.cpus;
   options.compute_threads = std::max(1, config.session.blas_threads);
   options.profile_lock_path = "/tmp/pipetrain-profile.lock";
-  if (options.device == v1::DEVICE_KIND_CUDA) {
-    LOG(WARNING) << "copy bandwidth not measured: the CUDA offload copy path is not wired yet";
-  } else {
-    // The host link as this worker's copy engine sees it (with its cap), for offload planning.
-    kernels::CpuBackend probe_backend;
-    ActivationCopierOptions copy;
-    copy.bandwidth_bytes_per_s = config.session.copy_bandwidth_bytes_per_s;
-    absl::StatusOr<CopyBandwidth> link = MeasureCopyBandwidth(&probe_backend, copy);
+  {
+    // The host link as this worker's copy engines see it (with its cap; a GPU's through its
+    // copy streams and pinned memory), for offload planning.
+    absl::StatusOr<std::unique_ptr<kernels::Backend>> probe = MakeComputeBackend(
+        config.session.emulate ? DeviceInfo{} : config.session.device, ComputeBackendOptions{});
+    absl::StatusOr<CopyBandwidth> link =
+        probe.ok() ? MeasureCopyBandwidth(
+                         probe->get(),
+                         BackendCopierOptions(config.session.copy_bandwidth_bytes_per_s))
+                   : absl::StatusOr<CopyBandwidth>(probe.status());
     if (link.ok()) {
       options.d2h_bytes_per_s = link->d2h_bytes_per_s;
       options.h2d_bytes_per_s = link->h2d_bytes_per_s;

@@ -23,7 +23,8 @@ struct NcclLinkOptions {
   std::string unique_id;   // NewNcclId() bytes of this launch, the same on every rank
   std::vector<int> peers;  // this rank's pipeline neighbours
   int device = 0;          // CUDA ordinal
-  absl::Duration timeout = absl::Seconds(60);  // joining, and any one wait for a peer
+  absl::Duration connect_timeout = absl::Seconds(30);  // joining the communicator
+  absl::Duration timeout = absl::Seconds(60);          // any one wait for a peer
 };
 
 // FailedPrecondition in a build without CUDA and NCCL.

@@ -14,6 +14,7 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectNccl(const NcclLinkOptions& op
   o.unique_id = options.unique_id;
   o.peers = options.peers;
   o.device = options.device;
+  o.connect_timeout = options.connect_timeout;
   o.peer_timeout = options.timeout;
   PT_ASSIGN_OR_RETURN(std::unique_ptr<NcclTransport> transport, NcclTransport::Create(o));
   return std::unique_ptr<Transport>(std::move(transport));

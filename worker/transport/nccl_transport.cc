@@ -2,14 +2,17 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
 #include "worker/transport/frame_header.h"
 
 // NCCL results through the one checking macro (PT_CUDA_RETURN_IF_ERROR): an overload of the
@@ -38,9 +41,12 @@ absl::Status ToStatus(ncclResult_t err, const char* expr, const char* file, int 
 namespace pipetrain::worker {
 namespace {
 
+using kernels::cuda::ToStatus;
+
 constexpr size_t kHeaderBytes = sizeof(FrameHeader);
 
 cudaStream_t AsStream(void* s) { return static_cast<cudaStream_t>(s); }
+cudaEvent_t AsEvent(void* e) { return static_cast<cudaEvent_t>(e); }
 
 // What this rank announces to a peer for one round: a message, a bye, or nothing.
 FrameHeader RoundHeader(const Message* m, bool bye) {
@@ -51,17 +57,27 @@ FrameHeader RoundHeader(const Message* m, bool bye) {
   return h;
 }
 
-absl::Status Grow(char** buf, int64_t* capacity, int64_t bytes) {
-  if (bytes <= *capacity) return absl::OkStatus();
-  if (*buf != nullptr) PT_CUDA_RETURN_IF_ERROR(cudaFree(*buf));
-  *buf = nullptr;
-  *capacity = 0;
-  PT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(buf), static_cast<size_t>(bytes)));
-  *capacity = bytes;
-  return absl::OkStatus();
-}
+// Short sleeps between polls: a round's wait is short when peers are alive, and a poll is cheap.
+void PollPause() { std::this_thread::sleep_for(std::chrono::microseconds(5)); }
 
 }  // namespace
+
+absl::Status RunNcclGroup(const std::function<absl::Status()>& body, ncclResult_t (*group_start)(),
+                          ncclResult_t (*group_end)()) {
+  PT_CUDA_RETURN_IF_ERROR(group_start());
+  const absl::Status status = body();
+  const absl::Status end = ToStatus(group_end(), "ncclGroupEnd()", __FILE__, __LINE__);
+  return status.ok() ? end : status;
+}
+
+IdleBackoff::IdleBackoff(absl::Duration min, absl::Duration max)
+    : min_(min), max_(std::max(min, max)), next_(min) {}
+
+absl::Duration IdleBackoff::Next() {
+  const absl::Duration sleep = next_;
+  next_ = std::min(next_ * 2, max_);
+  return sleep;
+}
 
 std::string SerializeNcclUniqueId(const ncclUniqueId& id) {
   return std::string(id.internal, sizeof(id.internal));
@@ -113,20 +129,62 @@ absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::Create(NcclTranspo
   }
   PT_RETURN_IF_ERROR(ParseNcclUniqueId(options.unique_id).status());
   auto transport = std::unique_ptr<NcclTransport>(new NcclTransport(std::move(options)));
-  PT_RETURN_IF_ERROR(transport->Init());
+  if (absl::Status status = transport->Init(); !status.ok()) {
+    transport->AbortComm();  // a half-joined communicator must not be destroyed cleanly
+    return status;
+  }
   transport->thread_ = std::thread([t = transport.get()] { t->Loop(); });
   return transport;
 }
 
+std::string NcclTransport::PeerRanks(const std::vector<int>& indices) const {
+  std::vector<int> ranks;
+  for (int i : indices) ranks.push_back(peers_[i].rank);
+  return absl::StrJoin(ranks, ", ");
+}
+
 absl::Status NcclTransport::Init() {
   PT_ASSIGN_OR_RETURN(ncclUniqueId id, ParseNcclUniqueId(options_.unique_id));
-  PT_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  PT_CUDA_DEVICE_SCOPE(options_.device);
   cudaStream_t stream = nullptr;
   PT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_ = stream;
-  PT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&header_dev_),
-                                     std::max<size_t>(1, 2 * peers_.size()) * kHeaderBytes));
-  PT_CUDA_RETURN_IF_ERROR(ncclCommInitRank(&comm_, options_.world_size, id, options_.rank));
+  cudaEvent_t event = nullptr;
+  PT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  event_ = event;
+  const size_t header_bytes = std::max<size_t>(1, 2 * peers_.size()) * kHeaderBytes;
+  PT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&header_dev_), header_bytes));
+  PT_CUDA_RETURN_IF_ERROR(
+      cudaHostAlloc(reinterpret_cast<void**>(&header_host_), header_bytes, cudaHostAllocDefault));
+
+  // Non-blocking communicator: initialisation proceeds in the background and is polled, so a
+  // rank that never joins costs connect_timeout, not forever.
+  const absl::Time deadline = absl::Now() + options_.connect_timeout;
+  std::vector<int> all(peers_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  PT_CUDA_RETURN_IF_ERROR(
+      ncclCommInitRankConfig(&comm_, options_.world_size, id, options_.rank, &config));
+  PT_RETURN_IF_ERROR(AwaitComm(deadline, [&] {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "rank ", options_.rank, ": the NCCL communicator (world of ", options_.world_size,
+        ") was not complete after ", absl::FormatDuration(options_.connect_timeout),
+        "; peer rank(s) ", PeerRanks(all), " (or other ranks) did not join or cannot be reached"));
+  }));
+  // First handshake: NCCL connects each pair at its first send/receive, which can wait for a
+  // peer as long as joining could.
+  if (peers_.empty()) return absl::OkStatus();
+  std::vector<FrameHeader> hello(peers_.size(), EmptyHeader(false)), answers(peers_.size());
+  PT_RETURN_IF_ERROR(ExchangeHeaders(all, hello, &answers, deadline, [&] {
+    return absl::DeadlineExceededError(
+        absl::StrCat("rank ", options_.rank, ": no first exchange with peer rank(s) ",
+                     PeerRanks(all), " within ", absl::FormatDuration(options_.connect_timeout)));
+  }));
+  for (int i : all) {
+    PT_RETURN_IF_ERROR(CheckReceivedHeader(answers[i], options_.max_message_bytes,
+                                           absl::StrCat("rank ", peers_[i].rank)));
+  }
   return absl::OkStatus();
 }
 
@@ -136,13 +194,45 @@ NcclTransport::~NcclTransport() {
     stop_ = true;
   }
   if (thread_.joinable()) thread_.join();
-  if (comm_ != nullptr) ncclCommDestroy(comm_);
+  kernels::cuda::ScopedDevice scope(options_.device);
+  if (comm_ != nullptr) {
+    // A non-blocking communicator finalizes in the background; wait for it (bounded), then
+    // destroy, or abort if a peer keeps it from finishing.
+    absl::Status status = ToStatus(ncclCommFinalize(comm_), "ncclCommFinalize", __FILE__, __LINE__);
+    if (status.ok()) {
+      status = AwaitComm(absl::Now() + options_.peer_timeout,
+                         [] { return absl::DeadlineExceededError("finalize"); });
+    }
+    if (status.ok()) {
+      ncclCommDestroy(comm_);
+      comm_ = nullptr;
+    } else {
+      AbortComm();
+    }
+  }
+  if (stream_ != nullptr) cudaStreamSynchronize(AsStream(stream_));
   for (PeerState& p : peers_) {
-    if (p.send_buf != nullptr) cudaFree(p.send_buf);
-    if (p.recv_buf != nullptr) cudaFree(p.recv_buf);
+    for (Buffer* b : {&p.send_dev, &p.recv_dev}) {
+      if (b->data != nullptr) cudaFreeAsync(b->data, AsStream(stream_));
+    }
+    for (Buffer* b : {&p.send_host, &p.recv_host}) {
+      if (b->data != nullptr) cudaFreeHost(b->data);
+    }
   }
   if (header_dev_ != nullptr) cudaFree(header_dev_);
-  if (stream_ != nullptr) cudaStreamDestroy(AsStream(stream_));
+  if (header_host_ != nullptr) cudaFreeHost(header_host_);
+  if (event_ != nullptr) cudaEventDestroy(AsEvent(event_));
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(AsStream(stream_));
+    cudaStreamDestroy(AsStream(stream_));
+  }
+}
+
+void NcclTransport::AbortComm() {
+  if (comm_ == nullptr) return;
+  kernels::cuda::ScopedDevice scope(options_.device);
+  ncclCommAbort(comm_);
+  comm_ = nullptr;
 }
 
 absl::Status NcclTransport::Send(int peer, Message message) {
@@ -161,6 +251,7 @@ absl::Status NcclTransport::Send(int peer, Message message) {
   if (stop_) return absl::FailedPreconditionError("transport is shutting down");
   outboxes_[index].push_back(std::move(message));
   ++queued_;
+  wake_ = true;
   return absl::OkStatus();
 }
 
@@ -190,8 +281,8 @@ TransportStats NcclTransport::stats() const {
 }
 
 void NcclTransport::Abort(absl::Status status) {
-  FailAll(status);
   abort_requested_.store(true);
+  FailAll(status);
 }
 
 void NcclTransport::FailAll(absl::Status status) {
@@ -202,25 +293,110 @@ void NcclTransport::FailAll(absl::Status status) {
   queued_ = 0;
 }
 
-absl::Status NcclTransport::WaitStream(absl::string_view what) {
-  const absl::Time deadline = absl::Now() + options_.peer_timeout;
-  while (true) {
-    const cudaError_t err = cudaStreamQuery(AsStream(stream_));
-    if (err == cudaSuccess) return absl::OkStatus();
-    if (err != cudaErrorNotReady) {
-      PT_CUDA_RETURN_IF_ERROR(err);
-    }
-    ncclResult_t async = ncclSuccess;
-    PT_CUDA_RETURN_IF_ERROR(ncclCommGetAsyncError(comm_, &async));
-    PT_CUDA_RETURN_IF_ERROR(async);
-    if (abort_requested_.load()) return absl::CancelledError("transport aborted");
-    if (absl::Now() > deadline) {
-      return absl::UnavailableError(
-          absl::StrCat("no progress in ", what, " with the peers of rank ", options_.rank, " for ",
-                       absl::FormatDuration(options_.peer_timeout), " (a peer is gone or stuck)"));
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(5));
+absl::Status NcclTransport::CheckHealthy() {
+  if (abort_requested_.load()) return absl::CancelledError("transport aborted");
+  ncclResult_t async = ncclSuccess;
+  PT_CUDA_RETURN_IF_ERROR(ncclCommGetAsyncError(comm_, &async));
+  if (async != ncclSuccess && async != ncclInProgress) {
+    return ToStatus(async, "an NCCL operation (ncclCommGetAsyncError)", __FILE__, __LINE__);
   }
+  return absl::OkStatus();
+}
+
+absl::Status NcclTransport::AwaitComm(absl::Time deadline,
+                                      const std::function<absl::Status()>& on_deadline) {
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    PT_CUDA_RETURN_IF_ERROR(ncclCommGetAsyncError(comm_, &state));
+    if (state == ncclSuccess) return absl::OkStatus();
+    if (state != ncclInProgress) {
+      return ToStatus(state, "an NCCL operation (ncclCommGetAsyncError)", __FILE__, __LINE__);
+    }
+    if (abort_requested_.load()) return absl::CancelledError("transport aborted");
+    if (absl::Now() > deadline) return on_deadline();
+    PollPause();
+  }
+}
+
+absl::Status NcclTransport::AwaitStream(absl::Time deadline,
+                                        const std::function<absl::Status()>& on_deadline) {
+  PT_CUDA_RETURN_IF_ERROR(cudaEventRecord(AsEvent(event_), AsStream(stream_)));
+  while (true) {
+    const cudaError_t err = cudaEventQuery(AsEvent(event_));
+    if (err == cudaSuccess) return absl::OkStatus();
+    if (err != cudaErrorNotReady) PT_CUDA_RETURN_IF_ERROR(err);
+    PT_RETURN_IF_ERROR(CheckHealthy());
+    if (absl::Now() > deadline) return on_deadline();
+    PollPause();
+  }
+}
+
+absl::Status NcclTransport::Group(const std::function<absl::Status()>& body, absl::Time deadline,
+                                  const std::function<absl::Status()>& on_deadline) {
+  PT_RETURN_IF_ERROR(CheckHealthy());
+  PT_RETURN_IF_ERROR(RunNcclGroup(body));
+  return AwaitComm(deadline, on_deadline);
+}
+
+absl::Status NcclTransport::GrowDevice(Buffer* buffer, int64_t bytes) {
+  if (bytes <= buffer->capacity) return absl::OkStatus();
+  const int64_t capacity = std::max(bytes, 2 * buffer->capacity);
+  // Stream-ordered: after the previous round's use, and no device-wide synchronisation.
+  if (buffer->data != nullptr)
+    PT_CUDA_RETURN_IF_ERROR(cudaFreeAsync(buffer->data, AsStream(stream_)));
+  buffer->data = nullptr;
+  buffer->capacity = 0;
+  PT_CUDA_RETURN_IF_ERROR(cudaMallocAsync(reinterpret_cast<void**>(&buffer->data),
+                                          static_cast<size_t>(capacity), AsStream(stream_)));
+  buffer->capacity = capacity;
+  return absl::OkStatus();
+}
+
+absl::Status NcclTransport::GrowHost(Buffer* buffer, int64_t bytes) {
+  if (bytes <= buffer->capacity) return absl::OkStatus();
+  // Geometric: cudaFreeHost synchronises the device, so it happens a few times per run at most.
+  // The buffer's last copy finished with its round (every round waits for its copies).
+  const int64_t capacity = std::max(bytes, 2 * buffer->capacity);
+  if (buffer->data != nullptr) PT_CUDA_RETURN_IF_ERROR(cudaFreeHost(buffer->data));
+  buffer->data = nullptr;
+  buffer->capacity = 0;
+  PT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&buffer->data),
+                                        static_cast<size_t>(capacity), cudaHostAllocDefault));
+  buffer->capacity = capacity;
+  return absl::OkStatus();
+}
+
+absl::Status NcclTransport::ExchangeHeaders(const std::vector<int>& active,
+                                            const std::vector<FrameHeader>& send,
+                                            std::vector<FrameHeader>* recv, absl::Time deadline,
+                                            const std::function<absl::Status()>& on_deadline) {
+  const int n = static_cast<int>(peers_.size());
+  cudaStream_t stream = AsStream(stream_);
+  char* my_dev = header_dev_;
+  char* their_dev = header_dev_ + n * kHeaderBytes;
+  char* my_host = header_host_;
+  char* their_host = header_host_ + n * kHeaderBytes;
+  // The previous round waited for its copies, so the pinned headers are free to overwrite.
+  std::memcpy(my_host, send.data(), n * kHeaderBytes);
+  PT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(my_dev, my_host, n * kHeaderBytes, cudaMemcpyHostToDevice, stream));
+  PT_RETURN_IF_ERROR(Group(
+      [&]() -> absl::Status {
+        for (int i : active) {
+          PT_CUDA_RETURN_IF_ERROR(ncclSend(my_dev + i * kHeaderBytes, kHeaderBytes, ncclChar,
+                                           peers_[i].rank, comm_, stream));
+          PT_CUDA_RETURN_IF_ERROR(ncclRecv(their_dev + i * kHeaderBytes, kHeaderBytes, ncclChar,
+                                           peers_[i].rank, comm_, stream));
+        }
+        return absl::OkStatus();
+      },
+      deadline, on_deadline));
+  PT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(their_host, their_dev, n * kHeaderBytes, cudaMemcpyDeviceToHost, stream));
+  PT_RETURN_IF_ERROR(AwaitStream(deadline, on_deadline));
+  recv->resize(n);
+  std::memcpy(recv->data(), their_host, n * kHeaderBytes);
+  return absl::OkStatus();
 }
 
 absl::Status NcclTransport::Round(bool* moved) {
@@ -230,7 +406,7 @@ absl::Status NcclTransport::Round(bool* moved) {
   // Abort clearing the queues cannot pull it from under us), or a bye when stopping.
   std::vector<Message> out_messages(n);
   std::vector<const Message*> out(n, nullptr);
-  std::vector<FrameHeader> send_headers(n), recv_headers(n);
+  std::vector<FrameHeader> send_headers(n, EmptyHeader(false)), recv_headers(n);
   std::vector<int> active;
   {
     absl::MutexLock lock(&mu_);
@@ -249,24 +425,21 @@ absl::Status NcclTransport::Round(bool* moved) {
     }
   }
   if (active.empty()) return absl::OkStatus();
-  cudaStream_t stream = AsStream(stream_);
-  char* my_headers = header_dev_;
-  char* their_headers = header_dev_ + n * kHeaderBytes;
-  PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(my_headers, send_headers.data(), n * kHeaderBytes,
-                                          cudaMemcpyHostToDevice, stream));
-  PT_CUDA_RETURN_IF_ERROR(ncclGroupStart());
-  for (int i : active) {
-    PT_CUDA_RETURN_IF_ERROR(ncclSend(my_headers + i * kHeaderBytes, kHeaderBytes, ncclChar,
-                                     peers_[i].rank, comm_, stream));
-    PT_CUDA_RETURN_IF_ERROR(ncclRecv(their_headers + i * kHeaderBytes, kHeaderBytes, ncclChar,
-                                     peers_[i].rank, comm_, stream));
-  }
-  PT_CUDA_RETURN_IF_ERROR(ncclGroupEnd());
-  PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(recv_headers.data(), their_headers, n * kHeaderBytes,
-                                          cudaMemcpyDeviceToHost, stream));
-  PT_RETURN_IF_ERROR(WaitStream("a header exchange"));
+  ++rounds_;
+  const auto stuck = [this](const char* what) {
+    return [this, what] {
+      return absl::UnavailableError(
+          absl::StrCat("no progress in ", what, " with the peers of rank ", options_.rank, " for ",
+                       absl::FormatDuration(options_.peer_timeout), " (a peer is gone or stuck)"));
+    };
+  };
+  PT_RETURN_IF_ERROR(ExchangeHeaders(active, send_headers, &recv_headers,
+                                     absl::Now() + options_.peer_timeout,
+                                     stuck("a header exchange")));
 
-  // Payloads: sizes are known on both sides now.
+  // Payloads: sizes are known on both sides now. Outgoing bytes go to pinned memory, then
+  // (queued on the stream) to the device.
+  cudaStream_t stream = AsStream(stream_);
   std::vector<Message> in(n);
   bool any = false;
   for (int i : active) {
@@ -274,33 +447,50 @@ absl::Status NcclTransport::Round(bool* moved) {
                                            absl::StrCat("rank ", peers_[i].rank)));
     PeerState& p = peers_[i];
     if (out[i] != nullptr && out[i]->bytes() > 0) {
-      PT_RETURN_IF_ERROR(Grow(&p.send_buf, &p.send_capacity, out[i]->bytes()));
-      PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(p.send_buf, out[i]->data.data(), out[i]->bytes(),
-                                              cudaMemcpyHostToDevice, stream));
+      const int64_t bytes = out[i]->bytes();
+      PT_RETURN_IF_ERROR(GrowHost(&p.send_host, bytes));
+      PT_RETURN_IF_ERROR(GrowDevice(&p.send_dev, bytes));
+      std::memcpy(p.send_host.data, out[i]->data.data(), static_cast<size_t>(bytes));
+      PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(p.send_dev.data, p.send_host.data,
+                                              static_cast<size_t>(bytes), cudaMemcpyHostToDevice,
+                                              stream));
       any = true;
     }
     const FrameHeader& h = recv_headers[i];
     if (HasMessage(h) && h.payload_bytes > 0) {
-      PT_RETURN_IF_ERROR(
-          Grow(&p.recv_buf, &p.recv_capacity, static_cast<int64_t>(h.payload_bytes)));
+      PT_RETURN_IF_ERROR(GrowDevice(&p.recv_dev, static_cast<int64_t>(h.payload_bytes)));
+      PT_RETURN_IF_ERROR(GrowHost(&p.recv_host, static_cast<int64_t>(h.payload_bytes)));
       any = true;
     }
   }
   if (any) {
-    PT_CUDA_RETURN_IF_ERROR(ncclGroupStart());
+    const absl::Time deadline = absl::Now() + options_.peer_timeout;
+    PT_RETURN_IF_ERROR(Group(
+        [&]() -> absl::Status {
+          for (int i : active) {
+            const PeerState& p = peers_[i];
+            if (out[i] != nullptr && out[i]->bytes() > 0) {
+              PT_CUDA_RETURN_IF_ERROR(ncclSend(p.send_dev.data,
+                                               static_cast<size_t>(out[i]->bytes()), ncclChar,
+                                               p.rank, comm_, stream));
+            }
+            const FrameHeader& h = recv_headers[i];
+            if (HasMessage(h) && h.payload_bytes > 0) {
+              PT_CUDA_RETURN_IF_ERROR(
+                  ncclRecv(p.recv_dev.data, h.payload_bytes, ncclChar, p.rank, comm_, stream));
+            }
+          }
+          return absl::OkStatus();
+        },
+        deadline, stuck("a payload exchange")));
     for (int i : active) {
-      const PeerState& p = peers_[i];
-      if (out[i] != nullptr && out[i]->bytes() > 0) {
-        PT_CUDA_RETURN_IF_ERROR(ncclSend(p.send_buf, static_cast<size_t>(out[i]->bytes()), ncclChar,
-                                         p.rank, comm_, stream));
-      }
       const FrameHeader& h = recv_headers[i];
       if (HasMessage(h) && h.payload_bytes > 0) {
-        PT_CUDA_RETURN_IF_ERROR(
-            ncclRecv(p.recv_buf, h.payload_bytes, ncclChar, p.rank, comm_, stream));
+        PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(peers_[i].recv_host.data, peers_[i].recv_dev.data,
+                                                h.payload_bytes, cudaMemcpyDeviceToHost, stream));
       }
     }
-    PT_CUDA_RETURN_IF_ERROR(ncclGroupEnd());
+    PT_RETURN_IF_ERROR(AwaitStream(deadline, stuck("a payload exchange")));
   }
   for (int i : active) {
     const FrameHeader& h = recv_headers[i];
@@ -309,12 +499,8 @@ absl::Status NcclTransport::Round(bool* moved) {
     m.key = KeyOf(h);
     m.shape = ShapeOf(h);
     m.data.resize(h.payload_bytes / sizeof(float));
-    if (h.payload_bytes > 0) {
-      PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.data.data(), peers_[i].recv_buf, h.payload_bytes,
-                                              cudaMemcpyDeviceToHost, stream));
-    }
+    if (h.payload_bytes > 0) std::memcpy(m.data.data(), peers_[i].recv_host.data, h.payload_bytes);
   }
-  if (any) PT_RETURN_IF_ERROR(WaitStream("a payload exchange"));
 
   // Deliver, retire what was sent, and close pairs that said bye (either way) this round.
   int64_t sent_bytes = 0, received_bytes = 0, sent = 0, received = 0;
@@ -361,10 +547,13 @@ absl::Status NcclTransport::Round(bool* moved) {
 }
 
 void NcclTransport::Loop() {
+  // This thread's current device (the CUDA device is per thread).
   if (cudaSetDevice(options_.device) != cudaSuccess) {
     FailAll(absl::InternalError("cudaSetDevice failed on the transport thread"));
+    AbortComm();
     return;
   }
+  IdleBackoff backoff(options_.idle_sleep, options_.idle_sleep_max);
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -378,13 +567,24 @@ void NcclTransport::Loop() {
       FailAll(status);
       break;
     }
-    if (!moved) std::this_thread::sleep_for(absl::ToChronoMicroseconds(options_.idle_sleep));
+    if (moved) {
+      backoff.Reset();
+      continue;
+    }
+    // Nothing moved: sleep (longer each time) unless a Send, Abort or shutdown comes first.
+    const absl::Duration sleep = backoff.Next();
+    absl::MutexLock lock(&mu_);
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return wake_ || stop_ || !failure_.ok();
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&woken), sleep);
+    if (wake_) {
+      wake_ = false;
+      backoff.Reset();
+    }
   }
   // Failed or aborted: the communicator may be stuck mid-operation; abort it.
-  if (comm_ != nullptr) {
-    ncclCommAbort(comm_);
-    comm_ = nullptr;
-  }
+  AbortComm();
 }
 
 }  // namespace pipetrain::worker
