@@ -41,6 +41,5 @@ done
 cp scripts/gpu_check.sh "$stage/"
 mkdir -p gpu-bundle
 tar -C "$stage" -cJf gpu-bundle/bundle.tar.xz .
-grep -qx '/gpu-bundle/' .git/info/exclude 2>/dev/null || echo '/gpu-bundle/' >>.git/info/exclude
 ls -l gpu-bundle/bundle.tar.xz
 echo "gpu_bundle: $(tar -tJf gpu-bundle/bundle.tar.xz | wc -l) files; carry gpu-bundle"
