@@ -34,6 +34,9 @@ done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libgcc_s.so*) ;;
     libcuda.so*|libcudart.so*|libcublas*.so*|libnccl.so*|libnvidia*) ;;
+    # Debian's libstdc++ needs glibc 2.36: kept apart, used only where the machine's is older
+    # than what the binaries need (scripts/gpu_check.sh decides).
+    libstdc++.so*) mkdir -p "$stage/lib-stdcxx" && cp -L "$lib" "$stage/lib-stdcxx/" ;;
     *) cp -L "$lib" "$stage/lib/" ;;
   esac
 done

@@ -22,6 +22,12 @@ work=$(mktemp -d)
 if [ -f gpu-bundle/bundle.tar.xz ]; then
   tar -C "$work" -xJf gpu-bundle/bundle.tar.xz
   export LD_LIBRARY_PATH="$work/lib:${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
+  # The binaries were built with GCC 12: use the bundled libstdc++ only where the machine's lacks
+  # its symbols (that one needs glibc 2.36).
+  sys_stdcxx=$(ldconfig -p | awk '/libstdc\+\+\.so\.6 .*x86-64/{print $NF; exit}')
+  if [ -z "$sys_stdcxx" ] || ! grep -qa GLIBCXX_3.4.30 "$sys_stdcxx"; then
+    export LD_LIBRARY_PATH="$work/lib-stdcxx:$LD_LIBRARY_PATH"
+  fi
   bin=$work/bin
 else
   scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build.log" 2>&1 || {
