@@ -44,7 +44,7 @@ struct DataPrepareOptions {
   int64_t progress_min_bytes = int64_t{16} << 20;
   // The tokenizer trains on at most this much of the training text (evenly spread samples of
   // whole lines), which bounds the trainer's memory; all of the text is encoded.
-  int64_t tokenizer_sample_bytes = int64_t{256} << 20;
+  int64_t tokenizer_sample_bytes = int64_t{64} << 20;
   // The text is encoded in pieces of about this size, `threads` at a time.
   int64_t encode_chunk_bytes = int64_t{1} << 20;
 };
