@@ -1,7 +1,10 @@
-// `pipetrain`: the client CLI. Only flag parsing lives here (all CLI11 use is in this file);
+// `pipetrain`: the client CLI. Only flag parsing lives here (all of this binary's CLI11 use is in
+// this file; `pipetrain data` is pipetrain_data_main.cc's);
 // each subcommand's logic is a library: plan_command.h (offline planning), job_commands.h
 // (submit, status, list, cancel, watch against a coordinator), trace_command.h (a step's measured
-// timeline), local_command.h (a whole local cluster). Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 job failed, 4 job cancelled.
+// timeline), local_command.h (a whole local cluster), data_tool.h (`pipetrain data`, which runs
+// the pipetrain-data binary). Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 job failed,
+// 4 job cancelled.
 #include <signal.h>
 
 #include <cstdio>
@@ -11,6 +14,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
+#include "client/data_tool.h"
 #include "client/default_job.h"
 #include "client/job_commands.h"
 #include "client/job_file.h"
@@ -192,6 +196,15 @@ int main(int argc, char** argv) {
   local_cmd->add_flag("--no-progress", no_progress, "Print lines instead of a progress bar");
   local_cmd->add_flag("--print-default-job", print_default_job,
                       "Print the default job as YAML (a template for job files) and exit");
+  // Training data: `pipetrain data prepare ...` is the pipetrain-data binary (data_tool.h), which
+  // parses its own flags (and answers --help).
+  CLI::App* data_cmd = app.add_subcommand(
+      "data",
+      "Training data for the \"tokens\" source: `pipetrain data prepare --input corpus.txt "
+      "--vocab-size N --output DIR` trains a tokenizer and encodes the corpus (docs/data.md; "
+      "`pipetrain data prepare --help`)");
+  data_cmd->prefix_command();
+  data_cmd->set_help_flag();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -203,6 +216,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (plan_cmd->parsed()) return RunPlanCommand(plan, output);
+  if (data_cmd->parsed()) {
+    const absl::Status exec = pipetrain::client::ExecDataTool(data_cmd->remaining());
+    std::cerr << "pipetrain data: " << exec.message() << "\n";  // only on failure
+    return 1;
+  }
   job_options.progress = !no_progress;
   local.progress = !no_progress;
   absl::Status status;

@@ -1,6 +1,7 @@
 #include "model/job_model.h"
 
 #include "absl/strings/str_cat.h"
+#include "model/token_corpus.h"
 
 namespace pipetrain::model {
 namespace {
@@ -26,6 +27,8 @@ v1::JobSpec WithDefaults(const v1::JobSpec& spec) {
   v1::TrainingSpec* t = s.mutable_training();
   v1::DataSpec* d = t->mutable_data();
   if (d->source().empty()) d->set_source(kDefaultDataSource);
+  // Token datasets: the id width, for that source only (docs/data.md).
+  if (d->source() == "tokens" && d->token_dtype().empty()) d->set_token_dtype(kDefaultTokenDtype);
   if (absl::StatusOr<DataShape> shape = DeclaredDataShape(s); shape.ok()) {
     if (m->seq_len() == 0) m->set_seq_len(shape->seq_len);
     if (m->vocab_size() == 0) m->set_vocab_size(shape->vocab);
@@ -57,8 +60,19 @@ absl::StatusOr<DataShape> DeclaredDataShape(const v1::JobSpec& spec) {
     const int seq_len = spec.model().seq_len() > 0 ? spec.model().seq_len() : kDefaultTextSeqLen;
     return DataShape{seq_len, 256};
   }
+  if (source == "tokens") {
+    // The coordinator never opens the files, so the spec declares the vocabulary; the workers
+    // check at Prepare that every id in the files is below it.
+    if (spec.model().vocab_size() <= 0) {
+      return absl::InvalidArgumentError(
+          "model.vocab_size: required when training.data.source is \"tokens\" (the coordinator "
+          "never opens the data; `pipetrain data prepare` prints it)");
+    }
+    const int seq_len = spec.model().seq_len() > 0 ? spec.model().seq_len() : kDefaultTokensSeqLen;
+    return DataShape{seq_len, spec.model().vocab_size()};
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("training.data.source: \"", source, "\" is not one of: default, text"));
+      absl::StrCat("training.data.source: \"", source, "\" is not one of: default, text, tokens"));
 }
 
 absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec) {

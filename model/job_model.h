@@ -34,8 +34,10 @@ struct DataShape {
 v1::JobSpec WithDefaults(const v1::JobSpec& spec);
 
 // The declared shape of training.data: "default" -> the addition task's (3 * digits + 2 tokens,
-// 12 symbols); "text" -> model.seq_len (default 64) bytes, 256 symbols. InvalidArgument naming
-// training.data.source for an unknown source.
+// 12 symbols); "text" -> model.seq_len (default 64) bytes, 256 symbols; "tokens" ->
+// model.seq_len (default 256) tokens, model.vocab_size symbols (InvalidArgument naming
+// model.vocab_size when it is unset). InvalidArgument naming training.data.source for an
+// unknown source.
 absl::StatusOr<DataShape> DeclaredDataShape(const v1::JobSpec& spec);
 
 // The model shape of WithDefaults(spec). InvalidArgument naming the field when model.seq_len

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/token_corpus.h"
 #include "schedule/generator.h"
 
 namespace pipetrain::planner {
@@ -82,13 +83,35 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Bad("training.optimizer.weight_decay", o.weight_decay(), "allowed: 0..1");
   }
   const v1::DataSpec& d = t.data();
-  if (!d.source().empty() && d.source() != "default" && d.source() != "text") {
+  if (!d.source().empty() && d.source() != "default" && d.source() != "text" &&
+      d.source() != "tokens") {
     return Bad("training.data.source", absl::StrCat("\"", d.source(), "\""),
-               "allowed: default, text");
+               "allowed: default, text, tokens");
   }
   if (d.source() == "text" && d.path().empty()) {
     return absl::InvalidArgumentError(
         "training.data.path: required when training.data.source is \"text\"");
+  }
+  // Token datasets (docs/data.md): the coordinator cannot look into the files, so the spec
+  // must say what the workers will check.
+  if (d.source() == "tokens") {
+    if (d.path().empty()) {
+      return absl::InvalidArgumentError(
+          "training.data.path: required when training.data.source is \"tokens\" (a token file "
+          "or a directory written by `pipetrain data prepare`)");
+    }
+    if (m.vocab_size() == 0) {
+      return absl::InvalidArgumentError(
+          "model.vocab_size: required when training.data.source is \"tokens\" (the coordinator "
+          "never opens the data; `pipetrain data prepare` prints it)");
+    }
+    if (!d.token_dtype().empty() && !model::ParseTokenDtype(d.token_dtype()).has_value()) {
+      return Bad("training.data.token_dtype", absl::StrCat("\"", d.token_dtype(), "\""),
+                 "allowed: uint16, uint32 (or unset: uint16)");
+    }
+  } else if (!d.token_dtype().empty()) {
+    return Bad("training.data.token_dtype", absl::StrCat("\"", d.token_dtype(), "\""),
+               "it is only for training.data.source \"tokens\"");
   }
 
   const v1::ParallelismSpec& p = spec.parallelism();

@@ -109,5 +109,21 @@ if [ -n "$build" ]; then
   fi
 fi
 
+# pipetrain-data links libsentencepiece, which exports its own protobuf-lite: it must never share
+# a process with libprotobuf (client/sentencepiece_tokenizer.h), so it links no wire contract.
+if [ -n "$build" ]; then
+  data_bin="$build/client/pipetrain-data"
+  if [ ! -x "$data_bin" ]; then
+    echo "layering: $data_bin not built"
+    status=1
+  elif ldd "$data_bin" | grep -q 'libprotobuf\|libgrpc'; then
+    echo "layering: pipetrain-data links $(ldd "$data_bin" | grep -o 'lib\(protobuf\|grpc\)[^ ]*' | head -2 | tr '\n' ' ')"
+    status=1
+  elif nm -C --defined-only "$data_bin" | grep -q 'pipetrain::v1::'; then
+    echo "layering: pipetrain-data defines pipetrain.v1 protobuf messages"
+    status=1
+  fi
+fi
+
 [ "$status" -eq 0 ] && echo "layering: ok"
 exit "$status"

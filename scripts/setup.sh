@@ -8,6 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libgoogle-glog-dev prometheus-cpp-dev libopenblas-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev libxxhash-dev libyaml-cpp-dev
+  libsentencepiece-dev  # `pipetrain data prepare`: the BPE tokenizer
   prometheus yamllint python3-yaml openssl
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer
 )

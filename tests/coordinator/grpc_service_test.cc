@@ -173,6 +173,33 @@ std::vector<BadRequest> BadRequests() {
           [](v1::JobSpec& s) { s.mutable_training()->mutable_data()->set_source("text"); },
           "training.data.path"),
       SpecCase(
+          "tokens without path",
+          [](v1::JobSpec& s) {
+            s.mutable_model()->set_vocab_size(1000);
+            s.mutable_training()->mutable_data()->set_source("tokens");
+          },
+          "training.data.path"),
+      SpecCase(
+          "tokens without vocab_size",  // the coordinator cannot read it from the files
+          [](v1::JobSpec& s) {
+            s.mutable_training()->mutable_data()->set_source("tokens");
+            s.mutable_training()->mutable_data()->set_path("/data/tokens");
+          },
+          "model.vocab_size"),
+      SpecCase(
+          "unknown token dtype",
+          [](v1::JobSpec& s) {
+            s.mutable_model()->set_vocab_size(1000);
+            s.mutable_training()->mutable_data()->set_source("tokens");
+            s.mutable_training()->mutable_data()->set_path("/data/tokens");
+            s.mutable_training()->mutable_data()->set_token_dtype("int8");
+          },
+          "training.data.token_dtype"),
+      SpecCase(
+          "token dtype on the default task",
+          [](v1::JobSpec& s) { s.mutable_training()->mutable_data()->set_token_dtype("uint16"); },
+          "training.data.token_dtype"),
+      SpecCase(
           "zero workers", [](v1::JobSpec& s) { s.mutable_parallelism()->set_num_workers(0); },
           "parallelism.num_workers"),
       SpecCase(

@@ -3,12 +3,14 @@
 // neighbour fails the step). Every rank is restarted with --resume-from the last complete
 // checkpoint (a stage file cut off by the kill would be only a temp file, never picked up), and
 // the resumed steps' losses equal, bitwise, those of an uninterrupted run (the reference
-// trainer, which WorkerProcessesTest shows the uninterrupted pipeline matches bitwise).
+// trainer, which WorkerProcessesTest shows the uninterrupted pipeline matches bitwise). The same
+// holds for a job on the "tokens" source.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -19,6 +21,7 @@
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/plan_files.h"
 #include "tests/e2e/process_util.h"
+#include "tests/e2e/token_corpus.h"
 #include "worker/service/step_line.h"
 
 namespace pipetrain {
@@ -31,11 +34,15 @@ std::map<int, std::string> Losses(const std::string& out) {
   return losses;
 }
 
-TEST(CheckpointResumeProcesses, KilledWorkerResumesFromLastCheckpointExactly) {
+// Runs `spec` (checkpoints every 2 steps into `dir`/ckpt) as two worker processes, kills rank 1
+// with SIGKILL once step 4's checkpoint is written, resumes every rank from the last complete
+// checkpoint for kResumeSteps steps and expects the reference trainer's losses, bitwise.
+// `while_running` runs (with the ranks' processes) before the kill.
+void KillAndResumeExactly(v1::JobSpec spec, const std::string& dir,
+                          const std::function<void(const std::vector<testing::Process>&,
+                                                   const planner::PlannedJob&)>& while_running) {
   constexpr int kWorkers = 2;
   constexpr int kResumeSteps = 3;
-  v1::JobSpec spec = testing::SmallJob("1f1b", kWorkers, 4, /*steps=*/100000);
-  const std::string dir = testing::TempDir();
   const std::string ckpt = dir + "/ckpt";
   spec.mutable_checkpoint()->set_dir(ckpt);
   spec.mutable_checkpoint()->set_interval_steps(2);
@@ -55,6 +62,7 @@ TEST(CheckpointResumeProcesses, KilledWorkerResumesFromLastCheckpointExactly) {
   ASSERT_TRUE(
       testing::WaitForText(workers[loss_rank].stdout_path, "checkpoint_step 4", absl::Seconds(60)))
       << testing::ReadFile(workers[loss_rank].stderr_path);
+  if (while_running) while_running(workers, *planned);
   testing::Kill(workers[1], SIGKILL);
   for (int r = 0; r < kWorkers; ++r) {
     auto code = testing::WaitFor(workers[r], absl::Seconds(20));
@@ -106,6 +114,30 @@ TEST(CheckpointResumeProcesses, KilledWorkerResumesFromLastCheckpointExactly) {
     EXPECT_EQ(loss, reference[s]) << "run 1 step " << s;
   }
   std::filesystem::remove_all(ckpt);
+}
+
+TEST(CheckpointResumeProcesses, KilledWorkerResumesFromLastCheckpointExactly) {
+  KillAndResumeExactly(testing::SmallJob("1f1b", 2, 4, /*steps=*/100000), testing::TempDir(),
+                       nullptr);
+}
+
+// The same with a token dataset (the docs tokenized by `pipetrain data prepare`, widened to one
+// uint32 file): the resumed run draws exactly the uninterrupted run's windows. On V-Half, rank 0
+// holds the first and the last stage and maps the file; rank 1 holds neither and never opens it.
+TEST(CheckpointResumeProcesses, TokenDatasetResumesExactly) {
+  const std::string dir = testing::TempDir();
+  const testing::TokenCorpus corpus = testing::PrepareDocsCorpus(PIPETRAIN_CLIENT_BIN, dir, 400);
+  const std::string file = testing::WidenToUint32(corpus.dir + "/train.bin", dir + "/train32.bin");
+  const v1::JobSpec spec = testing::WithTokens(testing::SmallJob("v-half", 2, 4, /*steps=*/100000),
+                                               file, corpus.vocab_size, "uint32", 16);
+  KillAndResumeExactly(
+      spec, dir,
+      [&](const std::vector<testing::Process>& workers, const planner::PlannedJob& planned) {
+        ASSERT_EQ(planned.schedule.WorkerOf(0), 0);
+        ASSERT_EQ(planned.schedule.WorkerOf(planned.schedule.num_stages - 1), 0);
+        EXPECT_TRUE(testing::MapsFile(workers[0].pid, file)) << "rank 0 does not map " << file;
+        EXPECT_FALSE(testing::MapsFile(workers[1].pid, file)) << "rank 1 opened the data";
+      });
 }
 
 TEST(CheckpointResumeProcesses, ResumeFromMissingCheckpointFailsClearly) {

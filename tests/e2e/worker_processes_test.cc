@@ -2,10 +2,12 @@
 // processes train the default task from a plan file and report, step by step, exactly the
 // reference trainer's losses (bitwise: printed with 17 significant digits) and the planner's
 // predicted peak activation bytes. A worker killed mid-run makes its neighbour fail the step
-// with a clear error within a bounded time.
+// with a clear error within a bounded time. A job on the "tokens" source (a corpus prepared from
+// the repository's docs by `pipetrain data prepare`) matches the reference trainer too.
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -21,6 +23,7 @@
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/plan_files.h"
 #include "tests/e2e/process_util.h"
+#include "tests/e2e/token_corpus.h"
 #include "worker/device/device_list.h"
 #include "worker/service/step_line.h"
 
@@ -163,6 +166,44 @@ TEST(WorkerProcesses, RunsThePlanFileTheCliWrites) {
     EXPECT_EQ(loss, reference[s]) << "step " << s;
     EXPECT_EQ(steps.at(s).peak_activation_bytes, std::llround(planned->sim.peak_memory[0]));
   }
+}
+
+// The "tokens" source end to end: `pipetrain data prepare` tokenizes the docs, and two worker
+// processes (the first stage's reads the inputs, the last stage's the targets) train on the
+// directory exactly like the reference trainer reading the same files.
+TEST(WorkerProcesses, TokenDatasetTrainsExactlyLikeTheReference) {
+  const std::string dir = testing::TempDir();
+  const testing::TokenCorpus corpus = testing::PrepareDocsCorpus(PIPETRAIN_CLIENT_BIN, dir, 512);
+  const v1::JobSpec spec = testing::WithTokens(testing::SmallJob("1f1b", 2, 4, kSteps),
+                                               corpus.dir, corpus.vocab_size, "uint16", 16);
+  auto planned = planner::PlanJob(spec);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  const std::string plan_path = testing::WritePlanFile(spec, planned->plan, dir + "/plan.json");
+  std::vector<testing::Process> workers;
+  for (int r = 0; r < 2; ++r) {
+    workers.push_back(testing::Spawn({PIPETRAIN_WORKER_BIN, "--plan", plan_path, "--rank",
+                                      std::to_string(r), "--connect-timeout", "20",
+                                      "--recv-timeout", "30"},
+                                     absl::StrCat(dir, "/rank", r)));
+  }
+  for (int r = 0; r < 2; ++r) {
+    auto code = testing::WaitFor(workers[r], absl::Seconds(120));
+    ASSERT_TRUE(code.has_value()) << "rank " << r << " hung";
+    ASSERT_EQ(*code, 0) << "rank " << r << ": " << testing::ReadFile(workers[r].stderr_path);
+  }
+  const std::vector<double> reference = testing::ReferenceLosses(spec);
+  ASSERT_EQ(reference.size(), static_cast<size_t>(kSteps));
+  const std::map<int, worker::StepLine> steps =
+      worker::ParseStepLines(testing::ReadFile(workers[1].stdout_path));
+  ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps));
+  for (int s = 0; s < kSteps; ++s) {
+    double loss = 0;
+    ASSERT_TRUE(absl::SimpleAtod(steps.at(s).loss, &loss)) << steps.at(s).loss;
+    EXPECT_EQ(loss, reference[s]) << "step " << s;
+  }
+  // A fresh model on 512 ids starts near ln(512) and learns.
+  EXPECT_NEAR(reference.front(), std::log(512.0), 0.5);
+  EXPECT_LT(reference.back(), reference.front());
 }
 
 // --device in the real binary: on a host without a usable GPU (every CI machine), auto computes

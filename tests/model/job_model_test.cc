@@ -186,5 +186,39 @@ TEST(JobModelTest, ShapeErrorsNameTheField) {
   EXPECT_EQ(TokensPerStep(spec), 0);
 }
 
+// Token datasets (training.data.source "tokens", docs/data.md): the shape comes from the spec
+// alone, and the defaults WithDefaults applies are the ones job.proto states.
+TEST(JobModelTest, TokensShapeAndDefaultsComeFromTheSpec) {
+  v1::JobSpec spec = SmallSpec();
+  spec.mutable_training()->mutable_data()->set_source("tokens");
+  spec.mutable_training()->mutable_data()->set_path("/nonexistent/only/workers/see/this");
+  absl::StatusOr<GptConfig> c = ModelConfig(spec);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("model.vocab_size: required"), std::string::npos)
+      << c.status();
+  spec.mutable_model()->set_vocab_size(5000);
+  c = ModelConfig(spec);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->vocab, 5000);
+  const v1::JobSpec s = WithDefaults(spec);
+  EXPECT_EQ(TokensPerStep(spec), 8 * s.model().seq_len());
+  spec.mutable_model()->set_seq_len(100);
+  EXPECT_EQ(ModelConfig(spec)->seq_len, 100);
+  spec.mutable_training()->mutable_data()->set_source("text");
+  EXPECT_EQ(WithDefaults(spec).training().data().token_dtype(), "");  // tokens only
+
+  // job.proto's words for both defaults.
+  std::ifstream in(std::string(PIPETRAIN_SOURCE_DIR) + "/proto/pipetrain/v1/job.proto");
+  const std::string proto((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(proto, m, std::regex(R"(tokens (\d+)\)\.\n\s+int32 seq_len)")))
+      << "model.seq_len's comment states no default for tokens";
+  EXPECT_EQ(s.model().seq_len(), std::stoi(m[1]));
+  ASSERT_TRUE(std::regex_search(
+      proto, m, std::regex(R"re(where the default is "(\w+)"[^\n]*\n\s+string token_dtype)re")))
+      << "training.data.token_dtype's comment states no default";
+  EXPECT_EQ(s.training().data().token_dtype(), m[1].str());
+}
+
 }  // namespace
 }  // namespace pipetrain::model

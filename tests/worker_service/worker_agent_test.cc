@@ -5,6 +5,7 @@
 #include "worker/service/worker_agent.h"
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <vector>
 
@@ -192,6 +193,31 @@ TEST(WorkerAgentTest, UnreadableDataPathFailsPrepareNamingTheField) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_NE(status.message().find("training.data.path"), std::string::npos) << status;
   EXPECT_NE(status.message().find("/nonexistent/corpus.txt"), std::string::npos) << status;
+  EXPECT_FALSE(a.agent->busy());
+  a.agent->Shutdown();
+}
+
+// The same for the "tokens" source: planned from the spec alone (model.vocab_size declares the
+// vocabulary), refused at Prepare naming the field and the directory's train.bin.
+TEST(WorkerAgentTest, MissingTokenDataFailsPrepareNamingTheField) {
+  FakeCoordinator coordinator;
+  Agent a(&coordinator);
+  v1::PrepareRequest request = OneRankJob(a.transport_address, 0);
+  const std::string dir = ::testing::TempDir() + "/pipetrain_no_tokens";
+  std::filesystem::create_directories(dir);  // a directory without train.bin
+  v1::DataSpec* data = request.mutable_spec()->mutable_training()->mutable_data();
+  data->set_source("tokens");
+  data->set_path(dir);
+  request.mutable_spec()->mutable_model()->set_vocab_size(300);
+  request.mutable_spec()->mutable_model()->set_seq_len(8);
+  auto planned = planner::PlanJob(request.spec());  // planning never opens the files
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  *request.mutable_plan() = planned->plan;
+  const absl::Status status = a.agent->Prepare(request).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("training.data.path: " + dir + "/train.bin: no such file"),
+            std::string::npos)
+      << status;
   EXPECT_FALSE(a.agent->busy());
   a.agent->Shutdown();
 }

@@ -1,23 +1,18 @@
 #include "worker/data/text_dataset.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
+#include "common/mapped_file.h"
 
 namespace pipetrain::data {
 
 absl::StatusOr<std::unique_ptr<TextDataset>> TextDataset::Open(const std::string& path, int seq_len,
                                                                uint64_t seed) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read text file ", path));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  std::string text = buf.str();
+  absl::StatusOr<std::string> read = ReadRegularFile(path, kMaxBytes);
+  if (!read.ok()) return read.status();
+  std::string text = *std::move(read);
   if (seq_len <= 0 || static_cast<int64_t>(text.size()) <= seq_len + 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("text file ", path, " has ", text.size(),
-                     " bytes; need more than seq_len + 1 = ", seq_len + 1));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": has ", text.size(), " bytes; need more than seq_len + 1 = ", seq_len + 1));
   }
   return std::unique_ptr<TextDataset>(new TextDataset(path, std::move(text), seq_len, seed));
 }

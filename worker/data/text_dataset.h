@@ -15,8 +15,14 @@ namespace pipetrain::data {
 
 class TextDataset : public Dataset {
  public:
-  // NotFound if the file cannot be read; InvalidArgument if it is not longer than seq_len + 1
-  // bytes or seq_len <= 0.
+  // The whole file is read into memory, so it may have at most this many bytes (larger corpora:
+  // the "tokens" source, which maps its file instead; docs/data.md).
+  static constexpr int64_t kMaxBytes = int64_t{1} << 30;
+
+  // Reads `path`, which must be a regular file (a FIFO or a device is refused without reading
+  // it, see common/mapped_file.h) of at most kMaxBytes. NotFound if it is missing; InvalidArgument if it
+  // is not a regular file, is too large, is not longer than seq_len + 1 bytes, or seq_len <= 0.
+  // Messages start with the path.
   static absl::StatusOr<std::unique_ptr<TextDataset>> Open(const std::string& path, int seq_len,
                                                            uint64_t seed);
   static std::unique_ptr<TextDataset> FromString(std::string text, int seq_len, uint64_t seed);

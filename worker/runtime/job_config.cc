@@ -1,10 +1,14 @@
 #include "worker/runtime/job_config.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/job_model.h"
+#include "model/token_corpus.h"
 #include "worker/data/addition_task.h"
 #include "worker/data/text_dataset.h"
+#include "worker/data/token_corpus_reader.h"
 
 namespace pipetrain::worker {
 
@@ -20,6 +24,27 @@ absl::StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const v1::JobSpec& sp
           absl::StrCat("training.data.path: ", text.status().message()));
     }
     dataset = *std::move(text);
+  } else if (d.source() == "tokens") {
+    // docs/data.md: the file (or a `pipetrain data prepare` directory) is mapped and checked
+    // here; val.bin is checked but not trained on.
+    const std::optional<model::TokenDtype> dtype = model::ParseTokenDtype(
+        d.token_dtype().empty() ? model::kDefaultTokenDtype : d.token_dtype());
+    if (!dtype.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("training.data.token_dtype: \"",
+                                                     d.token_dtype(),
+                                                     "\" is not one of: uint16, uint32"));
+    }
+    data::TokenDataset::Options options;
+    options.dtype = *dtype;
+    options.seq_len = shape.seq_len;
+    options.vocab_size = shape.vocab;
+    options.seed = spec.training().seed();
+    absl::StatusOr<data::TokenCorpus> corpus = data::OpenTokenCorpus(d.path(), options);
+    if (!corpus.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("training.data.path: ", corpus.status().message()));
+    }
+    dataset = std::move(corpus->train);
   } else {
     dataset = std::make_unique<data::AdditionTask>(model::kDefaultTaskDigits,
                                                    spec.training().seed());

@@ -16,9 +16,11 @@
 namespace pipetrain::worker {
 
 // Opens training.data on this worker: "default" builds the embedded addition task, "text" reads
-// training.data.path. The dataset has the spec's declared shape (model::DeclaredDataShape).
-// Errors name the field: InvalidArgument "training.data.path: <path>: <why>" for a file this
-// worker cannot use, so the job fails at Prepare with the reason.
+// training.data.path, "tokens" maps training.data.path (a token file or a `pipetrain data
+// prepare` directory, docs/data.md). The dataset has the spec's declared shape
+// (model::DeclaredDataShape). Errors name the field: InvalidArgument "training.data.path:
+// <file>: <why>" for a file this worker cannot use (the file may be the directory's train.bin,
+// val.bin or meta.json), so the job fails at Prepare with the reason.
 absl::StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const v1::JobSpec& spec);
 // training.optimizer with its defaults applied, as the kernels take it.
 kernels::AdamWConfig OptimizerConfig(const v1::JobSpec& spec);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <utility>
@@ -89,7 +90,14 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     }
   }
 
-  PT_ASSIGN_OR_RETURN(session->dataset_, MakeDataset(request.spec()));
+  // Only the embedding (first stage) and the loss (last stage) read training data: the other
+  // workers never open it (docs/data.md).
+  const bool reads_data = std::any_of(my_stages.begin(), my_stages.end(), [&](int s) {
+    return s == 0 || s == sched.num_stages - 1;
+  });
+  if (reads_data) {
+    PT_ASSIGN_OR_RETURN(session->dataset_, MakeDataset(request.spec()));
+  }
   PT_ASSIGN_OR_RETURN(model::GptConfig config, model::ModelConfig(request.spec()));
   session->my_stages_ = my_stages;
   session->profile_shape_.num_stages = sched.num_stages;
@@ -119,12 +127,13 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     mc.num_microbatches = m;
     mc.stages = my_stages;
     mc.copy_bandwidth_bytes_per_s = options.copy_bandwidth_bytes_per_s;
-    const data::Dataset* dataset = session->dataset_.get();
-    const int mbs = request.spec().training().microbatch_size();
-    mc.data = [dataset, mbs](int step, int mb) -> absl::StatusOr<MicrobatchData> {
-      data::Microbatch batch = TrainingMicrobatch(*dataset, step, mb, mbs);
-      return MicrobatchData{std::move(batch.tokens), std::move(batch.targets)};
-    };
+    if (const data::Dataset* dataset = session->dataset_.get(); dataset != nullptr) {
+      const int mbs = request.spec().training().microbatch_size();
+      mc.data = [dataset, mbs](int step, int mb) -> absl::StatusOr<MicrobatchData> {
+        data::Microbatch batch = TrainingMicrobatch(*dataset, step, mb, mbs);
+        return MicrobatchData{std::move(batch.tokens), std::move(batch.targets)};
+      };
+    }
     PT_ASSIGN_OR_RETURN(auto runner, ModelStageRunner::Create(session->backend_.get(), mc));
     for (int s : my_stages) {
       session->parameter_bytes_ += runner->chunk(s)->ParameterStateBytes();

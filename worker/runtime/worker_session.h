@@ -106,7 +106,7 @@ class WorkerSession {
   int first_stage_ = 0;  // the lowest stage this rank holds
   int64_t last_checkpoint_step_ = -1;
   ModelStageRunner* model_runner_ = nullptr;  // runner_ when it runs real chunks
-  std::unique_ptr<data::Dataset> dataset_;
+  std::unique_ptr<data::Dataset> dataset_;  // null unless this worker holds the first or last stage
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<StageRunner> runner_;
   std::unique_ptr<Transport> transport_;

@@ -1,0 +1,61 @@
+// `pipetrain-data`: the training-data tool, run as `pipetrain data ...` (the pipetrain CLI
+// hands it everything after `data`) or on its own. A binary of its own because it links
+// libsentencepiece, which must not share a process with protobuf
+// (client/sentencepiece_tokenizer.h). Only flag parsing lives here; the logic is
+// client/data_prepare.h. Exit codes: 0 ok, 1 runtime failure, 2 bad input (a flag, an unreadable
+// corpus).
+#include <iostream>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "client/data_prepare.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pipetrain data: prepare training data for the \"tokens\" source (docs/data.md)"};
+  app.name("pipetrain data");
+  app.require_subcommand(1);
+  pipetrain::client::DataPrepareOptions options;
+  CLI::App* prepare = app.add_subcommand(
+      "prepare",
+      "Train a SentencePiece tokenizer on a text corpus, encode it and write DIR/train.bin, "
+      "DIR/val.bin, DIR/tokenizer.model and DIR/meta.json; print the job-file lines that use DIR");
+  prepare->add_option("--input", options.input, "The corpus: a UTF-8 text file")->required();
+  prepare->add_option("--output", options.output, "The directory to write (created if missing)")
+      ->required();
+  prepare
+      ->add_option("--vocab-size", options.vocab_size,
+                   "Tokenizer vocabulary, " + std::to_string(pipetrain::client::kMinPrepareVocab) +
+                       ".." + std::to_string(pipetrain::client::kMaxPrepareVocab) +
+                       " (ids are uint16 up to 65536, else uint32)")
+      ->required();
+  prepare
+      ->add_option("--val-fraction", options.val_fraction,
+                   "The corpus's last fraction (from a line start) becomes val.bin, 0..0.5; 0: "
+                   "none")
+      ->capture_default_str();
+  prepare->add_option("--model-type", options.model_type, "Tokenizer model: bpe or unigram")
+      ->capture_default_str();
+  prepare
+      ->add_option("--threads", options.threads,
+                   "Threads for training and encoding; 0 = all hardware threads")
+      ->capture_default_str();
+  // CLI11 would only say that a subcommand is required.
+  if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "prepare") {
+    std::cerr << "pipetrain data: unknown subcommand \"" << argv[1] << "\"; allowed: prepare\n";
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "pipetrain data: " << e.what() << " (run with --help for usage)\n";
+    return 2;
+  }
+  const absl::Status status = pipetrain::client::DataPrepareCommand(options, std::cout, std::cerr);
+  if (status.ok()) return 0;
+  std::cerr << "pipetrain data prepare: " << status.message() << "\n";
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
