@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/model_view.h"
 #include "model/job_model.h"
 
 namespace pipetrain::client {
@@ -28,6 +31,25 @@ std::string FormatJobStatus(const v1::Job& job) {
                       StateName(job.state()), job.steps_done(), job.spec().training().steps());
   if (!job.failure_reason().empty())
     absl::StrAppend(&out, "  reason: ", job.failure_reason(), "\n");
+  if (const std::string model_line = FormatModelLine(job.spec()); !model_line.empty()) {
+    absl::StrAppend(&out, "  ", model_line, "\n");
+  }
+  if (const std::string lr = FormatLearningRateLine(job.spec(), job.steps_done()); !lr.empty()) {
+    absl::StrAppend(&out, "  ", lr, "\n");
+  }
+  if (job.skipped_steps_size() > 0) {
+    // The newest few; --json has them all.
+    constexpr int kShown = 5;
+    std::vector<std::string> shown;
+    for (int i = std::max(0, job.skipped_steps_size() - kShown); i < job.skipped_steps_size();
+         ++i) {
+      shown.push_back(absl::StrCat(job.skipped_steps(i)));
+    }
+    absl::StrAppendFormat(&out, "  skipped updates (non-finite gradients): %d step(s)%s %s\n",
+                          job.skipped_steps_size(),
+                          job.skipped_steps_size() > kShown ? ", newest:" : ":",
+                          absl::StrJoin(shown, ", "));
+  }
   const v1::Plan& plan = job.plan();
   if (plan.num_stages() > 0) {
     const int p = plan.workers_size();

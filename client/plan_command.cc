@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/job_file.h"
+#include "client/model_view.h"
 #include "common/status_macros.h"
 #include "planner/plan_file.h"
 #include "planner/planner.h"
@@ -91,7 +92,8 @@ absl::StatusOr<PlanOutput> RunJobPlan(const PlanOptions& o) {
   }
   PlanOutput out;
   out.format = o.format.empty() ? "plan-file" : o.format;
-  out.summary = absl::StrCat(schedule::RenderSummary(planned->schedule, planned->sim),
+  out.summary = absl::StrCat(FormatModelLine(*spec), "\n",
+                             schedule::RenderSummary(planned->schedule, planned->sim),
                              planned->plan.explanation(), "\n");
   if (out.format != "plan-file") {
     out.document = Render(out.format, planned->schedule, planned->sim, planned->costs);

@@ -44,6 +44,11 @@ void JobManager::RewindLocked(Record& r, const std::string& reason, bool counted
   // The resumed run redoes (bitwise identically) the steps after the checkpoint.
   r.job.set_steps_done(std::min(r.job.steps_done(), resume));
   if (r.job.losses_size() > resume) r.job.mutable_losses()->Truncate(resume);
+  // Skipped updates past the checkpoint are redone too (and skipped again).
+  auto* skipped = r.job.mutable_skipped_steps();
+  skipped->erase(std::remove_if(skipped->begin(), skipped->end(),
+                                [resume](int32_t step) { return step >= resume; }),
+                 skipped->end());
   r.finished.clear();
 }
 

@@ -79,6 +79,11 @@ void StepAggregator::Apply(const std::vector<std::optional<RankStep>>& ranks, v1
       max_compute_ns = std::max(max_compute_ns, rs.compute_ns);
     }
   }
+  // The ranks agree on a skipped update (worker/runtime/executor.h); one report says it.
+  if (std::any_of(ranks.begin(), ranks.end(),
+                  [](const auto& r) { return r->report.update_skipped(); })) {
+    job->add_skipped_steps(ranks.front()->report.step());
+  }
   const double step_s = static_cast<double>(max_duration_ns) * 1e-9;
   job->set_last_step_s(step_s);
   job->set_tokens_per_s(step_s > 0 ? static_cast<double>(tokens_per_step_) / step_s : 0.0);

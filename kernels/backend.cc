@@ -301,4 +301,12 @@ absl::Status Backend::AdamWUpdate(const AdamWConfig& config, int64_t step, const
   return DoAdamWUpdate(config, step, grad, param, m, v);
 }
 
+absl::StatusOr<bool> Backend::AllFinite(absl::Span<const Tensor* const> tensors) {
+  for (const Tensor* t : tensors) {
+    if (t == nullptr) return absl::InvalidArgumentError("AllFinite: a tensor is null");
+    PT_RETURN_IF_ERROR(CheckDevice("AllFinite", "tensor", *t));
+  }
+  return DoAllFinite(tensors);
+}
+
 }  // namespace pipetrain::kernels

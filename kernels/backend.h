@@ -160,6 +160,10 @@ class Backend {
   // One AdamW step on param with grad and moments m, v (all same numel); step >= 1.
   absl::Status AdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
                            Tensor* param, Tensor* m, Tensor* v);
+  // Whether every element of every tensor (device tensors, none empty) is finite: no NaN, no
+  // Inf. The optimizer's check before an update; returns a host value, so it waits for what it
+  // reads (CUDA: one wait for all the tensors).
+  absl::StatusOr<bool> AllFinite(absl::Span<const Tensor* const> tensors);
 
  private:
   // The implementations behind the ops above. The public op has already checked every argument
@@ -205,6 +209,7 @@ class Backend {
                                               Tensor* dlogits) = 0;
   virtual absl::Status DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
                                      Tensor* param, Tensor* m, Tensor* v) = 0;
+  virtual absl::StatusOr<bool> DoAllFinite(absl::Span<const Tensor* const> tensors) = 0;
 };
 
 }  // namespace pipetrain::kernels

@@ -42,4 +42,8 @@ ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
   return c;
 }
 
+int64_t ModelParameterCount(const GptConfig& config) {
+  return EstimateChunkCost(config, WholeModel(config), 1).parameter_bytes / 4;
+}
+
 }  // namespace pipetrain::model

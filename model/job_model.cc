@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/token_corpus.h"
+#include "model/model_presets.h"
 
 namespace pipetrain::model {
 namespace {
@@ -17,12 +18,15 @@ constexpr char kDefaultDataSource[] = "default";
 constexpr int kDefaultTextSeqLen = 64;
 constexpr int kDefaultKeepLast = 3;
 constexpr int kDefaultMaxRestarts = 3;
+constexpr char kDefaultLrSchedule[] = "constant";
 
 }  // namespace
 
 v1::JobSpec WithDefaults(const v1::JobSpec& spec) {
   v1::JobSpec s = spec;
   v1::ModelSpec* m = s.mutable_model();
+  // A preset first: its shape is what the defaults below (ffn, data shape) follow.
+  *m = WithModelPreset(*m);
   if (m->ffn_hidden() == 0) m->set_ffn_hidden(4 * m->hidden());
   v1::TrainingSpec* t = s.mutable_training();
   v1::DataSpec* d = t->mutable_data();
@@ -39,6 +43,9 @@ v1::JobSpec WithDefaults(const v1::JobSpec& spec) {
   if (o->beta1() == 0) o->set_beta1(kDefaultBeta1);
   if (o->beta2() == 0) o->set_beta2(kDefaultBeta2);
   if (o->epsilon() == 0) o->set_epsilon(kDefaultEpsilon);
+  // The schedule (model/lr_schedule.h); warmup_steps, min_lr_ratio and the decay groups'
+  // defaults are their zeros.
+  if (o->lr_schedule().empty()) o->set_lr_schedule(kDefaultLrSchedule);
   v1::ParallelismSpec* p = s.mutable_parallelism();
   if (p->schedule().empty()) p->set_schedule(kDefaultSchedule);
   v1::MemorySpec* mem = s.mutable_memory();
@@ -57,25 +64,33 @@ absl::StatusOr<DataShape> DeclaredDataShape(const v1::JobSpec& spec) {
     return DataShape{3 * kDefaultTaskDigits + 2, 12};
   }
   if (source == "text") {
-    const int seq_len = spec.model().seq_len() > 0 ? spec.model().seq_len() : kDefaultTextSeqLen;
+    // A preset's sequence length counts as set (the shape WithDefaults will give the model).
+    const int model_seq_len = WithModelPreset(spec.model()).seq_len();
+    const int seq_len = model_seq_len > 0 ? model_seq_len : kDefaultTextSeqLen;
     return DataShape{seq_len, 256};
   }
   if (source == "tokens") {
-    // The coordinator never opens the files, so the spec declares the vocabulary; the workers
-    // check at Prepare that every id in the files is below it.
-    if (spec.model().vocab_size() <= 0) {
+    // The coordinator never opens the files, so the spec (or its preset) declares the
+    // vocabulary; the workers check at Prepare that every id in the files is below it.
+    const v1::ModelSpec model = WithModelPreset(spec.model());
+    if (model.vocab_size() <= 0) {
       return absl::InvalidArgumentError(
           "model.vocab_size: required when training.data.source is \"tokens\" (the coordinator "
           "never opens the data; `pipetrain data prepare` prints it)");
     }
-    const int seq_len = spec.model().seq_len() > 0 ? spec.model().seq_len() : kDefaultTokensSeqLen;
-    return DataShape{seq_len, spec.model().vocab_size()};
+    const int seq_len = model.seq_len() > 0 ? model.seq_len() : kDefaultTokensSeqLen;
+    return DataShape{seq_len, model.vocab_size()};
   }
   return absl::InvalidArgumentError(
       absl::StrCat("training.data.source: \"", source, "\" is not one of: default, text, tokens"));
 }
 
 absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec) {
+  if (const std::string& preset = spec.model().preset();
+      !preset.empty() && FindModelPreset(preset) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.preset: \"", preset, "\" is not allowed; allowed: ", ModelPresetNames()));
+  }
   const v1::JobSpec s = WithDefaults(spec);
   absl::StatusOr<DataShape> data = DeclaredDataShape(s);
   if (!data.ok()) return data.status();
@@ -89,9 +104,13 @@ absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec) {
   c.vocab = m.vocab_size();
   const std::string& source = s.training().data().source();
   if (c.seq_len != data->seq_len) {
-    return absl::InvalidArgumentError(absl::StrCat("model.seq_len: ", c.seq_len, " but the ",
-                                                   source, " data has sequences of ",
-                                                   data->seq_len, " tokens (or leave it 0)"));
+    // A preset's sequence length is overridden by setting the field (it cannot be left 0).
+    const bool from_preset = spec.model().seq_len() == 0 && !spec.model().preset().empty();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.seq_len: ", c.seq_len,
+        from_preset ? absl::StrCat(" (from model.preset \"", spec.model().preset(), "\")") : "",
+        " but the ", source, " data has sequences of ", data->seq_len, " tokens",
+        from_preset ? absl::StrCat("; set model.seq_len: ", data->seq_len) : " (or leave it 0)"));
   }
   if (c.vocab < data->vocab) {
     return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", c.vocab,

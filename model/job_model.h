@@ -28,7 +28,8 @@ struct DataShape {
   int vocab = 0;
 };
 
-// The spec with every unset (zero or empty) field that has a default set to it. Idempotent.
+// The spec with every unset (zero or empty) field that has a default set to it, model.preset's
+// shape first (model/model_presets.h: it fills the shape fields left 0). Idempotent.
 // Fields whose zero is meaningful (seed, weight_decay, offload NONE) are left alone, and so is
 // parallelism.chunks_per_worker: its default belongs to the schedule (the generator registry).
 v1::JobSpec WithDefaults(const v1::JobSpec& spec);

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/lr_schedule.h"
+#include "model/model_presets.h"
 #include "model/token_corpus.h"
 #include "schedule/generator.h"
 
@@ -25,7 +27,13 @@ absl::Status Range(absl::string_view field, int64_t value, int64_t lo, int64_t h
 }  // namespace
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
-  const v1::ModelSpec& m = spec.model();
+  // model.preset: a known name; the shape fields are checked as the preset fills them.
+  if (const std::string& preset = spec.model().preset();
+      !preset.empty() && model::FindModelPreset(preset) == nullptr) {
+    return Bad("model.preset", absl::StrCat("\"", preset, "\""),
+               absl::StrCat("allowed: ", model::ModelPresetNames()));
+  }
+  const v1::ModelSpec m = model::WithModelPreset(spec.model());
   if (absl::Status s = Range("model.num_layers", m.num_layers(), 1, kMaxLayers); !s.ok()) return s;
   if (absl::Status s = Range("model.hidden", m.hidden(), 1, kMaxHidden); !s.ok()) return s;
   if (absl::Status s = Range("model.num_heads", m.num_heads(), 1, m.hidden()); !s.ok()) {
@@ -82,6 +90,21 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (!std::isfinite(o.weight_decay()) || o.weight_decay() < 0 || o.weight_decay() > 1) {
     return Bad("training.optimizer.weight_decay", o.weight_decay(), "allowed: 0..1");
   }
+  // The learning-rate schedule (model/lr_schedule.h).
+  if (const std::vector<std::string>& names = model::LrScheduleNames();
+      !o.lr_schedule().empty() &&
+      std::find(names.begin(), names.end(), o.lr_schedule()) == names.end()) {
+    return Bad("training.optimizer.lr_schedule", absl::StrCat("\"", o.lr_schedule(), "\""),
+               absl::StrCat("allowed: ", absl::StrJoin(names, ", ")));
+  }
+  if (o.warmup_steps() < 0 || o.warmup_steps() > t.steps()) {
+    return Bad("training.optimizer.warmup_steps", o.warmup_steps(),
+               absl::StrCat("allowed: 0..training.steps (", t.steps(), ")"));
+  }
+  if (!std::isfinite(o.min_lr_ratio()) || o.min_lr_ratio() < 0 || o.min_lr_ratio() > 1) {
+    return Bad("training.optimizer.min_lr_ratio", o.min_lr_ratio(), "allowed: 0..1");
+  }
+
   const v1::DataSpec& d = t.data();
   if (!d.source().empty() && d.source() != "default" && d.source() != "text" &&
       d.source() != "tokens") {

@@ -93,7 +93,7 @@ absl::Status RunOne(const CpuJob& job, int p, int steps, CpuRun* run) {
   for (int r = 0; r < p; ++r) {
     worker::ModelStageConfig mc;
     mc.model = job.model;
-    mc.optimizer = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    mc.optimizer.adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     mc.num_stages = plan.num_stages;
     mc.num_microbatches = job.microbatches;
     for (int s = 0; s < plan.num_stages; ++s) {

@@ -127,4 +127,14 @@ absl::Status CpuBackend::DoAdamWUpdate(const AdamWConfig& config, int64_t step, 
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> CpuBackend::DoAllFinite(absl::Span<const Tensor* const> tensors) {
+  for (const Tensor* t : tensors) {
+    const float* x = t->data();
+    for (int64_t i = 0; i < t->numel(); ++i) {
+      if (!std::isfinite(x[i])) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace pipetrain::kernels

@@ -79,6 +79,7 @@ class CpuBackend : public Backend {
   absl::Status DoCrossEntropyBackward(const Tensor& probs, absl::Span<const int32_t> targets,
                                       float grad_scale, Tensor* dlogits) override;
 
+  absl::StatusOr<bool> DoAllFinite(absl::Span<const Tensor* const> tensors) override;
   absl::Status DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
                              Tensor* param, Tensor* m, Tensor* v) override;
 

@@ -258,4 +258,20 @@ absl::Status CudaBackend::DoAdamWUpdate(const AdamWConfig& config, int64_t step,
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> CudaBackend::DoAllFinite(absl::Span<const Tensor* const> tensors) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  PT_ASSIGN_OR_RETURN(void* flag, Scratch(kScratchFlag, sizeof(int32_t), "AllFinite (flag)"));
+  PT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flag, 0, sizeof(int32_t), impl_->stream));
+  for (const Tensor* t : tensors) {
+    PT_CUDA_RETURN_IF_ERROR(
+        LaunchFlagNonFinite(t->data(), t->numel(), static_cast<int32_t*>(flag), impl_->stream));
+  }
+  int32_t host_flag = 0;
+  PT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&host_flag, flag, sizeof(int32_t), cudaMemcpyDeviceToHost, impl_->stream));
+  // A host value: wait for this backend's stream only.
+  PT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  return host_flag == 0;
+}
+
 }  // namespace pipetrain::kernels::cuda

@@ -122,6 +122,7 @@ class CudaBackend : public Backend {
 
   absl::Status DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
                              Tensor* param, Tensor* m, Tensor* v) override;
+  absl::StatusOr<bool> DoAllFinite(absl::Span<const Tensor* const> tensors) override;
 
   // One scratch buffer per use, so that buffers used by one op never alias another's.
   enum ScratchSlot : int {
@@ -135,6 +136,7 @@ class CudaBackend : public Backend {
     kScratchArgmax,
     kScratchAttention,  // attention backward's score gradients, heads x T^2
     kScratchCublas,     // the cuBLAS workspace
+    kScratchFlag,       // AllFinite's non-finite flag (one int32)
     kNumScratchSlots,
   };
 

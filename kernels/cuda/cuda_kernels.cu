@@ -300,6 +300,11 @@ __global__ void AdamWK(float* p, const float* g, float* m, float* v, int64_t n, 
     p[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * p[i]);
   }
 }
+__global__ void FlagNonFiniteK(const float* x, int64_t n, int32_t* flag) {
+  PT_GRID_LOOP(i, n) {
+    if (!isfinite(x[i])) *flag = 1;
+  }
+}
 __global__ void ToBf16K(const float* x, __nv_bfloat16* y, int64_t n) {
   PT_GRID_LOOP(i, n) y[i] = __float2bfloat16_rn(x[i]);
 }
@@ -453,6 +458,11 @@ cudaError_t LaunchCrossEntropyBackward(const float* probs, const int32_t* target
 cudaError_t LaunchAdamW(float* p, const float* g, float* m, float* v, int64_t n, float lr, float b1,
                         float b2, float eps, float wd, float bc1, float bc2, cudaStream_t stream) {
   AdamWK<<<Blocks(n), kThreads, 0, stream>>>(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+  return cudaGetLastError();
+}
+cudaError_t LaunchFlagNonFinite(const float* x, int64_t n, int32_t* flag, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  FlagNonFiniteK<<<Blocks(n), kThreads, 0, stream>>>(x, n, flag);
   return cudaGetLastError();
 }
 cudaError_t LaunchToBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {

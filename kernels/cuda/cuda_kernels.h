@@ -73,6 +73,10 @@ cudaError_t LaunchCrossEntropyBackward(const float* probs, const int32_t* target
                                        int64_t rows, int64_t v, float scale, cudaStream_t stream);
 cudaError_t LaunchAdamW(float* p, const float* g, float* m, float* v, int64_t n, float lr, float b1,
                         float b2, float eps, float wd, float bc1, float bc2, cudaStream_t stream);
+// *flag <- 1 if any of x[0..n) is NaN or Inf; otherwise *flag is left as it was (the caller
+// zeroes it once for a set of tensors). Every writer stores the same value, so the result is
+// deterministic without atomics.
+cudaError_t LaunchFlagNonFinite(const float* x, int64_t n, int32_t* flag, cudaStream_t stream);
 // fp32 -> bf16 (stored as raw uint16 bits, round to nearest even).
 cudaError_t LaunchToBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 

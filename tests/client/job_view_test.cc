@@ -86,5 +86,35 @@ TEST(JobViewTest, StepTimeIsTheSharedCoreSimulationWhenWorkersShareCores) {
   EXPECT_THAT(FormatJobStatus(job), HasSubstr("waits for a shared core"));
 }
 
+// The training recipe in `status`: the model's shape and parameter count, the learning rate of
+// the next step, and the steps whose update was skipped for non-finite gradients.
+TEST(JobViewTest, StatusShowsTheModelTheLearningRateAndSkippedUpdates) {
+  v1::Job job = RunningJob();
+  EXPECT_THAT(FormatJobStatus(job), Not(HasSubstr("model:")));  // no shape in this spec
+  EXPECT_THAT(FormatJobStatus(job), HasSubstr("  lr: constant from 0.003; next t=13: 0.003\n"));
+  EXPECT_THAT(FormatJobStatus(job), Not(HasSubstr("skipped")));
+
+  v1::JobSpec* spec = job.mutable_spec();
+  spec->mutable_model()->set_preset("gpt2-small");
+  spec->mutable_training()->mutable_data()->set_source("text");
+  v1::OptimizerSpec* o = spec->mutable_training()->mutable_optimizer();
+  o->set_learning_rate(1e-3);
+  o->set_lr_schedule("cosine");
+  o->set_warmup_steps(2);
+  o->set_min_lr_ratio(0.1);
+  for (int step : {3, 5, 6, 7, 8, 11}) job.add_skipped_steps(step);
+  const std::string out = FormatJobStatus(job);
+  EXPECT_THAT(out, HasSubstr("  model: gpt2-small, 12 layers x 768 hidden, 12 heads, ffn 3072, "
+                             "seq 1024, vocab 50257; 163,037,184 parameters (163.0M)\n"));
+  // Step 13 of 20 with 2 warmup steps: progress 11/18 of the cosine from 1e-3 to 1e-4.
+  EXPECT_THAT(out, HasSubstr("  lr: cosine from 0.001, warmup 2, floor 0.1 x peak at step 20; "
+                             "next t=13: 0.0003961\n"));
+  EXPECT_THAT(out, HasSubstr("  skipped updates (non-finite gradients): 6 step(s), newest: "
+                             "5, 6, 7, 8, 11\n"));
+  job.set_steps_done(20);
+  EXPECT_THAT(FormatJobStatus(job), HasSubstr("  lr: cosine from 0.001, warmup 2, floor 0.1 x "
+                                              "peak at step 20\n"));
+}
+
 }  // namespace
 }  // namespace pipetrain::client

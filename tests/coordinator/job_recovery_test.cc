@@ -80,7 +80,12 @@ TEST_F(JobManagerTest, StepFailureResumesFromTheLastCompleteCheckpoint) {
   // The fake's ranks do not wait for each other like a pipeline: rank 1 starts late so that
   // rank 0 has reported checkpoint 4 before rank 1 fails.
   fail.start_delay = absl::Milliseconds(60);
+  // Steps 1 and 4 skip their update (non-finite gradients): step 4 is done twice, counted once.
+  fail.skipped_updates = {1, 4};
   workers_.SetBehavior("127.0.0.1:20001", fail);
+  FakeWorkerClient::Behavior skips;
+  skips.skipped_updates = {1, 4};
+  workers_.SetBehavior("127.0.0.1:20000", skips);
   const std::string dir = ::testing::TempDir() + "/resume-ckpt";
   std::filesystem::remove_all(dir);
   v1::JobSpec spec = SmallSpec(2, 8);
@@ -96,6 +101,7 @@ TEST_F(JobManagerTest, StepFailureResumesFromTheLastCompleteCheckpoint) {
   std::vector<double> expected;
   for (int s = 0; s < 8; ++s) expected.push_back(2.0 / (s + 1));
   EXPECT_THAT(job.losses(), ::testing::ElementsAreArray(expected));
+  EXPECT_THAT(job.skipped_steps(), ::testing::ElementsAre(1, 4));
   EXPECT_EQ(job.restarts(), 1);
   ASSERT_EQ(job.recoveries_size(), 1);
   EXPECT_EQ(job.recoveries(0).resume_step(), 4);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "model/checkpoint_layout.h"
 #include "model/job_model.h"
+#include "worker/model/chunk_checkpoint.h"
 #include "worker/model/reference_trainer.h"
 #include "worker/runtime/job_config.h"
 
@@ -26,23 +28,74 @@ v1::JobSpec SmallJob(const std::string& schedule, int workers, int microbatches,
   return spec;
 }
 
-std::vector<double> ReferenceLosses(const v1::JobSpec& spec) {
+std::vector<double> ReferenceLosses(const v1::JobSpec& spec) { return RunReference(spec).losses; }
+
+v1::JobSpec WithRecipe(v1::JobSpec spec) {
+  v1::OptimizerSpec* o = spec.mutable_training()->mutable_optimizer();
+  o->set_lr_schedule("cosine");
+  o->set_warmup_steps(1);
+  o->set_min_lr_ratio(0.1);
+  o->set_weight_decay(0.05);
+  o->set_decay_embeddings(true);
+  o->set_decay_norms_and_biases(true);
+  return spec;
+}
+
+ReferenceRun RunReference(const v1::JobSpec& spec) {
+  ReferenceRun run;
   auto dataset = worker::MakeDataset(spec);
   EXPECT_TRUE(dataset.ok()) << dataset.status();
   auto config = model::ModelConfig(spec);
   EXPECT_TRUE(config.ok()) << config.status();
+  auto optimizer = worker::OptimizerSettingsOf(spec);
+  EXPECT_TRUE(optimizer.ok()) << optimizer.status();
+  if (!dataset.ok() || !config.ok() || !optimizer.ok()) return run;
   kernels::CpuBackend backend;
   model::ReferenceTrainerConfig rc;
   rc.model = *config;
   rc.num_microbatches = model::NumMicrobatches(spec);
   rc.microbatch_size = spec.training().microbatch_size();
-  rc.adamw = worker::OptimizerConfig(spec);
+  rc.optimizer = *optimizer;
   rc.seed = spec.training().seed();
   auto trainer = model::ReferenceTrainer::Create(&backend, dataset->get(), rc);
   EXPECT_TRUE(trainer.ok()) << trainer.status();
-  std::vector<double> losses;
-  for (int s = 0; s < spec.training().steps(); ++s) losses.push_back((*trainer)->Step()->loss);
-  return losses;
+  if (!trainer.ok()) return run;
+  for (int s = 0; s < spec.training().steps(); ++s) {
+    absl::StatusOr<model::StepStats> stats = (*trainer)->Step();
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    if (!stats.ok()) return run;
+    run.losses.push_back(stats->loss);
+    run.skipped.push_back(stats->update_skipped);
+  }
+  for (model::Parameter* p : (*trainer)->model()->parameters()) {
+    run.weights.push_back(*backend.ToVector(p->value));
+  }
+  return run;
+}
+
+std::vector<std::vector<float>> CheckpointWeights(const v1::JobSpec& spec, const std::string& dir,
+                                                  int step, int num_stages) {
+  auto config = model::ModelConfig(spec);
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (!config.ok()) return {};
+  auto specs = model::SplitEvenly(*config, num_stages);
+  EXPECT_TRUE(specs.ok()) << specs.status();
+  if (!specs.ok()) return {};
+  kernels::CpuBackend backend;
+  std::vector<std::vector<float>> weights;
+  for (int s = 0; s < num_stages; ++s) {
+    auto chunk = model::GptChunk::Create(&backend, *config, (*specs)[s]);
+    EXPECT_TRUE(chunk.ok()) << chunk.status();
+    if (!chunk.ok()) return {};
+    const std::string path = model::StageCheckpointPath(dir, step, s);
+    absl::StatusOr<int64_t> loaded = model::LoadChunkCheckpoint(path, **chunk);
+    EXPECT_TRUE(loaded.ok()) << path << ": " << loaded.status();
+    if (!loaded.ok()) return {};
+    for (model::Parameter* p : (*chunk)->parameters()) {
+      weights.push_back(*backend.ToVector(p->value));
+    }
+  }
+  return weights;
 }
 
 }  // namespace pipetrain::testing

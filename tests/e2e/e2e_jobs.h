@@ -15,6 +15,25 @@ v1::JobSpec SmallJob(const std::string& schedule, int workers, int microbatches,
 // Per-step losses of the reference trainer (whole model, one process) for `spec`.
 std::vector<double> ReferenceLosses(const v1::JobSpec& spec);
 
+// `spec` with the full training recipe: 1 warmup step, cosine decay to 0.1 x the peak, weight
+// decay 0.05 on every group (embeddings, norms and biases too).
+v1::JobSpec WithRecipe(v1::JobSpec spec);
+
+// The reference trainer's run of `spec`: per-step losses, whether each step's update was
+// skipped, and every parameter value of the whole model at the end (parameters() order).
+struct ReferenceRun {
+  std::vector<double> losses;
+  std::vector<bool> skipped;
+  std::vector<std::vector<float>> weights;
+};
+ReferenceRun RunReference(const v1::JobSpec& spec);
+
+// Every parameter value, stage by stage in model order, of the checkpoint step-`step` the
+// job's ranks wrote under `dir` (stage s is the s-th of `num_stages` even splits). Fails the
+// test (empty result) if a file is missing or does not load.
+std::vector<std::vector<float>> CheckpointWeights(const v1::JobSpec& spec, const std::string& dir,
+                                                  int step, int num_stages);
+
 }  // namespace pipetrain::testing
 
 #endif  // PIPETRAIN_TESTS_E2E_E2E_JOBS_H_

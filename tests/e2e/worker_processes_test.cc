@@ -1,19 +1,21 @@
 // Real worker processes over TCP on loopback: for every schedule, p = 2 and 4 pipetrain-worker
-// processes train the default task from a plan file and report, step by step, exactly the
-// reference trainer's losses (bitwise: printed with 17 significant digits) and the planner's
-// predicted peak activation bytes. A worker killed mid-run makes its neighbour fail the step
-// with a clear error within a bounded time. A job on the "tokens" source (a corpus prepared from
-// the repository's docs by `pipetrain data prepare`) matches the reference trainer too.
+// processes train the default task from a plan file with the full training recipe (warmup,
+// cosine decay, weight decay on every group) and report, step by step, exactly the reference
+// trainer's losses (bitwise: printed with 17 significant digits) and the planner's predicted
+// peak activation bytes; the weights they checkpoint after the last step are bitwise the
+// reference's. A worker killed mid-run makes its neighbour fail the step with a clear error
+// within a bounded time. A job on the "tokens" source (a corpus prepared from the repository's
+// docs by `pipetrain data prepare`) matches the reference trainer too.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <utility>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,10 +45,12 @@ class WorkerProcessesTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
   const Case& c = GetParam();
-  const v1::JobSpec spec = testing::SmallJob(c.schedule, c.p, c.m, kSteps);
+  const std::string dir = testing::TempDir();
+  v1::JobSpec spec = testing::WithRecipe(testing::SmallJob(c.schedule, c.p, c.m, kSteps));
+  spec.mutable_checkpoint()->set_dir(dir + "/ckpt");
+  spec.mutable_checkpoint()->set_interval_steps(kSteps);  // once, after the last step
   auto planned = planner::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
-  const std::string dir = testing::TempDir();
   const std::string plan_path = testing::WritePlanFile(spec, planned->plan, dir + "/plan.json");
   std::vector<testing::Process> workers;
   for (int r = 0; r < c.p; ++r) {
@@ -60,7 +64,9 @@ TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
     ASSERT_TRUE(code.has_value()) << "rank " << r << " hung";
     ASSERT_EQ(*code, 0) << "rank " << r << ": " << testing::ReadFile(workers[r].stderr_path);
   }
-  const std::vector<double> reference = testing::ReferenceLosses(spec);
+  const testing::ReferenceRun ref = testing::RunReference(spec);
+  const std::vector<double>& reference = ref.losses;
+  ASSERT_EQ(reference.size(), static_cast<size_t>(kSteps));
   const int loss_rank = planned->schedule.WorkerOf(planned->schedule.num_stages - 1);
   for (int r = 0; r < c.p; ++r) {
     auto steps = worker::ParseStepLines(testing::ReadFile(workers[r].stdout_path));
@@ -78,6 +84,15 @@ TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
     }
   }
   EXPECT_LT(reference.back(), reference.front());
+  const std::vector<std::vector<float>> weights =
+      testing::CheckpointWeights(spec, dir + "/ckpt", kSteps, planned->schedule.num_stages);
+  ASSERT_EQ(weights.size(), ref.weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    ASSERT_EQ(weights[i].size(), ref.weights[i].size()) << "parameter " << i;
+    EXPECT_EQ(
+        std::memcmp(weights[i].data(), ref.weights[i].data(), weights[i].size() * sizeof(float)), 0)
+        << "parameter " << i << " differs from the reference's";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

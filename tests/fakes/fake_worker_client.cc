@@ -201,6 +201,7 @@ void FakeWorkerClient::Run(const std::string& address, v1::PrepareRequest prepar
     r->set_step_duration_ns(1000000 * (rank + 1));
     r->set_peak_activation_bytes(1000 * (rank + 1) + step);
     r->set_device_peak_bytes(100000 * (rank + 1) + step);
+    r->set_update_skipped(b.skipped_updates.count(step) > 0);
     if (rank == last_stage_rank) {
       r->set_has_loss(true);
       r->set_loss(2.0 / (step + 1));

@@ -47,6 +47,9 @@ class FakeWorkerClient : public coordinator::WorkerClient {
     int crash_in_checkpoint = -1;
     // CreateNcclId: this status, else "nccl-id-<n>" (n counts the calls).
     absl::Status nccl_id_status;
+    // auto-run: the steps whose report says the optimizer update was skipped (non-finite
+    // gradients; real ranks agree, so give every rank the same set).
+    std::set<int> skipped_updates;
   };
 
   ~FakeWorkerClient() override;

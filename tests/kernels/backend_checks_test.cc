@@ -259,5 +259,17 @@ TEST_F(BackendChecksTest, CrossEntropyAndAdamW) {
       [&] { return backend_.AdamWUpdate({}, 2, grad, &param, &m, &v); });
 }
 
+TEST_F(BackendChecksTest, AllFiniteTakesDeviceTensorsOnly) {
+  Tensor dev = Dev({kH}), host = Host({kH}), none;
+  const absl::Status on_host = backend_.AllFinite({&dev, &host}).status();
+  EXPECT_EQ(on_host.code(), absl::StatusCode::kInvalidArgument) << on_host;
+  EXPECT_THAT(std::string(on_host.message()), HasSubstr("AllFinite: tensor is a host tensor"));
+  const absl::Status empty = backend_.AllFinite({&dev, &none}).status();
+  EXPECT_THAT(std::string(empty.message()), HasSubstr("AllFinite: tensor is empty"));
+  const absl::Status null = backend_.AllFinite({nullptr}).status();
+  EXPECT_THAT(std::string(null.message()), HasSubstr("AllFinite: a tensor is null"));
+  EXPECT_TRUE(backend_.AllFinite({&dev}).ok());
+}
+
 }  // namespace
 }  // namespace pipetrain::kernels

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "glog/logging.h"
 #include "tests/kernels/reference_ops.h"
@@ -279,6 +280,28 @@ TEST_F(CpuBackendTest, AdamW) {
   ExpectNear(Get(p), pd, 1e-6, 1e-5, "adamw p");
   ExpectNear(Get(m), md, 1e-7, 1e-5, "adamw m");
   ExpectNear(Get(v), vd, 1e-7, 1e-5, "adamw v");
+}
+
+TEST_F(CpuBackendTest, AllFiniteSeesOneNanOrInfInAnyTensor) {
+  Tensor a = Random({7, 5}, 63), b = Random({33}, 64);
+  absl::StatusOr<bool> finite = backend_.AllFinite({&a, &b});
+  ASSERT_TRUE(finite.ok()) << finite.status();
+  EXPECT_TRUE(*finite);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    for (int64_t at : {int64_t{0}, int64_t{17}, int64_t{32}}) {
+      std::vector<float> v = Get(b);
+      v[at] = bad;
+      Tensor poisoned = Make({33}, v);
+      finite = backend_.AllFinite({&a, &poisoned});
+      ASSERT_TRUE(finite.ok()) << finite.status();
+      EXPECT_FALSE(*finite) << bad << " at " << at;
+    }
+  }
+  // The largest finite values are finite.
+  Tensor big = Make({2}, {std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()});
+  EXPECT_TRUE(*backend_.AllFinite({&big}));
+  EXPECT_TRUE(*backend_.AllFinite({}));
 }
 
 TEST_F(CpuBackendTest, HostDeviceRoundTripIsCounted) {

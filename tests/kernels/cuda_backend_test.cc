@@ -299,6 +299,27 @@ TEST_F(CudaVsCpuTest, ArgmaxOfARowWithoutAFiniteLogitIsZeroLikeTheCpu) {
   EXPECT_NEAR(b->loss, a->loss, 1e-6);
 }
 
+TEST_F(CudaVsCpuTest, AllFiniteAgreesWithTheCpu) {
+  Pair a = Random({257, 33}, 46), b = Random({5}, 47);
+  absl::StatusOr<bool> cpu = cpu_.AllFinite({&a.cpu, &b.cpu});
+  absl::StatusOr<bool> gpu = gpu_->AllFinite({&a.gpu, &b.gpu});
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << cpu.status() << " " << gpu.status();
+  EXPECT_TRUE(*gpu);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> v = *cpu_.ToVector(a.cpu);
+    v[257 * 33 - 1] = bad;
+    ASSERT_TRUE(gpu_->Upload(v, &a.gpu).ok());
+    gpu = gpu_->AllFinite({&b.gpu, &a.gpu});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_FALSE(*gpu) << bad;
+    // The flag is reset for every call: finite tensors alone are finite again.
+    gpu = gpu_->AllFinite({&b.gpu});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_TRUE(*gpu);
+  }
+}
+
 TEST_F(CudaVsCpuTest, ScratchIsCountedAndABudgetRefusesItNamingTheOp) {
   CountingAllocator& dev = gpu_->device_allocator();
   // The cuBLAS workspace is scratch from the start.

@@ -233,9 +233,10 @@ TEST(ChunkProtocolTest, RejectsOutOfOrderActions) {
   // Ordered accumulation: microbatch 1's W is buffered until microbatch 0's has run.
   ASSERT_TRUE(c->Forward(1, {tokens, Tensor(), targets, 1.0f}).ok());
   ASSERT_TRUE(c->Backward(1, Tensor()).ok());
-  EXPECT_EQ(c->OptimizerStep({}, 1).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c->OptimizerStep(kernels::AdamWConfig{}, 1).code(),
+            absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(c->Backward(0, Tensor()).ok());
-  EXPECT_TRUE(c->OptimizerStep({}, 1).ok());
+  EXPECT_TRUE(c->OptimizerStep(kernels::AdamWConfig{}, 1).ok());
   GptConfig bad = config;
   bad.heads = 3;
   EXPECT_EQ(GptChunk::Create(&be, bad, WholeModel(bad)).status().code(),

@@ -69,6 +69,8 @@ std::string AppliedDefault(const google::protobuf::Message& root, const std::str
         return r->GetString(root, f);
       case google::protobuf::FieldDescriptor::CPPTYPE_ENUM:
         return r->GetEnum(root, f)->name();
+      case google::protobuf::FieldDescriptor::CPPTYPE_BOOL:
+        return r->GetBool(root, f) ? "true" : "false";
       default:
         return "<unsupported type>";
     }
@@ -143,6 +145,18 @@ TEST(JobDefaultsTest, ShapeDefaultsFollowTheModelAndTheData) {
   EXPECT_EQ(s.training().optimizer().beta2(), 0.98);
   EXPECT_EQ(s.max_restarts(), -1);
   EXPECT_EQ(WithDefaults(s).SerializeAsString(), s.SerializeAsString());
+}
+
+// The training recipe's fields (lr schedule, decay groups) state their defaults, so the test
+// above checks them against WithDefaults.
+TEST(JobDefaultsTest, RecipeFieldsStateTheirDefaults) {
+  const std::map<std::string, std::string> documented = DocumentedDefaults();
+  for (const char* field :
+       {"OptimizerSpec.lr_schedule", "OptimizerSpec.warmup_steps", "OptimizerSpec.min_lr_ratio",
+        "OptimizerSpec.decay_embeddings", "OptimizerSpec.decay_norms_and_biases"}) {
+    EXPECT_EQ(documented.count(field), 1u) << field << " states no literal default in job.proto";
+  }
+  EXPECT_EQ(WithDefaults(v1::JobSpec()).training().optimizer().lr_schedule(), "constant");
 }
 
 v1::JobSpec SmallSpec() {

@@ -18,7 +18,8 @@ ReferenceTrainerConfig DefaultConfig(const data::Dataset& ds) {
   c.model = {2, 64, 4, 256, ds.seq_len(), ds.vocab_size()};
   c.num_microbatches = 4;
   c.microbatch_size = 16;
-  c.adamw = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.01f};
+  c.optimizer.adamw = {
+      .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.01f};
   return c;
 }
 
@@ -85,7 +86,7 @@ TEST(ReferenceTrainerTest, PipelinedRunWithReorderedWReproducesWeightsBitwise) {
     for (int m : {2, 0, 3, 1}) {
       for (auto& c : chunks) ASSERT_TRUE(c->BackwardWeight(m).ok());
     }
-    for (auto& c : chunks) ASSERT_TRUE(c->OptimizerStep(cfg.adamw, step).ok());
+    for (auto& c : chunks) ASSERT_TRUE(c->OptimizerStep(cfg.optimizer, step).ok());
     EXPECT_EQ(loss, ref->loss) << "step " << step;
   }
   std::map<std::string, std::vector<float>> split;

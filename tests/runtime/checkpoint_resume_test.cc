@@ -3,6 +3,8 @@
 // from a different seed, so nothing but the checkpoint can make them right) load step-3 and
 // run steps 3..5. Their losses and final weights and AdamW moments must be BITWISE those of the
 // uninterrupted run. A checkpoint whose step count disagrees with the resume step is refused.
+// With the full recipe (warmup, cosine over the 6 steps, every decay group) the resume lands
+// mid-cosine: the resumed run must take the schedule up at step 4, not start it again.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -37,15 +39,24 @@ struct Pipeline {
   std::vector<std::unique_ptr<ModelStageRunner>> runners;
 };
 
+// Adam with a 2-step warmup and cosine decay to 0.1 x the peak over the kSteps steps, and weight
+// decay on every group.
+model::OptimizerSettings Scheduled() {
+  model::OptimizerSettings s = testing::Recipe();
+  s.lr_schedule.total_steps = kSteps;
+  return s;
+}
+
 Pipeline MakePipeline(const schedule::Schedule& plan, const model::GptConfig& config, int m,
-                      uint64_t seed) {
+                      uint64_t seed, bool scheduled) {
   Pipeline p;
   for (int r = 0; r < plan.num_workers; ++r) {
     ModelStageConfig mc;
     mc.model = config;
     mc.chunk.seed = seed;
-    mc.optimizer = {
+    mc.optimizer.adamw = {
         .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
+    if (scheduled) mc.optimizer = Scheduled();
     mc.num_stages = plan.num_stages;
     mc.num_microbatches = m;
     for (int s = 0; s < plan.num_stages; ++s) {
@@ -116,8 +127,11 @@ struct Case {
   std::string schedule;
   int p;
   int m;
+  bool scheduled = false;  // the full recipe instead of a constant rate
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.schedule << " p=" << c.p; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.schedule << " p=" << c.p << (c.scheduled ? " scheduled" : "");
+}
 
 class CheckpointResumeTest : public ::testing::TestWithParam<Case> {
  protected:
@@ -144,7 +158,7 @@ TEST_P(CheckpointResumeTest, ResumedRunIsBitwiseTheUninterruptedRun) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   const model::GptConfig config = SmallModel(plan->num_stages);
 
-  Pipeline full = MakePipeline(*plan, config, c.m, /*seed=*/1234);
+  Pipeline full = MakePipeline(*plan, config, c.m, /*seed=*/1234, c.scheduled);
   auto losses = Train(*plan, full, 0, kSteps, dir_, kCheckpointStep);
   ASSERT_TRUE(losses.ok()) << losses.status();
   ASSERT_EQ(losses->size(), static_cast<size_t>(kSteps));
@@ -152,7 +166,7 @@ TEST_P(CheckpointResumeTest, ResumedRunIsBitwiseTheUninterruptedRun) {
   ASSERT_EQ(model::LatestCompleteCheckpointStep(dir_, plan->num_stages), kCheckpointStep);
 
   // Fresh runners from another seed: only the checkpoint can make them match.
-  Pipeline resumed = MakePipeline(*plan, config, c.m, /*seed=*/777);
+  Pipeline resumed = MakePipeline(*plan, config, c.m, /*seed=*/777, c.scheduled);
   for (auto& runner : resumed.runners) {
     ASSERT_TRUE(runner->LoadCheckpoint(dir_, kCheckpointStep).ok());
     EXPECT_EQ(runner->optimizer_steps(), kCheckpointStep);
@@ -173,7 +187,7 @@ TEST_P(CheckpointResumeTest, ResumedRunIsBitwiseTheUninterruptedRun) {
   }
 
   // Resuming at a step the files do not hold is refused, naming the file.
-  Pipeline wrong = MakePipeline(*plan, config, c.m, 1234);
+  Pipeline wrong = MakePipeline(*plan, config, c.m, 1234, c.scheduled);
   const std::string other = dir_ + "/misnamed";
   std::filesystem::create_directories(other);
   std::filesystem::copy(model::CheckpointStepDir(dir_, kCheckpointStep),
@@ -184,10 +198,12 @@ TEST_P(CheckpointResumeTest, ResumedRunIsBitwiseTheUninterruptedRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, CheckpointResumeTest,
-                         ::testing::Values(Case{"1f1b", 2, 4}, Case{"v-half", 4, 8}),
+                         ::testing::Values(Case{"1f1b", 2, 4}, Case{"v-half", 4, 8},
+                                           Case{"1f1b", 2, 4, true}, Case{"v-half", 4, 8, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string n =
-                               info.param.schedule + "_p" + std::to_string(info.param.p);
+                           std::string n = info.param.schedule + "_p" +
+                                           std::to_string(info.param.p) +
+                                           (info.param.scheduled ? "_scheduled" : "");
                            for (char& ch : n) {
                              if (ch == '-') ch = '_';
                            }

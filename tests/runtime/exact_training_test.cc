@@ -4,12 +4,20 @@
 // the whole model with the same data (the chunks accumulate weight gradients in microbatch
 // order, so the schedule's W order cannot change rounding). The measured peak activation bytes
 // of every worker must equal the simulator's prediction made with the model's analytic bytes.
+// Each schedule runs three recipes: a constant rate; the full recipe (warmup, cosine decay,
+// every weight-decay group); and the full recipe with a NaN planted in one rank's gradients at
+// one step, which every rank (and the reference) must answer by skipping that step's update.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "model/cost_model.h"
@@ -36,10 +44,35 @@ constexpr int kSteps = 3;
 struct Reference {
   std::vector<double> losses;
   std::vector<std::vector<float>> weights;  // parameters() order of the whole model
+  std::vector<bool> skipped;                // per step
 };
 
-// Single process, whole model, microbatches in order with fused backward.
-Reference TrainReference(const model::GptConfig& c, int m) {
+enum class Recipe { kConstant, kScheduled, kNonFinite };
+
+// The rank and step (0-based) whose gradient gets a NaN in kNonFinite, and which parameter: the
+// last one of the rank's lowest stage (its global layer and name pick the same one in the whole
+// model).
+constexpr int kPoisonStep = 1;
+int PoisonRank(int p) { return p / 2; }
+
+model::OptimizerSettings SettingsOf(Recipe recipe) {
+  if (recipe != Recipe::kConstant) return testing::Recipe();
+  model::OptimizerSettings constant;
+  constant.adamw = Adam();
+  return constant;
+}
+
+absl::Status Poison(kernels::Backend& backend, model::Parameter* p) {
+  std::vector<float> g = *backend.ToVector(p->grad);
+  g[g.size() / 2] = std::numeric_limits<float>::quiet_NaN();
+  return backend.Upload(g, &p->grad);
+}
+
+// Single process, whole model, microbatches in order with fused backward; the update is skipped
+// when a gradient is not finite, as in ReferenceTrainer. `poison`: (global layer, name) of the
+// parameter whose gradient gets a NaN at kPoisonStep, if any.
+Reference TrainReference(const model::GptConfig& c, int m, const model::OptimizerSettings& opt,
+                         std::optional<std::pair<int, std::string>> poison) {
   kernels::CpuBackend backend;
   auto chunk = model::GptChunk::Create(&backend, c, model::WholeModel(c));
   EXPECT_TRUE(chunk.ok()) << chunk.status();
@@ -59,19 +92,58 @@ Reference TrainReference(const model::GptConfig& c, int m) {
       loss += out->loss / m;
       EXPECT_TRUE((*chunk)->Backward(mb, kernels::Tensor()).ok());
     }
-    EXPECT_TRUE((*chunk)->OptimizerStep(Adam(), step + 1).ok());
+    if (poison && step == kPoisonStep) {
+      for (model::Parameter* p : (*chunk)->parameters()) {
+        if (p->global_layer == poison->first && p->name == poison->second) {
+          EXPECT_TRUE(Poison(backend, p).ok());
+        }
+      }
+    }
+    const absl::StatusOr<bool> finite = (*chunk)->GradientsFinite();
+    EXPECT_TRUE(finite.ok()) << finite.status();
+    if (*finite) {
+      EXPECT_TRUE((*chunk)->OptimizerStep(opt, step + 1).ok());
+    }
     ref.losses.push_back(loss);
+    ref.skipped.push_back(!*finite);
   }
   ref.weights = Weights(backend, **chunk);
   return ref;
 }
 
+// A real stage runner that plants a NaN in one gradient of its lowest stage before its step's
+// finite check.
+class PoisoningRunner final : public testing::ForwardingStageRunner {
+ public:
+  explicit PoisoningRunner(ModelStageRunner* inner, int stage)
+      : ForwardingStageRunner(inner), model_(inner), stage_(stage) {}
+  absl::Status BeginStep(int step) override {
+    step_ = step;
+    return ForwardingStageRunner::BeginStep(step);
+  }
+  absl::StatusOr<std::optional<bool>> GradientsFinite() override {
+    if (step_ == kPoisonStep) {
+      absl::Status s = Poison(model_->backend(), model_->chunk(stage_)->parameters().back());
+      if (!s.ok()) return s;
+    }
+    return ForwardingStageRunner::GradientsFinite();
+  }
+
+ private:
+  ModelStageRunner* model_;
+  int stage_;
+  int step_ = -1;
+};
+
 struct Case {
   std::string schedule;
   int p;
   int m;
+  Recipe recipe = Recipe::kConstant;
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.schedule << " p=" << c.p << " m=" << c.m; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.schedule << " p=" << c.p << " m=" << c.m << " recipe " << static_cast<int>(c.recipe);
+}
 
 class ExactTrainingTest : public ::testing::TestWithParam<Case> {};
 
@@ -95,21 +167,40 @@ TEST_P(ExactTrainingTest, PipelinedEqualsSingleProcessBitwise) {
   auto sim = schedule::Simulate(*plan, *costs);
   ASSERT_TRUE(sim.ok()) << sim.status();
 
-  auto workers = MakeModelWorkers(*plan, config, c.m);
+  const model::OptimizerSettings settings = SettingsOf(c.recipe);
+  auto workers = MakeModelWorkers(*plan, config, c.m, /*copy_bandwidth_bytes_per_s=*/0, settings);
   ASSERT_TRUE(workers.ok()) << workers.status();
   std::vector<std::unique_ptr<kernels::CpuBackend>>& backends = workers->backends;
   std::vector<std::unique_ptr<ModelStageRunner>>& runners = workers->runners;
   std::vector<StageRunner*>& raw = workers->raw;
+  std::optional<std::pair<int, std::string>> poison;
+  std::unique_ptr<PoisoningRunner> poisoning;
+  if (c.recipe == Recipe::kNonFinite) {
+    const int r = PoisonRank(c.p);
+    int lowest = plan->num_stages;
+    for (int s = 0; s < plan->num_stages; ++s) {
+      if (plan->WorkerOf(s) == r) lowest = std::min(lowest, s);
+    }
+    const model::Parameter* target = runners[r]->chunk(lowest)->parameters().back();
+    poison = std::make_pair(target->global_layer, target->name);
+    poisoning = std::make_unique<PoisoningRunner>(runners[r].get(), lowest);
+    raw[r] = poisoning.get();
+  }
   FakeTransportHub hub(c.p);
   auto results = RunInProcess(*plan, raw, kSteps, &hub);
   ASSERT_TRUE(results.ok()) << results.status();
 
-  const Reference ref = TrainReference(config, c.m);
+  const Reference ref = TrainReference(config, c.m, settings, poison);
   ASSERT_LT(ref.losses.back(), ref.losses.front()) << "the reference did not train at all";
   const int loss_worker = plan->WorkerOf(plan->num_stages - 1);
   for (int step = 0; step < kSteps; ++step) {
     ASSERT_TRUE((*results)[loss_worker][step].loss.has_value());
     EXPECT_EQ(*(*results)[loss_worker][step].loss, ref.losses[step]) << "step " << step;
+    EXPECT_EQ(ref.skipped[step], c.recipe == Recipe::kNonFinite && step == kPoisonStep);
+    for (int r = 0; r < c.p; ++r) {
+      EXPECT_EQ((*results)[r][step].update_skipped, ref.skipped[step])
+          << "rank " << r << " step " << step;
+    }
   }
   // Every weight, stage by stage in model order, bitwise.
   std::vector<std::vector<float>> weights;
@@ -133,18 +224,48 @@ TEST_P(ExactTrainingTest, PipelinedEqualsSingleProcessBitwise) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, ExactTrainingTest,
-                         ::testing::Values(Case{"gpipe", 2, 4}, Case{"1f1b", 2, 4},
-                                           Case{"1f1b", 4, 6}, Case{"interleaved-1f1b", 2, 4},
-                                           Case{"interleaved-1f1b", 4, 8}, Case{"zb-h1", 2, 4},
-                                           Case{"zb-h1", 4, 6}, Case{"zb-h2", 4, 8},
-                                           Case{"zb-v", 2, 4}, Case{"zb-v", 4, 8},
-                                           Case{"v-half", 4, 8}, Case{"v-min", 4, 8},
-                                           Case{"v-zb", 4, 8}),
+std::string RecipeSuffix(Recipe recipe) {
+  switch (recipe) {
+    case Recipe::kConstant:
+      return "";
+    case Recipe::kScheduled:
+      return "_scheduled";
+    case Recipe::kNonFinite:
+      return "_nonfinite";
+  }
+  return "";
+}
+
+// Every schedule with every recipe.
+std::vector<Case> AllCases() {
+  const std::vector<Case> schedules = {{"gpipe", 2, 4},
+                                       {"1f1b", 2, 4},
+                                       {"1f1b", 4, 6},
+                                       {"interleaved-1f1b", 2, 4},
+                                       {"interleaved-1f1b", 4, 8},
+                                       {"zb-h1", 2, 4},
+                                       {"zb-h1", 4, 6},
+                                       {"zb-h2", 4, 8},
+                                       {"zb-v", 2, 4},
+                                       {"zb-v", 4, 8},
+                                       {"v-half", 4, 8},
+                                       {"v-min", 4, 8},
+                                       {"v-zb", 4, 8}};
+  std::vector<Case> out;
+  for (Recipe recipe : {Recipe::kConstant, Recipe::kScheduled, Recipe::kNonFinite}) {
+    for (Case c : schedules) {
+      c.recipe = recipe;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, ExactTrainingTest, ::testing::ValuesIn(AllCases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string n = info.param.schedule + "_p" +
-                                           std::to_string(info.param.p) + "_m" +
-                                           std::to_string(info.param.m);
+                           std::string n =
+                               info.param.schedule + "_p" + std::to_string(info.param.p) + "_m" +
+                               std::to_string(info.param.m) + RecipeSuffix(info.param.recipe);
                            for (char& ch : n) {
                              if (ch == '-') ch = '_';
                            }

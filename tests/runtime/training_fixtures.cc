@@ -35,6 +35,21 @@ kernels::AdamWConfig Adam() {
   return {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
 }
 
+model::OptimizerSettings Constant() {
+  model::OptimizerSettings s;
+  s.adamw = Adam();
+  return s;
+}
+
+model::OptimizerSettings Recipe() {
+  model::OptimizerSettings s;
+  s.adamw = Adam();
+  s.lr_schedule = {model::LrScheduleKind::kCosine, /*warmup_steps=*/2, /*total_steps=*/4,
+                   /*min_lr_ratio=*/0.1};
+  s.decay = {.embeddings = true, .norms_and_biases = true};
+  return s;
+}
+
 std::vector<std::vector<float>> Weights(kernels::Backend& backend, model::GptChunk& chunk) {
   std::vector<std::vector<float>> out;
   for (model::Parameter* p : chunk.parameters()) out.push_back(*backend.ToVector(p->value));
@@ -59,12 +74,13 @@ absl::StatusOr<schedule::CostModel> ExactByteCosts(const schedule::Schedule& pla
 
 absl::StatusOr<ModelWorkers> MakeModelWorkers(const schedule::Schedule& plan,
                                               const model::GptConfig& config, int microbatches,
-                                              double copy_bandwidth_bytes_per_s) {
+                                              double copy_bandwidth_bytes_per_s,
+                                              const model::OptimizerSettings& optimizer) {
   ModelWorkers workers;
   for (int r = 0; r < plan.num_workers; ++r) {
     ModelStageConfig mc;
     mc.model = config;
-    mc.optimizer = Adam();
+    mc.optimizer = optimizer;
     mc.num_stages = plan.num_stages;
     mc.num_microbatches = microbatches;
     mc.copy_bandwidth_bytes_per_s = copy_bandwidth_bytes_per_s;

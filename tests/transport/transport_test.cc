@@ -214,8 +214,11 @@ TEST(FrameHeaderTest, SenderAndReceiverChecks) {
   bad.magic = 0x12345678;
   rejected(bad, "magic");
   bad = h;
-  bad.role = 3;
+  bad.role = 4;  // 1..3: activation, gradient, step status
   rejected(bad, "role");
+  FrameHeader status = h;
+  status.role = static_cast<uint8_t>(TensorRole::kStepStatus);
+  EXPECT_TRUE(CheckReceivedHeader(status, 1 << 20, "rank 1").ok());
   bad = h;
   bad.ndim = 5;
   rejected(bad, "rank");

@@ -11,12 +11,11 @@ absl::StatusOr<std::unique_ptr<EmbeddingLayer>> EmbeddingLayer::Create(kernels::
                                                                        uint64_t seed) {
   std::unique_ptr<EmbeddingLayer> e(new EmbeddingLayer(backend, config));
   const int layer = config.embedding_layer();
-  PT_ASSIGN_OR_RETURN(e->wte_,
-                      MakeParameter(backend, seed, layer, "wte", {config.vocab, config.hidden},
-                                    Init::kNormal, 0.02f, false));
+  PT_ASSIGN_OR_RETURN(e->wte_, MakeParameter(backend, seed, layer, "wte", ParameterKind::kEmbedding,
+                                             {config.vocab, config.hidden}, Init::kNormal, 0.02f));
   PT_ASSIGN_OR_RETURN(e->wpe_,
-                      MakeParameter(backend, seed, layer, "wpe", {config.seq_len, config.hidden},
-                                    Init::kNormal, 0.01f, false));
+                      MakeParameter(backend, seed, layer, "wpe", ParameterKind::kEmbedding,
+                                    {config.seq_len, config.hidden}, Init::kNormal, 0.01f));
   return e;
 }
 

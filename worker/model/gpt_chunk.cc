@@ -321,18 +321,35 @@ absl::Status GptChunk::ZeroGrad() {
   return absl::OkStatus();
 }
 
-absl::Status GptChunk::OptimizerStep(const kernels::AdamWConfig& config, int64_t step) {
+absl::Status GptChunk::CheckNoBufferedGrads(const char* op) const {
   if (!pending_grads_.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("OptimizerStep: W of microbatch ", next_grad_mb_, " has not run; ",
-                     pending_grads_.size(), " later microbatches are buffered"));
+    return absl::FailedPreconditionError(absl::StrCat(op, ": W of microbatch ", next_grad_mb_,
+                                                      " has not run; ", pending_grads_.size(),
+                                                      " later microbatches are buffered"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> GptChunk::GradientsFinite() {
+  PT_RETURN_IF_ERROR(CheckNoBufferedGrads("GradientsFinite"));
+  std::vector<const Tensor*> grads;
+  for (Parameter* p : parameters()) grads.push_back(&p->grad);
+  return backend_->AllFinite(grads);
+}
+
+absl::Status GptChunk::OptimizerStep(const OptimizerSettings& settings, int64_t step) {
+  PT_RETURN_IF_ERROR(CheckNoBufferedGrads("OptimizerStep"));
   for (Parameter* p : parameters()) {
-    kernels::AdamWConfig c = config;
-    if (!p->weight_decay) c.weight_decay = 0.0f;
+    const kernels::AdamWConfig c = AdamWForStep(settings, p->kind, step);
     PT_RETURN_IF_ERROR(backend_->AdamWUpdate(c, step, p->grad, &p->value, &p->adam_m, &p->adam_v));
   }
   return absl::OkStatus();
+}
+
+absl::Status GptChunk::OptimizerStep(const kernels::AdamWConfig& config, int64_t step) {
+  OptimizerSettings settings;
+  settings.adamw = config;
+  return OptimizerStep(settings, step);
 }
 
 int64_t GptChunk::ParameterStateBytes() {

@@ -39,6 +39,7 @@
 #include "model/gpt_config.h"
 #include "worker/model/embedding_layer.h"
 #include "worker/model/lm_head.h"
+#include "worker/model/optimizer_settings.h"
 #include "worker/model/parameter.h"
 #include "worker/model/transformer_block.h"
 
@@ -110,8 +111,15 @@ class GptChunk {
   std::vector<Parameter*> parameters();
   // Zeroes gradients and restarts the ordered-accumulation cursor at microbatch 0.
   absl::Status ZeroGrad();
-  // AdamW step `step` (>= 1) on every parameter; weight decay only on parameters with
-  // weight_decay (linear weights). FailedPrecondition if ordered W results are still buffered.
+  // Whether every accumulated gradient is finite (no NaN or Inf): a step whose gradients are not
+  // must not update (the caller skips OptimizerStep). FailedPrecondition if ordered W results
+  // are still buffered.
+  absl::StatusOr<bool> GradientsFinite();
+  // AdamW step `step` (>= 1) on every parameter, at the schedule's learning rate for `step` and
+  // with weight decay on the parameters of the decayed groups (optimizer_settings.h).
+  // FailedPrecondition if ordered W results are still buffered.
+  absl::Status OptimizerStep(const OptimizerSettings& settings, int64_t step);
+  // The same with a constant learning rate (config.lr) and the default decay groups.
   absl::Status OptimizerStep(const kernels::AdamWConfig& config, int64_t step);
   // Bytes of values + grads + AdamW moments.
   int64_t ParameterStateBytes();
@@ -138,6 +146,8 @@ class GptChunk {
   absl::Status RunWeightGrads(MicrobatchState* st, const std::vector<kernels::Tensor*>& grads,
                               bool accumulate);
   absl::Status DrainOrderedGrads();
+  // FailedPrecondition naming `op` while ordered W results wait for an earlier microbatch.
+  absl::Status CheckNoBufferedGrads(const char* op) const;
 
   kernels::Backend* backend_;
   GptConfig config_;

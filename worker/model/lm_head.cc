@@ -11,12 +11,13 @@ absl::StatusOr<std::unique_ptr<LmHead>> LmHead::Create(kernels::Backend* backend
   std::unique_ptr<LmHead> h(new LmHead(backend, config));
   const int layer = config.head_layer();
   const int64_t H = config.hidden;
-  PT_ASSIGN_OR_RETURN(h->lnf_g_,
-                      MakeParameter(backend, seed, layer, "lnf.gamma", {H}, Init::kOnes));
-  PT_ASSIGN_OR_RETURN(h->lnf_b_,
-                      MakeParameter(backend, seed, layer, "lnf.beta", {H}, Init::kZeros));
-  PT_ASSIGN_OR_RETURN(h->w_, MakeParameter(backend, seed, layer, "lm_head.weight",
-                                           {H, config.vocab}, Init::kNormal, 0.02f, true));
+  PT_ASSIGN_OR_RETURN(h->lnf_g_, MakeParameter(backend, seed, layer, "lnf.gamma",
+                                               ParameterKind::kNorm, {H}, Init::kOnes));
+  PT_ASSIGN_OR_RETURN(h->lnf_b_, MakeParameter(backend, seed, layer, "lnf.beta",
+                                               ParameterKind::kNorm, {H}, Init::kZeros));
+  PT_ASSIGN_OR_RETURN(
+      h->w_, MakeParameter(backend, seed, layer, "lm_head.weight", ParameterKind::kLinearWeight,
+                           {H, config.vocab}, Init::kNormal, 0.02f));
   return h;
 }
 

@@ -45,11 +45,11 @@ std::vector<float> NormalValues(uint64_t seed, int global_layer, const std::stri
 }
 
 absl::StatusOr<Parameter> MakeParameter(kernels::Backend* backend, uint64_t seed, int global_layer,
-                                        std::string name, const kernels::Shape& shape, Init init,
-                                        float stddev, bool weight_decay) {
+                                        std::string name, ParameterKind kind,
+                                        const kernels::Shape& shape, Init init, float stddev) {
   Parameter p;
   p.global_layer = global_layer;
-  p.weight_decay = weight_decay;
+  p.kind = kind;
   const std::string tag = absl::StrCat("param L", global_layer, " ", name);
   const int64_t n = kernels::NumElements(shape);
   switch (init) {

@@ -42,7 +42,10 @@ absl::StatusOr<StepStats> ReferenceTrainer::Step() {
     acc.Add(data::Score(mb, out.predictions));
     PT_ASSIGN_OR_RETURN(kernels::Tensor dx, chunk_->Backward(m, kernels::Tensor()));
   }
-  PT_RETURN_IF_ERROR(chunk_->OptimizerStep(config_.adamw, step));
+  // The pipeline's rule (worker/runtime/executor.h): non-finite gradients skip the update.
+  PT_ASSIGN_OR_RETURN(const bool finite, chunk_->GradientsFinite());
+  if (finite) PT_RETURN_IF_ERROR(chunk_->OptimizerStep(config_.optimizer, step));
+  stats.update_skipped = !finite;
   step_ = step;
   stats.token_accuracy = acc.token_accuracy();
   stats.exact_match = acc.exact_match();

@@ -3,7 +3,8 @@
 // One step (step numbers start at 1):
 //   ZeroGrad; for m = 0..M-1: mb = dataset.Get(step, m, microbatch_size);
 //     F(m, tokens, targets, loss_scale = 1/M); BW(m)       (so W runs in microbatch order)
-//   OptimizerStep(adamw, step)
+//   if every gradient is finite: OptimizerStep(optimizer, step)   (else the update is skipped,
+//   as every pipeline rank skips it; the step still counts, for the schedule and AdamW's t)
 // Reported loss = sum_m loss_m / M (loss_m = mean token loss of microbatch m), i.e. the mean loss
 // when microbatches have equal target counts. With GradAccumulation::kMicrobatchOrdered (the
 // default) the gradients are summed per parameter in microbatch order no matter in which order
@@ -27,7 +28,9 @@ struct ReferenceTrainerConfig {
   GptConfig model;  // vocab and seq_len must match the dataset
   int num_microbatches = 4;
   int microbatch_size = 16;
-  kernels::AdamWConfig adamw;  // every field set by the caller (a job's: worker::OptimizerConfig)
+  // AdamW's constants (every field set by the caller), the learning-rate schedule and the decay
+  // groups; a job's: worker::OptimizerSettingsOf(spec).
+  OptimizerSettings optimizer;
   uint64_t seed = 1234;  // model initialisation
   GradAccumulation grad_accumulation = GradAccumulation::kMicrobatchOrdered;
 };
@@ -38,6 +41,7 @@ struct StepStats {
   double token_accuracy = 0;  // argmax accuracy on this step's scored positions (before update)
   double exact_match = 0;     // fraction of sequences with every scored position right
   double seconds = 0;
+  bool update_skipped = false;  // a gradient held a NaN or Inf: no update this step
 };
 
 class ReferenceTrainer {

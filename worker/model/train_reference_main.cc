@@ -7,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/job_model.h"
+#include "model/lr_schedule.h"
 #include "worker/data/addition_task.h"
 #include "worker/data/text_dataset.h"
 #include "worker/model/reference_trainer.h"
@@ -20,7 +21,9 @@ int main(int argc, char** argv) {
       pipetrain::model::WithDefaults(pipetrain::v1::JobSpec()).training().optimizer();
   float lr = static_cast<float>(defaults.learning_rate()), weight_decay = 0.01f;
   uint64_t seed = 1234;
-  std::string text;
+  std::string text, lr_schedule = "constant";
+  int warmup_steps = 0;
+  double min_lr_ratio = 0;
   app.add_option("--steps", steps, "optimizer steps");
   app.add_option("--layers", layers, "transformer blocks");
   app.add_option("--hidden", hidden, "hidden size");
@@ -33,6 +36,9 @@ int main(int argc, char** argv) {
   app.add_option("--microbatch-size", microbatch_size, "sequences per microbatch");
   app.add_option("--lr", lr, "AdamW learning rate");
   app.add_option("--weight-decay", weight_decay, "AdamW weight decay (linear weights)");
+  app.add_option("--lr-schedule", lr_schedule, "constant or cosine (over --steps)");
+  app.add_option("--warmup-steps", warmup_steps, "linear warmup steps");
+  app.add_option("--min-lr-ratio", min_lr_ratio, "cosine floor as a fraction of --lr");
   app.add_option("--seed", seed, "seed for initialisation and data");
   app.add_option("--blas-threads", blas_threads, "OpenBLAS threads");
   app.add_option("--eval-every", eval_every, "held-out evaluation every N steps (0 = never)");
@@ -58,11 +64,23 @@ int main(int argc, char** argv) {
   config.model = {layers, hidden, heads, ffn, dataset->seq_len(), dataset->vocab_size()};
   config.num_microbatches = microbatches;
   config.microbatch_size = microbatch_size;
-  config.adamw = {.lr = lr,
-                  .beta1 = static_cast<float>(defaults.beta1()),
-                  .beta2 = static_cast<float>(defaults.beta2()),
-                  .eps = static_cast<float>(defaults.epsilon()),
-                  .weight_decay = weight_decay};
+  config.optimizer.adamw = {.lr = lr,
+                            .beta1 = static_cast<float>(defaults.beta1()),
+                            .beta2 = static_cast<float>(defaults.beta2()),
+                            .eps = static_cast<float>(defaults.epsilon()),
+                            .weight_decay = weight_decay};
+  // The schedule as a job with these settings gets it (model/lr_schedule.h).
+  pipetrain::v1::JobSpec schedule_spec;
+  schedule_spec.mutable_training()->set_steps(steps);
+  schedule_spec.mutable_training()->mutable_optimizer()->set_lr_schedule(lr_schedule);
+  schedule_spec.mutable_training()->mutable_optimizer()->set_warmup_steps(warmup_steps);
+  schedule_spec.mutable_training()->mutable_optimizer()->set_min_lr_ratio(min_lr_ratio);
+  auto schedule = pipetrain::model::LrScheduleOf(schedule_spec);
+  if (!schedule.ok()) {
+    std::fprintf(stderr, "%s\n", schedule.status().ToString().c_str());
+    return 2;
+  }
+  config.optimizer.lr_schedule = *schedule;
   config.seed = seed;
   auto trainer = pipetrain::model::ReferenceTrainer::Create(&backend, dataset.get(), config);
   if (!trainer.ok()) {
@@ -77,9 +95,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "step failed: %s\n", st.status().ToString().c_str());
       return 1;
     }
-    std::printf("step %5lld  loss %.4f  token_acc %.3f  exact %.3f  %.1f ms\n",
+    std::printf("step %5lld  loss %.4f  token_acc %.3f  exact %.3f  %.1f ms%s\n",
                 static_cast<long long>(st->step), st->loss, st->token_accuracy, st->exact_match,
-                st->seconds * 1e3);
+                st->seconds * 1e3, st->update_skipped ? "  (non-finite gradients: no update)" : "");
     if (eval_every > 0 && st->step % eval_every == 0) {
       auto ev = (*trainer)->Evaluate(4);
       if (ev.ok()) {

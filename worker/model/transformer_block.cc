@@ -15,21 +15,25 @@ absl::StatusOr<std::unique_ptr<TransformerBlock>> TransformerBlock::Create(
   const int64_t H = config.hidden, F = config.ffn;
   const float std = 0.02f;
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config.num_layers));
-  auto make = [&](const char* name, const kernels::Shape& shape, Init init, float sd, bool decay) {
-    return MakeParameter(backend, seed, layer, name, shape, init, sd, decay);
+  auto make = [&](const char* name, ParameterKind kind, const kernels::Shape& shape, Init init,
+                  float sd) {
+    return MakeParameter(backend, seed, layer, name, kind, shape, init, sd);
   };
-  PT_ASSIGN_OR_RETURN(b->ln1_g_, make("ln1.gamma", {H}, Init::kOnes, 0, false));
-  PT_ASSIGN_OR_RETURN(b->ln1_b_, make("ln1.beta", {H}, Init::kZeros, 0, false));
-  PT_ASSIGN_OR_RETURN(b->qkv_w_, make("attn.qkv.weight", {H, 3 * H}, Init::kNormal, std, true));
-  PT_ASSIGN_OR_RETURN(b->qkv_b_, make("attn.qkv.bias", {3 * H}, Init::kZeros, 0, false));
-  PT_ASSIGN_OR_RETURN(b->proj_w_, make("attn.proj.weight", {H, H}, Init::kNormal, proj_std, true));
-  PT_ASSIGN_OR_RETURN(b->proj_b_, make("attn.proj.bias", {H}, Init::kZeros, 0, false));
-  PT_ASSIGN_OR_RETURN(b->ln2_g_, make("ln2.gamma", {H}, Init::kOnes, 0, false));
-  PT_ASSIGN_OR_RETURN(b->ln2_b_, make("ln2.beta", {H}, Init::kZeros, 0, false));
-  PT_ASSIGN_OR_RETURN(b->fc_w_, make("mlp.fc.weight", {H, F}, Init::kNormal, std, true));
-  PT_ASSIGN_OR_RETURN(b->fc_b_, make("mlp.fc.bias", {F}, Init::kZeros, 0, false));
-  PT_ASSIGN_OR_RETURN(b->fc2_w_, make("mlp.proj.weight", {F, H}, Init::kNormal, proj_std, true));
-  PT_ASSIGN_OR_RETURN(b->fc2_b_, make("mlp.proj.bias", {H}, Init::kZeros, 0, false));
+  constexpr ParameterKind kWeight = ParameterKind::kLinearWeight, kBias = ParameterKind::kBias,
+                          kNorm = ParameterKind::kNorm;
+  PT_ASSIGN_OR_RETURN(b->ln1_g_, make("ln1.gamma", kNorm, {H}, Init::kOnes, 0));
+  PT_ASSIGN_OR_RETURN(b->ln1_b_, make("ln1.beta", kNorm, {H}, Init::kZeros, 0));
+  PT_ASSIGN_OR_RETURN(b->qkv_w_, make("attn.qkv.weight", kWeight, {H, 3 * H}, Init::kNormal, std));
+  PT_ASSIGN_OR_RETURN(b->qkv_b_, make("attn.qkv.bias", kBias, {3 * H}, Init::kZeros, 0));
+  PT_ASSIGN_OR_RETURN(b->proj_w_,
+                      make("attn.proj.weight", kWeight, {H, H}, Init::kNormal, proj_std));
+  PT_ASSIGN_OR_RETURN(b->proj_b_, make("attn.proj.bias", kBias, {H}, Init::kZeros, 0));
+  PT_ASSIGN_OR_RETURN(b->ln2_g_, make("ln2.gamma", kNorm, {H}, Init::kOnes, 0));
+  PT_ASSIGN_OR_RETURN(b->ln2_b_, make("ln2.beta", kNorm, {H}, Init::kZeros, 0));
+  PT_ASSIGN_OR_RETURN(b->fc_w_, make("mlp.fc.weight", kWeight, {H, F}, Init::kNormal, std));
+  PT_ASSIGN_OR_RETURN(b->fc_b_, make("mlp.fc.bias", kBias, {F}, Init::kZeros, 0));
+  PT_ASSIGN_OR_RETURN(b->fc2_w_, make("mlp.proj.weight", kWeight, {F, H}, Init::kNormal, proj_std));
+  PT_ASSIGN_OR_RETURN(b->fc2_b_, make("mlp.proj.bias", kBias, {H}, Init::kZeros, 0));
   return b;
 }
 

@@ -154,7 +154,7 @@ absl::Status EmulatedStageRunner::Release(int stage, int microbatch) {
 
 void EmulatedStageRunner::ComputeEnded() { Account(-offloads_.ReleaseAtComputeEnd()); }
 
-absl::StatusOr<std::optional<double>> EmulatedStageRunner::EndStep() {
+absl::StatusOr<std::optional<double>> EmulatedStageRunner::EndStep(bool /*apply_update*/) {
   const int64_t held = offloads_.held_device_bytes();
   absl::Status status = offloads_.EndStep();
   Account(-(held - offloads_.held_device_bytes()));

@@ -145,6 +145,58 @@ absl::Status Executor::Run(const Action& action, int step, int64_t* bytes) {
   return absl::InternalError("unknown action kind");
 }
 
+// The two passes of the agreement are told apart by the microbatch field of the key.
+constexpr int kStatusUp = 0;
+constexpr int kStatusDown = 1;
+
+absl::Status Executor::SendStepStatus(int step, int from_stage, int to_stage, bool finite) {
+  Message message;
+  message.key = MessageKey{step, from_stage, to_stage > from_stage ? kStatusUp : kStatusDown,
+                           TensorRole::kStepStatus};
+  message.shape = {1};
+  message.data = {finite ? 1.0f : 0.0f};
+  return transport_->Send(schedule_.WorkerOf(to_stage), std::move(message));
+}
+
+absl::StatusOr<bool> Executor::RecvStepStatus(int step, int from_stage, int to_stage) {
+  const MessageKey key{step, from_stage, to_stage > from_stage ? kStatusUp : kStatusDown,
+                       TensorRole::kStepStatus};
+  PT_ASSIGN_OR_RETURN(Message message, transport_->Recv(schedule_.WorkerOf(from_stage), key,
+                                                        absl::Now() + options_.recv_timeout));
+  if (message.data.size() != 1) {
+    return absl::DataLossError(
+        absl::StrCat(ToString(key), ": ", message.data.size(), " values, expected 1"));
+  }
+  return message.data[0] != 0.0f;
+}
+
+absl::StatusOr<bool> Executor::AgreeGradientsFinite(int step, bool local_finite) {
+  const int last = schedule_.num_stages - 1;
+  std::vector<int> mine;
+  for (int s = 0; s <= last; ++s) {
+    if (schedule_.WorkerOf(s) == rank_) mine.push_back(s);
+  }
+  auto remote = [&](int s) { return s >= 0 && s <= last && schedule_.WorkerOf(s) != rank_; };
+  bool finite = local_finite;
+  for (int s : mine) {  // up
+    if (remote(s - 1)) {
+      PT_ASSIGN_OR_RETURN(const bool before, RecvStepStatus(step, s - 1, s));
+      finite = finite && before;
+    }
+    if (remote(s + 1)) PT_RETURN_IF_ERROR(SendStepStatus(step, s, s + 1, finite));
+  }
+  for (auto it = mine.rbegin(); it != mine.rend(); ++it) {  // down
+    const int s = *it;
+    // The rank of stage s + 1 has the AND over every rank by now (it finished the up pass).
+    if (remote(s + 1)) {
+      PT_ASSIGN_OR_RETURN(finite, RecvStepStatus(step, s + 1, s));
+    }
+    if (remote(s - 1)) PT_RETURN_IF_ERROR(SendStepStatus(step, s, s - 1, finite));
+  }
+  PT_RETURN_IF_ERROR(transport_->Flush(absl::Now() + options_.recv_timeout));
+  return finite;
+}
+
 absl::StatusOr<StepResult> Executor::RunStep(int step) {
   StepResult result;
   result.step = step;
@@ -180,7 +232,20 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
         "step ", step, ": ", inbox_.size(), " received and ", outbox_.size(),
         " produced tensor(s) were never consumed (a RECV or SEND is missing from the plan)"));
   }
-  PT_ASSIGN_OR_RETURN(result.loss, runner_->EndStep());
+  PT_ASSIGN_OR_RETURN(const std::optional<bool> finite, runner_->GradientsFinite());
+  bool apply_update = true;
+  if (finite.has_value()) {
+    result.gradients_finite = *finite;
+    absl::StatusOr<bool> agreed = AgreeGradientsFinite(step, *finite);
+    if (!agreed.ok()) {
+      return absl::Status(agreed.status().code(),
+                          absl::StrCat("step ", step, ", agreeing on finite gradients: ",
+                                       agreed.status().message()));
+    }
+    apply_update = *agreed;
+  }
+  result.update_skipped = !apply_update;
+  PT_ASSIGN_OR_RETURN(result.loss, runner_->EndStep(apply_update));
   result.duration_ns = options_.clock->NowNs() - step_start;
   result.peak_activation_bytes = runner_->peak_activation_bytes();
   result.device_peak_bytes = runner_->backend().device_allocator().stats().peak_bytes;

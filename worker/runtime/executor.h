@@ -4,6 +4,23 @@
 // SEND of a tensor that was never produced, or a tensor left over at the end of the step is a
 // FailedPrecondition naming the action and the step.
 //
+// End of step: after the last action, the ranks agree on whether every weight gradient of the
+// step is finite, and only then update (StageRunner::EndStep). A NaN or Inf in any rank's
+// gradients skips the update on EVERY rank: updating some stages and not others would leave a
+// model that no single-process run computes. Each rank knows only its own gradients, so the
+// ranks exchange one flag along the stage chain, over the links the pipeline already has:
+//   up:   for stages s = 0..S-1 in order, the rank holding s takes the flag from the rank of
+//         s - 1 (if that is another rank), ANDs in its own, and passes it to the rank of s + 1;
+//         the rank of the last stage then holds the AND over all ranks (every rank holds some
+//         stage, and a flag once cleared stays cleared);
+//   down: for s = S-1..0, the same chain backwards hands that result to every rank.
+// Each rank walks its own stages in that order (up ascending, then down descending), so every
+// receive waits only on an earlier link of the one chain: no cycle, no deadlock. A boundary
+// between two stages of one rank carries nothing. It costs 2 x (cross-rank boundaries) one-float
+// messages in sequence at the end of each step, and nothing when the runner keeps no gradients
+// (emulated compute) or p = 1. The skipped step is reported (StepResult::update_skipped) and
+// still counts as a step.
+//
 // Tensor flow: F/B produce a tensor for the neighbouring stage. If that stage lives on this
 // worker the tensor is handed over directly (no transfer, e.g. the V's turn on the last
 // worker); otherwise it waits in the outbox for the matching SEND action. RECV actions put what
@@ -44,6 +61,10 @@ struct StepResult {
   int64_t received_bytes = 0;
   int64_t offloaded_bytes = 0;
   std::vector<ActionTiming> timings;  // one per action, in list order
+  // This rank's own weight gradients were all finite (true for a runner without gradients).
+  bool gradients_finite = true;
+  // Some rank's were not, so every rank skipped this step's optimizer update.
+  bool update_skipped = false;
 };
 
 struct ExecutorOptions {
@@ -84,6 +105,10 @@ class Executor {
   void Deliver(int from_stage, int to_stage, int microbatch, Slot slot, kernels::Tensor tensor);
   absl::StatusOr<kernels::Tensor> TakeInput(const schedule::Action& action, Slot slot,
                                             const char* what);
+  // The end-of-step agreement (file comment): true iff every rank's gradients are finite.
+  absl::StatusOr<bool> AgreeGradientsFinite(int step, bool local_finite);
+  absl::Status SendStepStatus(int step, int from_stage, int to_stage, bool finite);
+  absl::StatusOr<bool> RecvStepStatus(int step, int from_stage, int to_stage);
 
   const schedule::Schedule& schedule_;
   const int rank_;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/job_model.h"
+#include "model/lr_schedule.h"
 #include "model/token_corpus.h"
 #include "worker/data/addition_task.h"
 #include "worker/data/text_dataset.h"
@@ -66,6 +67,16 @@ kernels::AdamWConfig OptimizerConfig(const v1::JobSpec& spec) {
   a.eps = static_cast<float>(o.epsilon());
   a.weight_decay = static_cast<float>(o.weight_decay());
   return a;
+}
+
+absl::StatusOr<model::OptimizerSettings> OptimizerSettingsOf(const v1::JobSpec& spec) {
+  model::OptimizerSettings settings;
+  settings.adamw = OptimizerConfig(spec);
+  PT_ASSIGN_OR_RETURN(settings.lr_schedule, model::LrScheduleOf(spec));
+  const v1::OptimizerSpec& o = spec.training().optimizer();
+  settings.decay.embeddings = o.decay_embeddings();
+  settings.decay.norms_and_biases = o.decay_norms_and_biases();
+  return settings;
 }
 
 data::Microbatch TrainingMicrobatch(const data::Dataset& dataset, int step, int microbatch,

@@ -12,6 +12,7 @@
 #include "kernels/backend.h"
 #include "pipetrain/v1/job.pb.h"
 #include "worker/data/dataset.h"
+#include "worker/model/optimizer_settings.h"
 
 namespace pipetrain::worker {
 
@@ -24,6 +25,10 @@ namespace pipetrain::worker {
 absl::StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const v1::JobSpec& spec);
 // training.optimizer with its defaults applied, as the kernels take it.
 kernels::AdamWConfig OptimizerConfig(const v1::JobSpec& spec);
+// Everything the job's optimizer steps apply: OptimizerConfig, the learning-rate schedule
+// (model::LrScheduleOf) and the weight-decay groups. InvalidArgument naming the field for an
+// unknown training.optimizer.lr_schedule.
+absl::StatusOr<model::OptimizerSettings> OptimizerSettingsOf(const v1::JobSpec& spec);
 // The microbatch that step `step` (0-based, as the executor counts) trains on. The reference
 // trainer counts steps from 1 (AdamW's t) and asks the dataset for step t, so this is Get(step+1).
 data::Microbatch TrainingMicrobatch(const data::Dataset& dataset, int step, int microbatch,

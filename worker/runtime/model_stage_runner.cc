@@ -153,8 +153,7 @@ absl::Status ModelStageRunner::Reload(int stage, int microbatch) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<double>> ModelStageRunner::EndStep() {
-  PT_RETURN_IF_ERROR(offloads_.EndStep());
+absl::Status ModelStageRunner::CheckNoneInFlight() {
   for (auto& [stage, c] : chunks_) {
     if (!c->InFlightMicrobatches().empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -162,9 +161,28 @@ absl::StatusOr<std::optional<double>> ModelStageRunner::EndStep() {
           " microbatch(es) at the end of the step (a W or BW is missing)"));
     }
   }
-  ++optimizer_steps_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<bool>> ModelStageRunner::GradientsFinite() {
+  // A missing W would leave gradients incomplete: say so rather than check them.
+  PT_RETURN_IF_ERROR(CheckNoneInFlight());
+  bool finite = true;
   for (auto& [stage, c] : chunks_) {
-    PT_RETURN_IF_ERROR(c->OptimizerStep(config_.optimizer, optimizer_steps_));
+    PT_ASSIGN_OR_RETURN(const bool chunk_finite, c->GradientsFinite());
+    finite = finite && chunk_finite;
+  }
+  return std::optional<bool>(finite);
+}
+
+absl::StatusOr<std::optional<double>> ModelStageRunner::EndStep(bool apply_update) {
+  PT_RETURN_IF_ERROR(offloads_.EndStep());
+  PT_RETURN_IF_ERROR(CheckNoneInFlight());
+  ++optimizer_steps_;
+  if (apply_update) {
+    for (auto& [stage, c] : chunks_) {
+      PT_RETURN_IF_ERROR(c->OptimizerStep(config_.optimizer, optimizer_steps_));
+    }
   }
   if (losses_.empty()) return std::optional<double>();
   // The same arithmetic, in the same order, as the reference trainer: sum of loss / m.

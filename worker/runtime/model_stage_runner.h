@@ -17,6 +17,11 @@
 // The chunk's own synchronous Offload/Reload are not used, so GptChunk::IsOffloaded stays
 // false; this runner's OffloadTable is the authority on what is off the device.
 //
+// Optimizer: EndStep applies every held chunk's AdamW step at the schedule's rate for the step
+// (model/lr_schedule.h), unless the ranks agreed to skip it (non-finite gradients on some rank;
+// executor.h); a skipped step still counts as an optimizer step, so the schedule and AdamW's t
+// stay aligned with the step number, and a resumed run continues both from the checkpoint's.
+//
 // Checkpoints: SaveCheckpoint writes every held stage's chunk to
 // <dir>/step-<N>/stage-<s>.ckpt (model/checkpoint_layout.h) between steps; LoadCheckpoint, before the
 // first step of a resumed run, loads them and takes the AdamW step count from the files. The data
@@ -49,7 +54,7 @@ using MicrobatchSource = std::function<absl::StatusOr<MicrobatchData>(int step, 
 struct ModelStageConfig {
   model::GptConfig model;
   model::ChunkOptions chunk;
-  kernels::AdamWConfig optimizer;
+  model::OptimizerSettings optimizer;  // a job's: OptimizerSettingsOf(spec)
   int num_stages = 1;
   int num_microbatches = 1;
   std::vector<int> stages;  // the stages this worker holds
@@ -75,7 +80,8 @@ class ModelStageRunner final : public StageRunner {
   absl::Status Offload(int stage, int microbatch, bool explicit_release = false) override;
   absl::Status Reload(int stage, int microbatch) override;
   absl::Status Release(int stage, int microbatch) override;
-  absl::StatusOr<std::optional<double>> EndStep() override;
+  absl::StatusOr<std::optional<bool>> GradientsFinite() override;
+  absl::StatusOr<std::optional<double>> EndStep(bool apply_update) override;
 
   int64_t activation_bytes() const override;
   int64_t peak_activation_bytes() const override { return peak_bytes_; }
@@ -109,6 +115,9 @@ class ModelStageRunner final : public StageRunner {
   absl::StatusOr<model::GptChunk*> ResidentChunk(int stage, int microbatch, const char* action);
   absl::StatusOr<std::vector<kernels::Tensor*>> Slots(model::GptChunk* c, int microbatch);
   void Measure();
+  // FailedPrecondition naming the stage when a chunk still holds a microbatch's stash (its W or
+  // BW did not run this step).
+  absl::Status CheckNoneInFlight();
   // After every compute action: measure, then free the device copies of finished offloads.
   void ComputeEnded(bool forward);
 

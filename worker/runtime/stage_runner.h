@@ -49,9 +49,14 @@ class StageRunner {
   virtual absl::Status Reload(int stage, int microbatch) = 0;
   // RELEASE: waits for the stash's offload copy and frees its device copy.
   virtual absl::Status Release(int stage, int microbatch) = 0;
-  // After the step's last action: the optimizer step. Returns the step's loss (mean over
-  // microbatches) if this worker holds the last stage.
-  virtual absl::StatusOr<std::optional<double>> EndStep() = 0;
+  // After the step's last action: whether every weight gradient this worker accumulated is
+  // finite (no NaN or Inf); nullopt for a runner that keeps no gradients (emulated compute),
+  // which then takes no part in the ranks' agreement on it (executor.h). All ranks of a pipeline
+  // run the same kind of runner.
+  virtual absl::StatusOr<std::optional<bool>> GradientsFinite() = 0;
+  // Then: the optimizer step, or none when `apply_update` is false (the ranks agreed to skip
+  // it). Returns the step's loss (mean over microbatches) if this worker holds the last stage.
+  virtual absl::StatusOr<std::optional<double>> EndStep(bool apply_update) = 0;
 
   // Activation bytes stored right now (what the simulator's memory model predicts), and the
   // peak since the last ResetActivationPeak.

@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     ModelStageConfig mc;
     mc.model = config;
     mc.chunk.seed = request.spec().training().seed();
-    mc.optimizer = OptimizerConfig(request.spec());
+    PT_ASSIGN_OR_RETURN(mc.optimizer, OptimizerSettingsOf(request.spec()));
     mc.num_stages = sched.num_stages;
     mc.num_microbatches = m;
     mc.stages = my_stages;

@@ -43,9 +43,9 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
       report << absl::StrFormat(
                     "{\"rank\":%d,\"step\":%d,\"loss\":%s,\"duration_ns\":%d,"
                     "\"peak_activation_bytes\":%d,\"sent_bytes\":%d,\"received_bytes\":%d,"
-                    "\"checkpoint_step\":%d}",
+                    "\"checkpoint_step\":%d,\"update_skipped\":%s}",
                     rank, r.step, loss, r.duration_ns, r.peak_activation_bytes, r.sent_bytes,
-                    r.received_bytes, checkpoint)
+                    r.received_bytes, checkpoint, r.update_skipped ? "true" : "false")
              << std::endl;
     }
     if (!config.trace_dir.empty()) {

@@ -30,6 +30,7 @@ v1::StepReport ToReport(const StepResult& r, const std::string& job_id,
   report.set_offloaded_bytes(r.offloaded_bytes);
   report.set_sent_bytes(r.sent_bytes);
   report.set_received_bytes(r.received_bytes);
+  report.set_update_skipped(r.update_skipped);
   for (const ActionTiming& t : r.timings) {
     v1::ActionTiming* pt = report.add_timings();
     v1::Action* a = pt->mutable_action();

@@ -7,9 +7,11 @@
 namespace pipetrain::worker {
 
 std::string ToString(const MessageKey& key) {
-  return absl::StrFormat("step %d %s of stage %d microbatch %d", key.step,
-                         key.role == TensorRole::kActivation ? "activation" : "gradient",
-                         key.stage, key.microbatch);
+  const char* role = "gradient";
+  if (key.role == TensorRole::kActivation) role = "activation";
+  if (key.role == TensorRole::kStepStatus) role = "step status";
+  return absl::StrFormat("step %d %s of stage %d microbatch %d", key.step, role, key.stage,
+                         key.microbatch);
 }
 
 uint64_t PayloadChecksum(const std::vector<float>& data) {

@@ -14,6 +14,9 @@ namespace pipetrain::worker {
 enum class TensorRole : uint8_t {
   kActivation = 1,  // forward: output of `stage`, input of stage + 1
   kGradient = 2,    // backward: input gradient of `stage`, output gradient of stage - 1
+  // End of step: the ranks' agreement on whether every gradient was finite (executor.h); one
+  // float, 1 = all finite so far, 0 = not.
+  kStepStatus = 3,
 };
 
 struct MessageKey {
