@@ -148,8 +148,13 @@ absl::Status JobManager::Start() {
           queued_.push_back(*seq);
           break;
         case v1::JOB_STATE_PLANNING:
-          TransitionLocked(r, v1::JOB_STATE_QUEUED, "");
-          queued_.push_back(*seq);
+          // A graceful shutdown finishes planning first, so this coordinator died while
+          // planning the job. Planning it again could crash every restart (a crash loop under a
+          // memory limit): it is failed instead.
+          TransitionLocked(r, v1::JOB_STATE_FAILED,
+                           "the coordinator stopped while planning this job (crashed or was "
+                           "killed); it is not planned again after a restart, in case planning "
+                           "it was the cause: resubmit it");
           break;
         case v1::JOB_STATE_WAITING_FOR_WORKERS:
           if (r.job.plan().workers_size() == 0 || !DecodeStoredPlan(r).ok()) {

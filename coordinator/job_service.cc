@@ -29,8 +29,10 @@ absl::Status JobServiceImpl::Authorize(const grpc::ServerContext& context) const
     return absl::UnauthenticatedError("authorization: missing \"Bearer <token>\" metadata");
   }
   const absl::string_view value(it->second.data(), it->second.size());
+  // The scheme name is case-insensitive (RFC 7235); the token is compared exactly.
   constexpr absl::string_view kBearer = "Bearer ";
-  if (!absl::StartsWith(value, kBearer) || !SameSecret(value.substr(kBearer.size()), auth_token_)) {
+  if (!absl::StartsWithIgnoreCase(value, kBearer) ||
+      !SameSecret(value.substr(kBearer.size()), auth_token_)) {
     return absl::UnauthenticatedError("authorization: wrong bearer token");
   }
   return absl::OkStatus();

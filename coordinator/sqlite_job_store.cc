@@ -1,7 +1,12 @@
 #include "coordinator/sqlite_job_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +54,36 @@ class Statement {
   int rc_ = SQLITE_OK;
 };
 
+// Takes `<path>.lock` exclusively without waiting and writes this process's id in it; the fd.
+// Two coordinators on one database would hand the same jobs to different workers.
+absl::StatusOr<int> LockDatabase(const std::string& path) {
+  const std::string lock_path = path + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("job store: cannot open the lock file ", lock_path,
+                                               ": ", std::strerror(errno)));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char holder[32] = {};
+    const ssize_t n = ::pread(fd, holder, sizeof(holder) - 1, 0);
+    ::close(fd);
+    if (error != EWOULDBLOCK) {
+      return absl::UnavailableError(
+          absl::StrCat("job store: cannot lock ", lock_path, ": ", std::strerror(error)));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job store: the database ", path, " is in use by another coordinator (process ",
+        n > 0 ? std::string(holder, n) : "?", ", holding ", lock_path,
+        "); two coordinators must never share a database"));
+  }
+  const std::string pid = std::to_string(::getpid());
+  const bool recorded = ::ftruncate(fd, 0) == 0 &&
+                        ::pwrite(fd, pid.data(), pid.size(), 0) == static_cast<ssize_t>(pid.size());
+  (void)recorded;  // the id only serves the message a refused second coordinator prints
+  return fd;
+}
+
 absl::StatusOr<v1::Job> ParseJob(const std::string& bytes) {
   v1::Job job;
   if (!job.ParseFromString(bytes)) return absl::DataLossError("job store: unparsable job row");
@@ -59,6 +94,10 @@ absl::StatusOr<v1::Job> ParseJob(const std::string& bytes) {
 
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
     const std::string& path, const SqliteJobStoreOptions& options) {
+  int lock_fd = -1;
+  if (path != ":memory:") {
+    PT_ASSIGN_OR_RETURN(lock_fd, LockDatabase(path));
+  }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -67,10 +106,11 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
         absl::StrCat("job store: cannot open database ", path, ": ",
                      db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
     sqlite3_close(db);
+    if (lock_fd >= 0) ::close(lock_fd);
     return status;
   }
   sqlite3_busy_timeout(db, 5000);
-  std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(db));
+  std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(db, lock_fd));
   absl::MutexLock lock(&store->mu_);
   PT_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   PT_RETURN_IF_ERROR(store->Exec(options.fsync_every_commit ? "PRAGMA synchronous=FULL"
@@ -101,6 +141,7 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
 SqliteJobStore::~SqliteJobStore() {
   absl::MutexLock lock(&mu_);
   sqlite3_close(db_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the database to the next coordinator
 }
 
 absl::Status SqliteJobStore::Exec(const char* sql) {

@@ -1,11 +1,14 @@
 #include "coordinator/worker_registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "coordinator/metrics.h"
 
@@ -16,18 +19,41 @@ absl::Status Bad(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
+// A DNS name or IPv4 address (labels of letters, digits, '-' and '_', none empty), or an IPv6
+// address in brackets. Anything else ("../../etc/passwd", spaces, control bytes) is refused
+// before it reaches a log line, a dial or a peer list.
+bool IsHost(absl::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+    return !host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
+      return absl::ascii_isxdigit(c) || c == ':' || c == '.';
+    });
+  }
+  if (host.empty() || host.size() > 253) return false;
+  for (absl::string_view label : absl::StrSplit(host, '.')) {
+    if (label.empty() || label.size() > 63) return false;
+    for (char c : label) {
+      if (!absl::ascii_isalnum(c) && c != '-' && c != '_') return false;
+    }
+  }
+  return true;
+}
+
+constexpr absl::string_view kHostPortForms =
+    " (host: a DNS name, an IPv4 address or a [bracketed] IPv6 address; port 1..65535)";
+
 absl::Status ValidateRegistration(const WorkerRegistration& r) {
   if (r.address.empty()) return Bad("address", "required (host:port of the Worker service)");
   if (!IsHostPort(r.address)) {
-    return Bad("address", absl::StrCat("\"", r.address, "\" is not host:port (port 1..65535)"));
+    return Bad("address", absl::StrCat("\"", r.address, "\" is not host:port", kHostPortForms));
   }
   if (!r.transport_address.empty() && !IsHostPort(r.transport_address)) {
     return Bad("transport_address",
-               absl::StrCat("\"", r.transport_address, "\" is not host:port (port 1..65535)"));
+               absl::StrCat("\"", r.transport_address, "\" is not host:port", kHostPortForms));
   }
   if (!r.metrics_address.empty() && !IsHostPort(r.metrics_address)) {
     return Bad("metrics_address",
-               absl::StrCat("\"", r.metrics_address, "\" is not host:port (port 1..65535)"));
+               absl::StrCat("\"", r.metrics_address, "\" is not host:port", kHostPortForms));
   }
   if (r.name.size() > 253) return Bad("name", "at most 253 characters");
   if (r.device == v1::DEVICE_KIND_UNSPECIFIED || !v1::DeviceKind_IsValid(r.device)) {
@@ -75,10 +101,10 @@ const char* WorkerStateName(WorkerState state) {
 
 bool IsHostPort(const std::string& address) {
   const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || address.size() > 300) return false;
+  if (colon == std::string::npos || address.size() > 300) return false;
   int port = 0;
   if (!absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port)) return false;
-  return port >= 1 && port <= 65535;
+  return port >= 1 && port <= 65535 && IsHost(absl::string_view(address).substr(0, colon));
 }
 
 WorkerRegistry::WorkerRegistry(const WorkerRegistryOptions& options, CoordinatorMetrics* metrics)

@@ -66,7 +66,8 @@ struct WorkerRegistryOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(3);
 };
 
-// "host:port" with a non-empty host and a port in 1..65535.
+// "host:port" with a port in 1..65535 and a host that is a DNS name, an IPv4 address or a
+// bracketed IPv6 address (no '/', spaces or empty labels).
 bool IsHostPort(const std::string& address);
 
 class WorkerRegistry {

@@ -141,6 +141,14 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
         "); use at least ", max_stages, " layers, fewer workers, or a 1-chunk schedule"));
   }
 
+  if (const int64_t cells = int64_t{max_stages} * m; cells > kMaxPlanCells) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.global_batch: ", m, " microbatches per step on ", max_stages, " stages (", p,
+        " workers x ", max_stages / p, " chunks) make ", cells,
+        " (stage, microbatch) pairs; a plan holds at most ", kMaxPlanCells,
+        ": use fewer microbatches per step (a larger training.microbatch_size) or fewer workers"));
+  }
+
   // Plan with one cost per worker share (the generators' convention), in seconds and "units"
   // of one microbatch's activations for an average worker share.
   PT_ASSIGN_OR_RETURN(schedule::CostModel share_costs, StageCosts(config, p, mbs, options));
@@ -266,6 +274,17 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
   planned.plan.mutable_prediction()->clear_peak_activation_units();
   for (double peak_bytes : planned.sim.peak_memory) {
     planned.plan.mutable_prediction()->add_peak_activation_units(peak_bytes / bytes);
+  }
+  if (const int64_t size = static_cast<int64_t>(planned.plan.ByteSizeLong());
+      size > kMaxPlanBytes) {
+    size_t actions = 0;
+    for (const auto& worker : planned.schedule.worker_actions) actions += worker.size();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.global_batch: the plan of ", m, " microbatches on ",
+        planned.schedule.num_stages, " stages encodes to ", size, " bytes (", actions,
+        " actions), over the limit of ", kMaxPlanBytes,
+        " bytes (it travels in one gRPC message to every worker): use fewer microbatches per "
+        "step (a larger training.microbatch_size) or fewer workers"));
   }
   PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> split,
                       model::SplitEvenly(config, planned.schedule.num_stages));

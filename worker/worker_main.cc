@@ -24,6 +24,7 @@
 #include "glog/logging.h"
 #include "worker/device/device_list.h"
 #include "worker/device/device_selection.h"
+#include "worker/service/host_memory.h"
 #include "worker/service/plan_file_run.h"
 #include "worker/service/worker_daemon.h"
 
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
   LOG(INFO) << "computing on " << pipetrain::worker::Describe(choice->device);
   session.device = choice->device;
   session.recv_timeout = absl::Seconds(recv_timeout_s);
+  session.available_host_memory_bytes = pipetrain::worker::AvailableHostMemoryBytes;
 
   absl::Status status;
   if (!plan.plan_path.empty()) {

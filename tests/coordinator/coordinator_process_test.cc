@@ -1,11 +1,12 @@
 // The real pipetrain-coordinator binary as a process: jobs submitted (no workers, so they wait),
 // kill -9, restart on the same --db: every job is still there with its state and reason, ids
-// keep counting; SIGTERM exits 0.
+// keep counting; a second coordinator on the same --db is refused; SIGTERM exits 0.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pipetrain/v1/coordinator.grpc.pb.h"
@@ -108,6 +109,18 @@ TEST(CoordinatorProcessTest, KillNineAndRestartKeepsEveryJob) {
   }
   EXPECT_THAT(after.at(failed).failure_reason(), ::testing::HasSubstr("model.num_layers"));
   EXPECT_EQ(submit(testing::SmallSpec()), "job-000008");
+
+  // A second coordinator on the same database is refused at start, naming the holder: two
+  // would hand the same jobs to different workers.
+  Process intruder =
+      testing::Spawn({PIPETRAIN_COORDINATOR_BIN, "--listen", "127.0.0.1:0", "--metrics-listen",
+                      "", "--db", db},
+                     dir + "/intruder");
+  EXPECT_EQ(testing::WaitFor(intruder, absl::Seconds(15)), 1);
+  EXPECT_THAT(testing::ReadFile(intruder.stderr_path),
+              ::testing::HasSubstr(absl::StrCat("is in use by another coordinator (process ",
+                                                second.process.pid, ",")));
+  EXPECT_EQ(submit(testing::SmallSpec()), "job-000009");  // the first one serves on
 
   testing::Kill(second.process, SIGTERM);
   EXPECT_EQ(testing::WaitFor(second.process, absl::Seconds(15)), 0)

@@ -473,6 +473,10 @@ TEST(GrpcAuthTest, BearerTokenGuardsJobService) {
   EXPECT_EQ(call("Bearer wrong").error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(call("s3cret").error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_TRUE(call("Bearer s3cret").ok());
+  EXPECT_TRUE(call("bearer s3cret").ok());  // the scheme is case-insensitive
+  EXPECT_TRUE(call("BEARER s3cret").ok());
+  // The token itself is compared exactly.
+  EXPECT_EQ(call("bearer S3CRET").error_code(), grpc::StatusCode::UNAUTHENTICATED);
   // Workers do not need the client token.
   auto registry = v1::WorkerRegistry::NewStub(channel);
   v1::HeartbeatRequest hb;

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/job_spec_validation.h"
 #include "planner/planner.h"
 #include "tests/coordinator/job_manager_fixture.h"
 
@@ -171,6 +172,36 @@ TEST_F(JobManagerTest, PlanningFailureFailsJobWithPlannerMessage) {
   EXPECT_THAT(manager_->Get(id).value().failure_reason(),
               HasSubstr("planning failed: model.num_layers"));
   // The next job is planned normally.
+  const std::string ok = manager_->Submit(SmallSpec(2, 2)).value().id();
+  ASSERT_TRUE(WaitState(ok, v1::JOB_STATE_WAITING_FOR_WORKERS));
+}
+
+// Plans have stated limits: 64 workers x 65536 microbatches used to pass validation and crash
+// the coordinator while planning (and again after every restart). Refused fast, naming the
+// field, and the coordinator plans on. A plan under the pair limit whose encoding would still
+// exceed one gRPC message is refused too.
+TEST_F(JobManagerTest, PlansOverTheStatedLimitsFailNamingTheField) {
+  Make();
+  ASSERT_TRUE(manager_->Start().ok());
+  v1::JobSpec huge = SmallSpec(64);
+  huge.mutable_model()->set_num_layers(64);
+  huge.mutable_training()->set_global_batch(65536);
+  const std::string id = manager_->Submit(huge).value().id();
+  ASSERT_TRUE(WaitState(id, v1::JOB_STATE_FAILED));
+  EXPECT_THAT(manager_->Get(id).value().failure_reason(),
+              HasSubstr("training.global_batch: 65536 microbatches per step on 64 stages (64 "
+                        "workers x 1 chunks) make 4194304 (stage, microbatch) pairs; a plan "
+                        "holds at most 131072"));
+
+  v1::JobSpec wide = SmallSpec(8);
+  wide.mutable_model()->set_num_layers(8);
+  wide.mutable_training()->set_global_batch(planner::kMaxPlanCells / 8);  // at the pair limit
+  absl::StatusOr<v1::Plan> plan = manager_->Plan(wide);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument) << plan.status();
+  EXPECT_THAT(plan.status().message(), HasSubstr("training.global_batch: the plan of 16384 "
+                                                 "microbatches on 8 stages encodes to "));
+  EXPECT_THAT(plan.status().message(), HasSubstr("over the limit of 3145728 bytes"));
+
   const std::string ok = manager_->Submit(SmallSpec(2, 2)).value().id();
   ASSERT_TRUE(WaitState(ok, v1::JOB_STATE_WAITING_FOR_WORKERS));
 }

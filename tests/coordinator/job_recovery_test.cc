@@ -293,6 +293,9 @@ TEST_F(JobManagerTest, RestartRecoversStoredJobs) {
   const std::string waiting = put(v1::JOB_STATE_WAITING_FOR_WORKERS, Plan::kPlanned);
   // Its checkpoints belong to its plan, so a running job whose plan cannot be read fails.
   const std::string unreadable = put(v1::JOB_STATE_RUNNING, Plan::kUnreadable);
+  // Stored while PLANNING: the coordinator died planning it (a graceful stop finishes planning),
+  // perhaps because of it; planned again, it could crash every restart.
+  const std::string planning = put(v1::JOB_STATE_PLANNING, Plan::kNone);
   Make();
   ASSERT_TRUE(manager_->Start().ok());
   // The running job waits to resume (no workers yet); a restart does not use its budget.
@@ -309,8 +312,12 @@ TEST_F(JobManagerTest, RestartRecoversStoredJobs) {
   EXPECT_EQ(State(unreadable), v1::JOB_STATE_FAILED);
   EXPECT_THAT(manager_->Get(unreadable).value().failure_reason(),
               HasSubstr("the stored plan is unreadable"));
+  EXPECT_EQ(State(planning), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(manager_->Get(planning).value().failure_reason(),
+              HasSubstr("stopped while planning this job"));
+  EXPECT_EQ(store_.GetJob(planning).value().state(), v1::JOB_STATE_FAILED);
   // New ids continue after the stored ones.
-  EXPECT_EQ(manager_->Submit(SmallSpec()).value().id(), "job-000006");
+  EXPECT_EQ(manager_->Submit(SmallSpec()).value().id(), "job-000007");
 }
 
 // A coordinator restart with a RUNNING job whose checkpoint step-4 is recorded complete: once

@@ -1,8 +1,11 @@
 // JobStore: the SQLite implementation round-trips jobs and checkpoints, keeps ids monotonic and
 // keeps everything across a reopen of the same file; the fake injects failures.
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/sqlite_job_store.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/test_util.h"
@@ -98,6 +101,24 @@ TEST(SqliteJobStoreTest, ConcurrentWriters) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(store->ListJobs(v1::JOB_STATE_CANCELLED).value().size(), 100u);
+}
+
+// One database, one store: a second Open (here in the same process; another coordinator
+// alike) is refused naming this process, until the first store is gone.
+TEST(SqliteJobStoreTest, SecondOpenOfADatabaseIsRefused) {
+  const std::string path = TempDb("locked.db");
+  auto first = SqliteJobStore::Open(path);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::unique_ptr<SqliteJobStore>> second = SqliteJobStore::Open(path);
+  ASSERT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
+  EXPECT_NE(second.status().message().find(absl::StrCat(
+                path, " is in use by another coordinator (process ", ::getpid(), ",")),
+            std::string::npos)
+      << second.status();
+  first->reset();
+  EXPECT_TRUE(SqliteJobStore::Open(path).ok());
+  EXPECT_TRUE(SqliteJobStore::Open(":memory:").ok());  // private: never locked
+  EXPECT_TRUE(SqliteJobStore::Open(":memory:").ok());
 }
 
 TEST(SqliteJobStoreTest, OpenFailsOnBadPath) {

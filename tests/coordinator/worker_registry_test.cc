@@ -30,6 +30,12 @@ TEST(WorkerRegistryTest, ValidatesEveryField) {
       {[](WorkerRegistration& r) { r.address = "nohost"; }, "address"},
       {[](WorkerRegistration& r) { r.address = "h:0"; }, "address"},
       {[](WorkerRegistration& r) { r.address = "h:70000"; }, "address"},
+      // Hosts that are no host: a path, empty labels, spaces, a bad IPv6 literal.
+      {[](WorkerRegistration& r) { r.address = "../../etc/passwd:22"; }, "address"},
+      {[](WorkerRegistration& r) { r.address = "a..b:22"; }, "address"},
+      {[](WorkerRegistration& r) { r.address = "host name:22"; }, "address"},
+      {[](WorkerRegistration& r) { r.address = "[fe80::1%eth0]:22"; }, "address"},
+      {[](WorkerRegistration& r) { r.transport_address = "w/1:7000"; }, "transport_address"},
       {[](WorkerRegistration& r) { r.transport_address = "x"; }, "transport_address"},
       {[](WorkerRegistration& r) { r.metrics_address = ":1"; }, "metrics_address"},
       {[](WorkerRegistration& r) { r.device = v1::DEVICE_KIND_UNSPECIFIED; }, "device"},
@@ -51,6 +57,17 @@ TEST(WorkerRegistryTest, ValidatesEveryField) {
     EXPECT_THAT(id.status().message(), HasSubstr(c.field));
   }
   EXPECT_TRUE(registry.List().empty());
+}
+
+TEST(WorkerRegistryTest, HostPortAcceptsNamesAndAddresses) {
+  for (const char* ok : {"127.0.0.1:7070", "[::1]:7070", "[2001:db8::8a2e:370:7334]:1",
+                         "worker-3.pipetrain.default.svc.cluster.local:7071", "my_host:65535"}) {
+    EXPECT_TRUE(IsHostPort(ok)) << ok;
+  }
+  for (const char* bad : {"127.0.0.1", ":7070", "[]:7070", ".example:1", "example.:1",
+                          "exa\nmple:1", "../x:1", "h:0", "h:65536", "h:-1", "[::1:7070"}) {
+    EXPECT_FALSE(IsHostPort(bad)) << bad;
+  }
 }
 
 TEST(WorkerRegistryTest, ReRegisteringKeepsTheId) {

@@ -13,7 +13,8 @@
 //   - SIGTERM of a worker and of the coordinator (graceful: exit 0, the job resumes);
 //   - a network partition of one worker (its own network namespace, link down then up; skipped
 //     without root / iproute2);
-// and Cancel stops a running job on every worker promptly. Every wait is bounded.
+// and Cancel stops a running job on every worker promptly; one-step jobs submitted back to back
+// drain without a worker refusing one as busy. Every wait is bounded.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -459,6 +460,34 @@ TEST_F(NetworkPartitionTest, PartitionedWorkerIsFoundAndTheJobResumesWhenTheLink
       << job.recoveries(0).reason();
   for (const v1::JobRecovery& r : job.recoveries()) {
     std::printf("recovery: resumed from step %d: %s\n", r.resume_step(), r.reason().c_str());
+  }
+}
+
+
+// One-step jobs submitted back to back on two workers: each is dispatched the moment every rank
+// of the previous one said "finished". None may be refused by a worker as "busy with job ..."
+// (a worker used to report the end of its run before it cleared the job) nor spend a restart.
+TEST(BackToBackJobsTest, ShortJobsDrainWithoutARestart) {
+  Cluster cluster("127.0.0.1");
+  cluster.StartCoordinator();
+  cluster.StartWorker("w0");
+  cluster.StartWorker("w1");
+  client::JobClient jobs(cluster.address(), "", client::ClientTls{}, absl::Seconds(5));
+  constexpr int kJobs = 30;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kJobs; ++i) {
+    v1::JobSpec spec = testing::SmallJob("1f1b", 2, 2, 1);
+    spec.mutable_parallelism()->set_analytic_costs(true);  // no profiling step: short jobs
+    auto submitted = jobs.Submit(spec);
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    ids.push_back(submitted->id());
+  }
+  for (const std::string& id : ids) {
+    auto done = WaitJob(jobs, id, Ended, absl::Seconds(60));
+    ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster.Logs();
+    EXPECT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << id << ": " << done->failure_reason();
+    EXPECT_EQ(done->restarts(), 0) << id;
+    for (const v1::JobRecovery& r : done->recoveries()) ADD_FAILURE() << id << ": " << r.reason();
   }
 }
 

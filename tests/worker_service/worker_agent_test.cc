@@ -1,7 +1,8 @@
 // WorkerAgent against a fake coordinator: a shutting-down worker's last heartbeat says it is
 // leaving (and no ordinary heartbeat follows it, which would make it idle again); an abort asked
 // for in a heartbeat answer applies to the run that was there when the heartbeat was sent, not
-// to a job prepared meanwhile; step reports carry the Prepare's attempt.
+// to a job prepared meanwhile; step reports carry the Prepare's attempt; a worker that reports
+// its run finished is already free for the next job.
 #include "worker/service/worker_agent.h"
 
 #include <atomic>
@@ -22,10 +23,16 @@ namespace {
 class FakeCoordinator : public CoordinatorClient {
  public:
   using HeartbeatFn = std::function<v1::HeartbeatResponse(const v1::HeartbeatRequest&)>;
+  using ReportFn = std::function<void(const v1::ReportStepRequest&)>;
   // Answers each heartbeat (called outside the lock); empty: an empty answer.
   void SetOnHeartbeat(HeartbeatFn fn) {
     absl::MutexLock lock(&mu_);
     on_heartbeat_ = std::move(fn);
+  }
+  // Sees each step report after it is recorded (called outside the lock).
+  void SetOnReport(ReportFn fn) {
+    absl::MutexLock lock(&mu_);
+    on_report_ = std::move(fn);
   }
 
   absl::StatusOr<v1::RegisterWorkerResponse> Register(const v1::RegisterWorkerRequest&) override {
@@ -44,8 +51,13 @@ class FakeCoordinator : public CoordinatorClient {
     return fn ? fn(request) : v1::HeartbeatResponse{};
   }
   absl::StatusOr<v1::ReportStepResponse> ReportStep(const v1::ReportStepRequest& r) override {
-    absl::MutexLock lock(&mu_);
-    reports_.push_back(r);
+    ReportFn fn;
+    {
+      absl::MutexLock lock(&mu_);
+      reports_.push_back(r);
+      fn = on_report_;
+    }
+    if (fn) fn(r);
     return v1::ReportStepResponse{};
   }
   std::vector<v1::HeartbeatRequest> heartbeats() {
@@ -60,6 +72,7 @@ class FakeCoordinator : public CoordinatorClient {
  private:
   absl::Mutex mu_;
   HeartbeatFn on_heartbeat_;
+  ReportFn on_report_;
   std::vector<v1::HeartbeatRequest> heartbeats_;
   std::vector<v1::ReportStepRequest> reports_;
 };
@@ -74,12 +87,17 @@ bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = absl:
 }
 
 struct Agent {
-  explicit Agent(FakeCoordinator* coordinator) {
+  // `available_memory`: what the session sees as this worker's available host memory (0: none
+  // given, not checked).
+  explicit Agent(FakeCoordinator* coordinator, int64_t available_memory = 0) {
     auto listener = TcpListener::Bind("127.0.0.1", 0).value();
     WorkerAgentOptions options;
     options.name = "test-worker";
     options.heartbeat_interval = absl::Milliseconds(10);
     options.transport_address = absl::StrCat("127.0.0.1:", listener->port());
+    if (available_memory > 0) {
+      options.session.available_host_memory_bytes = [available_memory] { return available_memory; };
+    }
     transport_address = options.transport_address;
     agent = std::make_unique<WorkerAgent>(options, coordinator, std::move(listener), nullptr);
     agent->Start("127.0.0.1:1");
@@ -175,6 +193,62 @@ TEST(WorkerAgentTest, StaleHeartbeatAbortDoesNotAbortANewPrepare) {
   });
   EXPECT_TRUE(WaitUntil([&] { return !a.agent->busy(); }));
   a.agent->Shutdown();
+}
+
+// The coordinator hands a worker its next job the moment every rank has said "finished"; by then
+// the worker must be free. It used to clear its job only after that report, so the next Prepare
+// could be refused as "busy with job ..." (seen 4 times in 3 runs of 200 one-step jobs).
+TEST(WorkerAgentTest, WorkerIsFreeWhenItReportsFinished) {
+  FakeCoordinator coordinator;
+  Agent a(&coordinator);
+  absl::Notification finished;
+  absl::Status next_prepare = absl::UnknownError("not tried");
+  coordinator.SetOnReport([&](const v1::ReportStepRequest& r) {
+    if (!r.finished() || r.job_id() != "job-000001") return;
+    v1::PrepareRequest next = OneRankJob(a.transport_address, 0);
+    next.set_job_id("job-000002");
+    next_prepare = a.agent->Prepare(next).status();
+    finished.Notify();
+  });
+  ASSERT_TRUE(a.agent->Prepare(OneRankJob(a.transport_address, 0)).ok());
+  v1::StartRequest start;
+  start.set_job_id("job-000001");
+  start.set_num_steps(2);
+  ASSERT_TRUE(a.agent->StartRun(start).ok());
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(next_prepare.ok()) << next_prepare;
+  EXPECT_TRUE(a.agent->busy());  // with job-000002
+
+  start.set_job_id("job-000002");
+  ASSERT_TRUE(a.agent->StartRun(start).ok());
+  ASSERT_TRUE(WaitUntil([&] { return !a.agent->busy(); }, absl::Seconds(30)));
+  int finished_reports = 0;
+  for (const v1::ReportStepRequest& r : coordinator.reports()) finished_reports += r.finished();
+  EXPECT_EQ(finished_reports, 2);
+  a.agent->Shutdown();
+}
+
+// A model whose parameter state does not fit the worker's memory is refused at Prepare with the
+// numbers, before any of it is allocated (a vocabulary of 4M x hidden 65536 used to be accepted
+// and allocated).
+TEST(WorkerAgentTest, ModelLargerThanMemoryFailsPrepareWithTheNumbers) {
+  FakeCoordinator coordinator;
+  Agent small(&coordinator, /*available_memory=*/64 << 10);
+  const absl::Status status = small.agent->Prepare(OneRankJob(small.transport_address, 0)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find("model: rank 0's stages need "), std::string::npos) << status;
+  EXPECT_NE(status.message().find(" for parameters, gradients and AdamW moments, "),
+            std::string::npos)
+      << status;
+  EXPECT_NE(status.message().find("over the 65536 bytes of this worker's available host memory"),
+            std::string::npos)
+      << status;
+  EXPECT_FALSE(small.agent->busy());
+  small.agent->Shutdown();
+
+  Agent roomy(&coordinator, /*available_memory=*/int64_t{1} << 30);
+  EXPECT_TRUE(roomy.agent->Prepare(OneRankJob(roomy.transport_address, 0)).ok());
+  roomy.agent->Shutdown();
 }
 
 // Training data is read by the workers only: the coordinator plans a job whose text file it

@@ -174,9 +174,16 @@ void ActivationCopier::Loop(int lane_index) {
     job.release_after.clear();  // RELOAD: the host copy
     // Bytes copied and the link done.
     ticket.end_ns_ = std::max(options_.clock->NowNs(), ticket.ready_ns_);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ticket.status_.ok() && first_error_.ok()) first_error_ = ticket.status_;
+      ticket.done_.Notify();  // before running drops, so a drained copier has only done tickets
+    }
+    // This lane's reference goes before running drops too: an offload ticket nobody else holds
+    // frees its device source here, and Drain's caller must see that memory back (it used to be
+    // freed just after Drain returned, now and then, under load).
+    job = Job();
     absl::MutexLock lock(&mu_);
-    if (!ticket.status_.ok() && first_error_.ok()) first_error_ = ticket.status_;
-    ticket.done_.Notify();  // before running drops, so a drained copier has only done tickets
     --lane.running;
   }
 }

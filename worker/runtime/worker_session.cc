@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/checkpoint_layout.h"
+#include "model/cost_model.h"
 #include "model/job_model.h"
 #include "schedule/codec/plan_proto.h"
 #include "worker/device/compute_backend.h"
@@ -24,6 +25,43 @@
 #include "worker/transport/tcp_transport.h"
 
 namespace pipetrain::worker {
+namespace {
+
+// Refuses, before anything is allocated, a rank whose parameters with their gradients and AdamW
+// moments, plus the plan's predicted activation peak, exceed the memory it computes in: a typo
+// such as a vocabulary of millions would otherwise allocate (and fill) tensors until the process
+// is killed.
+absl::Status CheckMemoryFits(const v1::PrepareRequest& request, const model::GptConfig& config,
+                             const std::vector<int>& stages, int num_stages,
+                             const SessionOptions& options) {
+  int64_t available = 0;
+  std::string where;
+  if (options.device.kind == v1::DEVICE_KIND_CUDA) {
+    available = options.device.total_memory_bytes;
+    where = absl::StrCat("the memory of ", Describe(options.device));
+  } else if (options.available_host_memory_bytes) {
+    available = options.available_host_memory_bytes();
+    where = "this worker's available host memory";
+  }
+  if (available <= 0) return absl::OkStatus();  // unknown: not checked
+  PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> split, model::SplitEvenly(config, num_stages));
+  const int64_t microbatch_size = request.spec().training().microbatch_size();
+  int64_t state = 0;
+  for (int s : stages) {
+    state += model::EstimateChunkCost(config, split[s], microbatch_size).parameter_state_bytes;
+  }
+  const auto& peaks = request.plan().prediction().peak_activation_bytes();
+  const int64_t activations = request.rank() < peaks.size() ? peaks[request.rank()] : 0;
+  if (state + activations <= available) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "model: rank ", request.rank(), "'s stages need ", state + activations, " bytes (", state,
+      " for parameters, gradients and AdamW moments, ", activations,
+      " for activations at the plan's peak), over the ", available, " bytes of ", where,
+      "; use more workers (parallelism.num_workers), a smaller model, or a worker with more "
+      "memory"));
+}
+
+}  // namespace
 
 WorkerSession::~WorkerSession() {
   // The executor refers to the runner and transport; tear down in dependency order.
@@ -119,6 +157,7 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
           "checkpoint_path: emulated compute has no weights to resume from");
     }
   } else {
+    PT_RETURN_IF_ERROR(CheckMemoryFits(request, config, my_stages, sched.num_stages, options));
     ModelStageConfig mc;
     mc.model = config;
     mc.chunk.seed = request.spec().training().seed();

@@ -52,13 +52,18 @@ struct SessionOptions {
   int crash_in_checkpoint = -1;
   // Host link cap for OFFLOAD/RELOAD copies, bytes/s each way (0 = the copy's own speed).
   double copy_bandwidth_bytes_per_s = 0;
+  // Host memory the session may still take, asked at Create (pipetrain-worker: the machine's or
+  // its container's available memory); unset or 0: not checked. A CUDA session checks its
+  // device's memory instead.
+  std::function<int64_t()> available_host_memory_bytes;
 };
 
 class WorkerSession {
  public:
-  // Validates the plan (an untrusted input), binds this rank's address from request.peers
-  // (or uses `listener`, already bound to it, when given), builds the chunks and connects to the
-  // neighbouring ranks.
+  // Validates the plan (an untrusted input), checks that this rank's parameter state and
+  // planned activations fit its memory (ResourceExhausted with the numbers, before allocating),
+  // binds this rank's address from request.peers (or uses `listener`, already bound to it, when
+  // given), builds the chunks and connects to the neighbouring ranks.
   static absl::StatusOr<std::unique_ptr<WorkerSession>> Create(
       const v1::PrepareRequest& request, const SessionOptions& options,
       std::unique_ptr<TcpListener> listener = nullptr);

@@ -257,30 +257,39 @@ void WorkerAgent::RunLoop(std::string job_id, int num_steps) {
     }
     return absl::OkStatus();
   });
+  // Frees the worker. Closing the transport waits, bounded, for the goodbye to go out; it
+  // happens outside the lock.
+  auto release = [&] {
+    std::shared_ptr<WorkerSession> done;
+    {
+      absl::MutexLock lock(&mu_);
+      running_ = false;
+      job_id_.clear();
+      done = std::move(session_);
+      if (metrics_ != nullptr) metrics_->SetBusy(false);
+    }
+    done.reset();
+    session.reset();
+  };
   v1::ReportStepRequest end;
   end.set_job_id(job_id);
   end.set_rank(rank);
   end.set_attempt(attempt);
   if (status.ok()) {
+    // Free first, then say so: the coordinator may hand this worker its next job the moment
+    // every rank has reported, and a Prepare that still found this job here was refused as
+    // "busy" (costing the next job a restart).
+    release();
     end.set_finished(true);
   } else {
+    // A failure is reported first, so recovery starts without waiting for a dead peer's link.
     end.set_failure(absl::StrCat("rank ", rank, ": ", status.ToString()));
     LOG(WARNING) << "job " << job_id << " rank " << rank << " failed: " << status;
   }
   if (auto r = coordinator_->ReportStep(end); !r.ok()) {
     LOG(WARNING) << "end-of-run report for " << job_id << " not delivered: " << r.status();
   }
-  std::shared_ptr<WorkerSession> done;
-  {
-    absl::MutexLock lock(&mu_);
-    running_ = false;
-    job_id_.clear();
-    done = std::move(session_);
-    if (metrics_ != nullptr) metrics_->SetBusy(false);
-  }
-  // Outside the lock: closing the transport waits (bounded) for the goodbye to go out.
-  done.reset();
-  session.reset();
+  if (!status.ok()) release();
 }
 
 absl::Status WorkerAgent::Abort(const v1::AbortRequest& request) {
