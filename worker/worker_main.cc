@@ -92,6 +92,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--recv-timeout", recv_timeout_s, "seconds to wait for any one tensor")
       ->capture_default_str();
+  app.add_option("--data-root", session.allowed_paths.data_root,
+                 "jobs' training.data.path must lie under this directory (after symlinks and "
+                 "..); / allows any path")
+      ->capture_default_str();
+  app.add_option("--checkpoint-root", session.allowed_paths.checkpoint_root,
+                 "jobs' checkpoint.dir and resumed checkpoints must lie under this directory; / "
+                 "allows any path")
+      ->capture_default_str();
   // Testing only (fault-tolerance tests), hence hidden from --help.
   app.add_option("--crash-in-checkpoint", session.crash_in_checkpoint,
                  "testing: SIGKILL this process halfway through writing checkpoint step-N")

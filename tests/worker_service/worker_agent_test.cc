@@ -89,12 +89,14 @@ bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = absl:
 struct Agent {
   // `available_memory`: what the session sees as this worker's available host memory (0: none
   // given, not checked).
-  explicit Agent(FakeCoordinator* coordinator, int64_t available_memory = 0) {
+  explicit Agent(FakeCoordinator* coordinator, int64_t available_memory = 0,
+                 AllowedPaths allowed_paths = {}) {
     auto listener = TcpListener::Bind("127.0.0.1", 0).value();
     WorkerAgentOptions options;
     options.name = "test-worker";
     options.heartbeat_interval = absl::Milliseconds(10);
     options.transport_address = absl::StrCat("127.0.0.1:", listener->port());
+    options.session.allowed_paths = std::move(allowed_paths);
     if (available_memory > 0) {
       options.session.available_host_memory_bytes = [available_memory] { return available_memory; };
     }
@@ -177,7 +179,11 @@ TEST(WorkerAgentTest, StaleHeartbeatAbortDoesNotAbortANewPrepare) {
   start.set_job_id("job-000001");
   start.set_num_steps(3);
   ASSERT_TRUE(a.agent->StartRun(start).ok());
-  ASSERT_TRUE(WaitUntil([&] { return !a.agent->busy(); }));
+  // The worker frees itself, then reports the run finished.
+  ASSERT_TRUE(WaitUntil([&] {
+    return !coordinator.reports().empty() && coordinator.reports().back().finished();
+  }));
+  EXPECT_FALSE(a.agent->busy());
   const std::vector<v1::ReportStepRequest> reports = coordinator.reports();
   ASSERT_EQ(reports.size(), 4u);  // 3 steps and `finished`
   for (const v1::ReportStepRequest& r : reports) EXPECT_EQ(r.attempt(), 4);
@@ -221,10 +227,13 @@ TEST(WorkerAgentTest, WorkerIsFreeWhenItReportsFinished) {
 
   start.set_job_id("job-000002");
   ASSERT_TRUE(a.agent->StartRun(start).ok());
-  ASSERT_TRUE(WaitUntil([&] { return !a.agent->busy(); }, absl::Seconds(30)));
-  int finished_reports = 0;
-  for (const v1::ReportStepRequest& r : coordinator.reports()) finished_reports += r.finished();
-  EXPECT_EQ(finished_reports, 2);
+  auto finished_reports = [&] {
+    int n = 0;
+    for (const v1::ReportStepRequest& r : coordinator.reports()) n += r.finished();
+    return n;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return finished_reports() == 2; }, absl::Seconds(30)));
+  EXPECT_FALSE(a.agent->busy());
   a.agent->Shutdown();
 }
 
@@ -249,6 +258,39 @@ TEST(WorkerAgentTest, ModelLargerThanMemoryFailsPrepareWithTheNumbers) {
   Agent roomy(&coordinator, /*available_memory=*/int64_t{1} << 30);
   EXPECT_TRUE(roomy.agent->Prepare(OneRankJob(roomy.transport_address, 0)).ok());
   roomy.agent->Shutdown();
+}
+
+// A job may name only paths under the worker's roots: /etc/shadow as training data (a worker
+// used to read it) or a checkpoint directory outside --checkpoint-root is refused at Prepare,
+// naming the field and the flag, before anything is opened.
+TEST(WorkerAgentTest, PathsOutsideTheWorkersRootsFailPrepare) {
+  FakeCoordinator coordinator;
+  const std::string root = ::testing::TempDir() + "/pipetrain_roots";
+  std::filesystem::create_directories(root);
+  Agent a(&coordinator, 0, AllowedPaths{.data_root = root, .checkpoint_root = root});
+  v1::PrepareRequest request = OneRankJob(a.transport_address, 0);
+  v1::DataSpec* data = request.mutable_spec()->mutable_training()->mutable_data();
+  data->set_source("text");
+  data->set_path(root + "/../../../etc/shadow");
+  absl::Status status = a.agent->Prepare(request).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
+  EXPECT_NE(status.message().find("training.data.path: "), std::string::npos) << status;
+  EXPECT_NE(status.message().find("(resolved: /etc/shadow) is outside this worker's --data-root"),
+            std::string::npos)
+      << status;
+
+  request = OneRankJob(a.transport_address, 0);
+  request.mutable_spec()->mutable_checkpoint()->set_dir("/tmp/elsewhere");
+  request.mutable_spec()->mutable_checkpoint()->set_interval_steps(1);
+  status = a.agent->Prepare(request).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
+  EXPECT_NE(status.message().find("checkpoint.dir: /tmp/elsewhere"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("--checkpoint-root"), std::string::npos) << status;
+  EXPECT_FALSE(a.agent->busy());
+
+  request.mutable_spec()->mutable_checkpoint()->set_dir(root + "/ckpt");  // inside: fine
+  EXPECT_TRUE(a.agent->Prepare(request).ok());
+  a.agent->Shutdown();
 }
 
 // Training data is read by the workers only: the coordinator plans a job whose text file it

@@ -77,6 +77,14 @@ bool WorkerSession::holds_loss() const {
 absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     const v1::PrepareRequest& request, const SessionOptions& options,
     std::unique_ptr<TcpListener> listener) {
+  // Before anything is opened: the job names paths, this worker decides which it may touch.
+  const AllowedPaths& allowed = options.allowed_paths;
+  PT_RETURN_IF_ERROR(CheckPathUnder("training.data.path", request.spec().training().data().path(),
+                                    allowed.data_root, "--data-root"));
+  PT_RETURN_IF_ERROR(CheckPathUnder("checkpoint.dir", request.spec().checkpoint().dir(),
+                                    allowed.checkpoint_root, "--checkpoint-root"));
+  PT_RETURN_IF_ERROR(CheckPathUnder("checkpoint_path", request.checkpoint_path(),
+                                    allowed.checkpoint_root, "--checkpoint-root"));
   auto session = std::unique_ptr<WorkerSession>(new WorkerSession());
   PT_ASSIGN_OR_RETURN(session->schedule_, schedule::ScheduleFromProto(request.plan()));
   const schedule::Schedule& sched = session->schedule_;

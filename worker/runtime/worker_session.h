@@ -28,6 +28,7 @@
 #include "schedule/schedule.h"
 #include "worker/data/dataset.h"
 #include "worker/device/device_info.h"
+#include "worker/runtime/allowed_paths.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/stage_profiler.h"
 #include "worker/runtime/stage_runner.h"
@@ -56,11 +57,15 @@ struct SessionOptions {
   // its container's available memory); unset or 0: not checked. A CUDA session checks its
   // device's memory instead.
   std::function<int64_t()> available_host_memory_bytes;
+  // The directories a job's data and checkpoint paths must lie in (pipetrain-worker --data-root,
+  // --checkpoint-root).
+  AllowedPaths allowed_paths;
 };
 
 class WorkerSession {
  public:
-  // Validates the plan (an untrusted input), checks that this rank's parameter state and
+  // Checks the job's paths against options.allowed_paths, validates the plan (an untrusted
+  // input), checks that this rank's parameter state and
   // planned activations fit its memory (ResourceExhausted with the numbers, before allocating),
   // binds this rank's address from request.peers (or uses `listener`, already bound to it, when
   // given), builds the chunks and connects to the neighbouring ranks.
