@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/secret.h"
 
 namespace pipetrain::client {
 namespace {
@@ -100,13 +101,28 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   cluster->dir_ = options.dir.empty() ? subprocess::TempDir() : options.dir;
   std::filesystem::create_directories(cluster->dir_);
 
+  // The daemons authenticate each other with a fresh cluster secret (docs/security.md): other
+  // users of this machine can reach the loopback ports too.
+  const std::string secret_file = cluster->dir_ + "/cluster-secret";
+  {
+    const int fd = open(secret_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const std::string secret = RandomToken();
+    const bool written =
+        fd >= 0 && write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size());
+    if (fd >= 0) close(fd);
+    if (!written) {
+      return absl::UnavailableError(absl::StrCat("cannot write ", secret_file));
+    }
+  }
   std::vector<std::string> argv = {coordinator_bin,
                                    "--listen",
                                    "127.0.0.1:0",
                                    "--metrics-listen",
                                    "127.0.0.1:0",
                                    "--db",
-                                   cluster->dir_ + "/pipetrain.db"};
+                                   cluster->dir_ + "/pipetrain.db",
+                                   "--cluster-secret-file",
+                                   secret_file};
   argv.insert(argv.end(), options.coordinator_args.begin(), options.coordinator_args.end());
   cluster->coordinator_ = SpawnDaemon(argv, cluster->dir_ + "/coordinator");
   auto address =
@@ -124,7 +140,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                                       "--name",
                                       absl::StrCat("local-worker-", r),
                                       "--metrics-listen",
-                                      "127.0.0.1:0"};
+                                      "127.0.0.1:0",
+                                      "--cluster-secret-file",
+                                      secret_file};
     if (options.emulate) wargv.push_back("--emulate");
     cluster->workers_.push_back(SpawnDaemon(wargv, absl::StrCat(cluster->dir_, "/worker-", r)));
   }

@@ -78,14 +78,21 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
     PT_ASSIGN_OR_RETURN(c->owned_store_, SqliteJobStore::Open(config.db_path));
     store = c->owned_store_.get();
   }
+  c->metrics_ = std::make_unique<CoordinatorMetrics>();
+  WorkerRegistryOptions registry_options;
+  registry_options.heartbeat_timeout = config.heartbeat_timeout;
+  registry_options.issue_credentials = !config.cluster_secret.empty();
+  c->registry_ = std::make_unique<WorkerRegistry>(registry_options, c->metrics_.get());
   WorkerClient* worker_client = config.worker_client;
   if (worker_client == nullptr) {
-    c->owned_worker_client_ = std::make_unique<GrpcWorkerClient>(worker_tls);
+    // Each Worker call carries the coordinator token that worker got at its registration.
+    WorkerRegistry* registry = c->registry_.get();
+    c->owned_worker_client_ = std::make_unique<GrpcWorkerClient>(
+        worker_tls, [registry](const std::string& address) {
+          return registry->CoordinatorTokenFor(address);
+        });
     worker_client = c->owned_worker_client_.get();
   }
-  c->metrics_ = std::make_unique<CoordinatorMetrics>();
-  c->registry_ = std::make_unique<WorkerRegistry>(WorkerRegistryOptions{config.heartbeat_timeout},
-                                                  c->metrics_.get());
   c->jobs_ = std::make_unique<JobManager>(store, c->registry_.get(), worker_client,
                                           c->metrics_.get(), config.jobs);
   PT_RETURN_IF_ERROR(c->jobs_->Start());
@@ -93,7 +100,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   c->job_service_ =
       std::make_unique<JobServiceImpl>(c->jobs_.get(), c->metrics_.get(), config.auth_token);
   c->registry_service_ = std::make_unique<WorkerRegistryServiceImpl>(
-      c->registry_.get(), c->jobs_.get(), c->metrics_.get());
+      c->registry_.get(), c->jobs_.get(), c->metrics_.get(), config.cluster_secret);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -38,6 +38,9 @@ struct CoordinatorConfig {
   // A worker silent this long is lost (its job recovers); workers heartbeat 5 times per timeout.
   absl::Duration heartbeat_timeout = absl::Seconds(3);
   std::string auth_token;  // non-empty: JobService calls need "authorization: Bearer <token>"
+  // Non-empty: workers register with it and get per-registration credentials that every later
+  // call in either direction carries (docs/security.md).
+  std::string cluster_secret;
   // PEM files. cert + key: serve TLS, and call workers over TLS presenting this certificate as
   // the client certificate. client_ca: require and verify client certificates (mutual TLS:
   // workers and, when TLS is on, clients); also the roots that verify workers (empty: the

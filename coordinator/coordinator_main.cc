@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/secret.h"
 #include "coordinator/coordinator.h"
 #include "glog/logging.h"
 
@@ -32,6 +33,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 3600.0));
   app.add_option("--auth-token", config.auth_token,
                  "require \"authorization: Bearer <token>\" on JobService calls");
+  std::string cluster_secret_file;
+  app.add_option("--cluster-secret-file", cluster_secret_file,
+                 "file holding the cluster secret workers must register with (else the "
+                 "PIPETRAIN_CLUSTER_SECRET environment variable; neither: workers are not "
+                 "authenticated, see docs/security.md)");
   app.add_option("--tls-cert", config.tls_cert_file,
                  "certificate (PEM) served, and presented to workers (which are then called "
                  "over TLS); enables TLS");
@@ -40,6 +46,14 @@ int main(int argc, char** argv) {
                  "CA (PEM) that client and worker certificates must chain to (mutual TLS); "
                  "also verifies the workers' servers");
   CLI11_PARSE(app, argc, argv);
+  absl::StatusOr<std::string> cluster_secret =
+      pipetrain::LoadSecret(cluster_secret_file, "PIPETRAIN_CLUSTER_SECRET",
+                            "--cluster-secret-file");
+  if (!cluster_secret.ok()) {
+    std::cerr << "pipetrain-coordinator: " << cluster_secret.status().message() << "\n";
+    return 2;
+  }
+  config.cluster_secret = *std::move(cluster_secret);
   config.heartbeat_timeout = absl::Seconds(heartbeat_timeout_s);
   config.jobs.dispatch.prepare_timeout = absl::Seconds(prepare_timeout_s);
 

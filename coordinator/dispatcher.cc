@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/secret.h"
 #include "glog/logging.h"
 
 namespace pipetrain::coordinator {
@@ -53,6 +54,8 @@ absl::StatusOr<std::vector<v1::PrepareRequest>> Dispatcher::BuildPrepareRequests
     }
     nccl_id = *std::move(id);
   }
+  // Only this launch's ranks know it: the transport's hello carries a tag derived from it.
+  const std::string transport_secret = RandomToken();
   std::vector<v1::PrepareRequest> requests(targets.size());
   for (size_t r = 0; r < targets.size(); ++r) {
     v1::PrepareRequest& request = requests[r];
@@ -71,6 +74,7 @@ absl::StatusOr<std::vector<v1::PrepareRequest>> Dispatcher::BuildPrepareRequests
     request.set_attempt(job.recoveries_size());
     request.set_transport(transport);
     if (!nccl_id.empty()) request.set_nccl_unique_id(nccl_id);
+    request.set_transport_secret(transport_secret);
   }
   return requests;
 }

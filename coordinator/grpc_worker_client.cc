@@ -7,14 +7,19 @@
 #include "common/grpc_status.h"
 
 namespace pipetrain::coordinator {
-namespace {
 
-void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+std::unique_ptr<grpc::ClientContext> GrpcWorkerClient::ContextFor(const std::string& address,
+                                                                  absl::Duration timeout) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+  if (credential_for_) {
+    if (const std::string token = credential_for_(address); !token.empty()) {
+      context->AddMetadata("authorization", "Bearer " + token);
+    }
+  }
+  return context;
 }
-
-}  // namespace
 
 v1::Worker::Stub* GrpcWorkerClient::StubFor(const std::string& address) {
   absl::MutexLock lock(&mu_);
@@ -38,10 +43,9 @@ v1::Worker::Stub* GrpcWorkerClient::StubFor(const std::string& address) {
 absl::StatusOr<v1::PrepareResponse> GrpcWorkerClient::Prepare(const std::string& address,
                                                               const v1::PrepareRequest& request,
                                                               absl::Duration timeout) {
-  grpc::ClientContext context;
-  SetDeadline(context, timeout);
+  const std::unique_ptr<grpc::ClientContext> context = ContextFor(address, timeout);
   v1::PrepareResponse response;
-  const grpc::Status status = StubFor(address)->Prepare(&context, request, &response);
+  const grpc::Status status = StubFor(address)->Prepare(context.get(), request, &response);
   if (!status.ok()) return FromGrpc(status);
   return response;
 }
@@ -49,30 +53,27 @@ absl::StatusOr<v1::PrepareResponse> GrpcWorkerClient::Prepare(const std::string&
 absl::StatusOr<std::string> GrpcWorkerClient::CreateNcclId(const std::string& address,
                                                            const std::string& job_id,
                                                            absl::Duration timeout) {
-  grpc::ClientContext context;
-  SetDeadline(context, timeout);
+  const std::unique_ptr<grpc::ClientContext> context = ContextFor(address, timeout);
   v1::CreateNcclIdRequest request;
   request.set_job_id(job_id);
   v1::CreateNcclIdResponse response;
-  const grpc::Status status = StubFor(address)->CreateNcclId(&context, request, &response);
+  const grpc::Status status = StubFor(address)->CreateNcclId(context.get(), request, &response);
   if (!status.ok()) return FromGrpc(status);
   return response.nccl_unique_id();
 }
 
 absl::Status GrpcWorkerClient::Start(const std::string& address, const v1::StartRequest& request,
                                      absl::Duration timeout) {
-  grpc::ClientContext context;
-  SetDeadline(context, timeout);
+  const std::unique_ptr<grpc::ClientContext> context = ContextFor(address, timeout);
   v1::StartResponse response;
-  return FromGrpc(StubFor(address)->Start(&context, request, &response));
+  return FromGrpc(StubFor(address)->Start(context.get(), request, &response));
 }
 
 absl::Status GrpcWorkerClient::Abort(const std::string& address, const v1::AbortRequest& request,
                                      absl::Duration timeout) {
-  grpc::ClientContext context;
-  SetDeadline(context, timeout);
+  const std::unique_ptr<grpc::ClientContext> context = ContextFor(address, timeout);
   v1::AbortResponse response;
-  return FromGrpc(StubFor(address)->Abort(&context, request, &response));
+  return FromGrpc(StubFor(address)->Abort(context.get(), request, &response));
 }
 
 }  // namespace pipetrain::coordinator

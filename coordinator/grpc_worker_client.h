@@ -1,11 +1,13 @@
 // GrpcWorkerClient: WorkerClient over the pipetrain.v1.Worker gRPC service, one cached channel
 // per worker address. Insecure by default; with TLS options it uses TLS (and presents a client
-// certificate for mutual TLS when one is given).
+// certificate for mutual TLS when one is given). Calls carry the worker's coordinator token
+// when the credential source has one (docs/security.md).
 //
 // Thread-safety: thread-safe.
 #ifndef PIPETRAIN_COORDINATOR_GRPC_WORKER_CLIENT_H_
 #define PIPETRAIN_COORDINATOR_GRPC_WORKER_CLIENT_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,7 +28,11 @@ struct WorkerClientTls {
 
 class GrpcWorkerClient : public WorkerClient {
  public:
-  explicit GrpcWorkerClient(WorkerClientTls tls = {}) : tls_(std::move(tls)) {}
+  // The bearer token to present to the worker at an address ("" or unset: none).
+  using CredentialFor = std::function<std::string(const std::string& address)>;
+
+  explicit GrpcWorkerClient(WorkerClientTls tls = {}, CredentialFor credential_for = nullptr)
+      : tls_(std::move(tls)), credential_for_(std::move(credential_for)) {}
 
   absl::StatusOr<v1::PrepareResponse> Prepare(const std::string& address,
                                               const v1::PrepareRequest& request,
@@ -40,8 +46,12 @@ class GrpcWorkerClient : public WorkerClient {
 
  private:
   v1::Worker::Stub* StubFor(const std::string& address);
+  // A context with `timeout` and, when there is one, the worker's credential.
+  std::unique_ptr<grpc::ClientContext> ContextFor(const std::string& address,
+                                                  absl::Duration timeout) const;
 
   const WorkerClientTls tls_;
+  const CredentialFor credential_for_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<v1::Worker::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
 };

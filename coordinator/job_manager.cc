@@ -361,7 +361,7 @@ absl::StatusOr<v1::Plan> JobManager::Plan(const v1::JobSpec& spec) const {
 }
 
 absl::StatusOr<v1::ReportStepResponse> JobManager::ReportStep(
-    const v1::ReportStepRequest& request) {
+    const v1::ReportStepRequest& request, const std::string& reporter) {
   v1::ReportStepResponse response;
   absl::MutexLock lock(&mu_);
   PT_ASSIGN_OR_RETURN(Record * found, LookupLocked(request.job_id()));
@@ -376,6 +376,10 @@ absl::StatusOr<v1::ReportStepResponse> JobManager::ReportStep(
   if (rank < 0 || rank >= p) {
     return BadField(
         "rank", absl::StrCat(rank, " is not allowed; job ", r.job.id(), " has ranks 0..", p - 1));
+  }
+  if (!reporter.empty() && r.targets[rank].worker_id != reporter) {
+    return absl::PermissionDeniedError(absl::StrCat("rank: ", rank, " of job ", r.job.id(),
+                                                    " is not held by worker ", reporter));
   }
   if (request.has_report()) {
     const v1::StepReport& report = request.report();

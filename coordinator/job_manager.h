@@ -125,7 +125,10 @@ class JobManager {
   absl::StatusOr<v1::StepTrace> GetStepTrace(const std::string& job_id, int step);
 
   // From a worker; see coordinator.proto. `cancel` is set when the job no longer runs.
-  absl::StatusOr<v1::ReportStepResponse> ReportStep(const v1::ReportStepRequest& request);
+  // `reporter`: the worker the call was authenticated as (empty: not authenticated, no check);
+  // a report for a rank another worker holds is PermissionDenied.
+  absl::StatusOr<v1::ReportStepResponse> ReportStep(const v1::ReportStepRequest& request,
+                                                    const std::string& reporter = "");
 
  private:
   struct Record {

@@ -1,19 +1,11 @@
 #include "coordinator/job_service.h"
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/grpc_auth.h"
 #include "common/grpc_status.h"
 
 namespace pipetrain::coordinator {
 namespace {
-
-// Constant-time comparison, so the token cannot be guessed byte by byte from timings.
-bool SameSecret(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 absl::Status RequireSpec(bool has_spec) {
   return has_spec ? absl::OkStatus() : absl::InvalidArgumentError("spec: required");
@@ -23,16 +15,12 @@ absl::Status RequireSpec(bool has_spec) {
 
 absl::Status JobServiceImpl::Authorize(const grpc::ServerContext& context) const {
   if (auth_token_.empty()) return absl::OkStatus();
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
+  const std::optional<absl::string_view> token = CallBearerToken(context);
+  if (!token.has_value()) {
     return absl::UnauthenticatedError("authorization: missing \"Bearer <token>\" metadata");
   }
-  const absl::string_view value(it->second.data(), it->second.size());
-  // The scheme name is case-insensitive (RFC 7235); the token is compared exactly.
-  constexpr absl::string_view kBearer = "Bearer ";
-  if (!absl::StartsWithIgnoreCase(value, kBearer) ||
-      !SameSecret(value.substr(kBearer.size()), auth_token_)) {
+  // Compared in constant time, so the token cannot be guessed byte by byte from timings.
+  if (!SameSecret(*token, auth_token_)) {
     return absl::UnauthenticatedError("authorization: wrong bearer token");
   }
   return absl::OkStatus();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/secret.h"
 #include "coordinator/metrics.h"
 
 namespace pipetrain::coordinator {
@@ -130,6 +131,20 @@ absl::StatusOr<std::string> WorkerRegistry::Register(const WorkerRegistration& r
     auto it = id_by_name_.find(r.name);
     if (it != id_by_name_.end()) {
       id = it->second;
+      // A live holder keeps its name: otherwise anyone could redirect its jobs to another
+      // address. A restart at the same address re-registers at once; elsewhere, once the old
+      // holder missed its heartbeats or left.
+      const WorkerInfo& holder = workers_[id];
+      const bool alive = holder.state != WorkerState::kLost &&
+                         absl::Now() - holder.last_heartbeat <= options_.heartbeat_timeout;
+      if (alive && holder.registration.address != r.address) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "name: \"", r.name, "\" is held by a live worker at ", holder.registration.address,
+            " (last heartbeat ",
+            absl::FormatDuration(absl::Trunc(absl::Now() - holder.last_heartbeat,
+                                             absl::Milliseconds(1))),
+            " ago); it can be registered at another address once that worker is gone"));
+      }
     } else {
       id = absl::StrFormat("worker-%06d", next_id_++);
       id_by_name_[r.name] = id;
@@ -138,6 +153,10 @@ absl::StatusOr<std::string> WorkerRegistry::Register(const WorkerRegistration& r
     w.id = id;
     w.registration = r;
     w.last_heartbeat = absl::Now();
+    if (options_.issue_credentials) {
+      w.session_token = RandomToken();
+      w.coordinator_token = RandomToken();
+    }
     if (!w.job_id.empty()) {
       // It restarted while assigned to a job: that job lost this rank.
       if (w.state == WorkerState::kBusy) lost_job = w.job_id;
@@ -154,6 +173,33 @@ absl::StatusOr<std::string> WorkerRegistry::Register(const WorkerRegistration& r
   }
   if (on_available_) on_available_();
   return id;
+}
+
+std::optional<WorkerInfo> WorkerRegistry::Get(const std::string& worker_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> WorkerRegistry::WorkerWithSessionToken(absl::string_view token) const {
+  if (token.empty()) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, w] : workers_) {
+    if (SameSecret(w.session_token, token)) return id;
+  }
+  return std::nullopt;
+}
+
+std::string WorkerRegistry::CoordinatorTokenFor(const std::string& address) const {
+  absl::MutexLock lock(&mu_);
+  std::string lost;  // a lost worker is still aborted (a partitioned one may hear it)
+  for (const auto& [id, w] : workers_) {
+    if (w.registration.address != address) continue;
+    if (w.state != WorkerState::kLost) return w.coordinator_token;
+    lost = w.coordinator_token;
+  }
+  return lost;
 }
 
 HeartbeatResult WorkerRegistry::Heartbeat(const std::string& worker_id, const std::string& job_id,

@@ -1,7 +1,9 @@
 // WorkerRegistry: the workers the coordinator knows about. Workers register (device kind, memory,
 // addresses, a stable name: re-registering the same name keeps its id) and then heartbeat; a
-// worker whose last heartbeat is older than the heartbeat timeout is LOST. Jobs acquire idle
-// workers (they become BUSY with that job) and release them when the job ends.
+// worker whose last heartbeat is older than the heartbeat timeout is LOST. With credentials
+// issued, each registration gets fresh tokens the gRPC adapters check (docs/security.md); a
+// live worker's name is never re-bound to another address. Jobs acquire idle workers (they
+// become BUSY with that job) and release them when the job ends.
 //
 // A busy worker that is lost (missed heartbeats, or re-registered because it restarted) is
 // reported to the lost listener with its job, so the job manager can fail or recover that job.
@@ -14,12 +16,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pipetrain/v1/common.pb.h"
@@ -55,6 +59,10 @@ struct WorkerInfo {
   WorkerState state = WorkerState::kIdle;
   std::string job_id;  // while assigned to a job (busy, or lost before the job released it)
   absl::Time last_heartbeat;
+  // Issued at each registration when the registry issues credentials (else empty): what the
+  // worker presents on its heartbeats and reports, and what the coordinator presents to it.
+  std::string session_token;
+  std::string coordinator_token;
 };
 
 struct HeartbeatResult {
@@ -64,6 +72,9 @@ struct HeartbeatResult {
 
 struct WorkerRegistryOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // Issue a session token and a coordinator token at every registration (the coordinator does
+  // when it has a cluster secret; docs/security.md).
+  bool issue_credentials = false;
 };
 
 // "host:port" with a port in 1..65535 and a host that is a DNS name, an IPv4 address or a
@@ -84,8 +95,17 @@ class WorkerRegistry {
   // Set before the registry is shared.
   void SetListeners(LostListener on_lost, AvailableListener on_available);
 
-  // InvalidArgument naming the field for a bad registration. Returns the worker id.
+  // InvalidArgument naming the field for a bad registration; FailedPrecondition for a name held
+  // by a live worker at another address (a name is re-bound only once its holder is lost or
+  // left). Returns the worker id.
   absl::StatusOr<std::string> Register(const WorkerRegistration& registration);
+  // The worker with this id, if registered.
+  std::optional<WorkerInfo> Get(const std::string& worker_id) const;
+  // The worker whose session token this is (its latest registration's); nullopt when none is.
+  std::optional<std::string> WorkerWithSessionToken(absl::string_view token) const;
+  // The coordinator token of the worker at this Worker service address, a live one first (""
+  // when none is there, or no credentials are issued).
+  std::string CoordinatorTokenFor(const std::string& address) const;
   // How often workers should heartbeat: a fifth of the timeout.
   absl::Duration heartbeat_interval() const;
   absl::Duration heartbeat_timeout() const { return options_.heartbeat_timeout; }

@@ -1,10 +1,14 @@
 // WorkerRegistryServiceImpl: the thin gRPC adapter of pipetrain.v1.WorkerRegistry (the API
 // workers call): RegisterWorker and Heartbeat go to the WorkerRegistry, ReportStep to the
-// JobManager. absl::Status becomes grpc::Status here and nowhere else for this service.
+// JobManager. absl::Status becomes grpc::Status here and nowhere else for this service. With a
+// cluster secret it also authenticates every call (docs/security.md).
 //
 // Thread-safety: thread-safe.
 #ifndef PIPETRAIN_COORDINATOR_WORKER_REGISTRY_SERVICE_H_
 #define PIPETRAIN_COORDINATOR_WORKER_REGISTRY_SERVICE_H_
+
+#include <string>
+#include <utility>
 
 #include "coordinator/job_manager.h"
 #include "coordinator/metrics.h"
@@ -15,9 +19,15 @@ namespace pipetrain::coordinator {
 
 class WorkerRegistryServiceImpl final : public v1::WorkerRegistry::Service {
  public:
-  // `metrics` may be null.
-  WorkerRegistryServiceImpl(WorkerRegistry* registry, JobManager* jobs, CoordinatorMetrics* metrics)
-      : registry_(registry), jobs_(jobs), metrics_(metrics) {}
+  // `metrics` may be null. `cluster_secret` non-empty: RegisterWorker needs it as a bearer
+  // token, and Heartbeat and ReportStep need the session token the registration issued (the
+  // registry must issue credentials).
+  WorkerRegistryServiceImpl(WorkerRegistry* registry, JobManager* jobs, CoordinatorMetrics* metrics,
+                            std::string cluster_secret = "")
+      : registry_(registry),
+        jobs_(jobs),
+        metrics_(metrics),
+        cluster_secret_(std::move(cluster_secret)) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext* context,
                               const v1::RegisterWorkerRequest* request,
@@ -29,10 +39,14 @@ class WorkerRegistryServiceImpl final : public v1::WorkerRegistry::Service {
 
  private:
   grpc::Status Finish(const char* method, const absl::Status& status) const;
+  // With a cluster secret: the worker the call's session token belongs to, else Unauthenticated
+  // (an empty id when no secret is set: nothing is checked).
+  absl::StatusOr<std::string> Caller(const grpc::ServerContext& context) const;
 
   WorkerRegistry* const registry_;
   JobManager* const jobs_;
   CoordinatorMetrics* const metrics_;
+  const std::string cluster_secret_;
 };
 
 }  // namespace pipetrain::coordinator

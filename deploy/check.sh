@@ -64,9 +64,10 @@ done
 "$PY" deploy/tests/check_manifests.py --repo "$repo" --variant monitoring "$tmp/monitoring.yaml"
 # Each optional patch, as docs/deploy.md tells users to add it (kustomize wants patches inside
 # the kustomization's directory, so copy each next to a temporary overlay on the cpu one; v2
-# rejects absolute base paths). Both patches replace the coordinator's args, so they are
-# alternatives: combining them means writing one args list with both.
-for option in auth-token tls; do
+# rejects absolute base paths). auth-token and tls replace the coordinator's args, so they are
+# alternatives: combining them means writing one args list with both; cluster-secret only adds
+# env entries.
+for option in auth-token tls cluster-secret; do
   mkdir -p "$tmp/$option"
   cp "deploy/k8s/optional/$option.yaml" "$tmp/$option/"
   cpu_base=$(realpath --relative-to="$tmp/$option" deploy/k8s/overlays/cpu)

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "glog/logging.h"
+#include "common/secret.h"
 #include "worker/device/device_list.h"
 #include "worker/device/device_selection.h"
 #include "worker/service/host_memory.h"
@@ -65,6 +66,10 @@ int main(int argc, char** argv) {
   app.add_option("--tls-ca", daemon.tls_ca_file,
                  "daemon: CA (PEM) that verifies the coordinator and that the coordinator's "
                  "client certificate must chain to (mutual TLS; needs --tls-cert/--tls-key)");
+  std::string cluster_secret_file;
+  app.add_option("--cluster-secret-file", cluster_secret_file,
+                 "daemon: file holding the cluster secret the coordinator requires (else the "
+                 "PIPETRAIN_CLUSTER_SECRET environment variable)");
   app.add_option("--plan", plan.plan_path, "plan-file mode: PrepareRequest JSON");
   app.add_option("--rank", plan.rank, "plan-file mode: this worker's rank");
   app.add_option("--steps", plan.steps, "plan-file mode: steps (default: training.steps)");
@@ -106,6 +111,14 @@ int main(int argc, char** argv) {
       ->group("");
   CLI11_PARSE(app, argc, argv);
   session.connect_timeout = absl::Seconds(connect_timeout_s);
+  absl::StatusOr<std::string> cluster_secret = pipetrain::LoadSecret(
+      cluster_secret_file, "PIPETRAIN_CLUSTER_SECRET", "--cluster-secret-file");
+  if (!cluster_secret.ok()) {
+    std::fprintf(stderr, "pipetrain-worker: %s\n",
+                 std::string(cluster_secret.status().message()).c_str());
+    return 2;
+  }
+  daemon.cluster_secret = *std::move(cluster_secret);
   absl::StatusOr<pipetrain::worker::DeviceChoice> choice =
       pipetrain::worker::SelectDevice(device, *pipetrain::worker::SystemDeviceList());
   if (!choice.ok()) {

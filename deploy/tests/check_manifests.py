@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Structural test over rendered Kubernetes manifests (kubectl kustomize output).
 
-Usage: check_manifests.py --repo ROOT --variant cpu|gpu|monitoring|auth-token|tls FILE
+Usage: check_manifests.py --repo ROOT --variant cpu|gpu|monitoring|auth-token|tls|cluster-secret FILE
 Checks every object parses and carries apiVersion/kind/name/namespace; workloads have probes on
 their gRPC port, requests and limits, non-root security contexts; selectors match pod labels;
 Services and ServiceMonitors point at ports that exist; every flag in a container's args is one
@@ -116,7 +116,8 @@ def check_container(where, c, pod_spec, configmaps, repo, variant, kind):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", required=True, type=pathlib.Path)
-    ap.add_argument("--variant", required=True, choices=["cpu", "gpu", "monitoring", "auth-token", "tls"])
+    ap.add_argument("--variant", required=True, choices=["cpu", "gpu", "monitoring", "auth-token", "tls",
+                                                      "cluster-secret"])
     ap.add_argument("file", type=pathlib.Path)
     a = ap.parse_args()
     objs = [o for o in yaml.safe_load_all(a.file.read_text()) if o]
@@ -182,6 +183,16 @@ def main() -> None:
         if a.variant == "tls" and any("grpc" in c[p] for p in ("readinessProbe", "livenessProbe",
                                                                "startupProbe")):
             err(a.variant, "kubelet gRPC probes cannot speak TLS: want tcpSocket probes")
+    if a.variant == "cluster-secret":
+        # Both daemons read the secret from the environment (never args), from the Secret.
+        for w in workloads:
+            c = w["spec"]["template"]["spec"]["containers"][0]
+            env = {e["name"]: e for e in c.get("env", [])}
+            ref = env.get("PIPETRAIN_CLUSTER_SECRET", {}).get("valueFrom", {}).get("secretKeyRef", {})
+            if ref.get("name") != "pipetrain-cluster" or ref.get("key") != "secret":
+                err(w["metadata"]["name"], "PIPETRAIN_CLUSTER_SECRET not from Secret pipetrain-cluster/secret")
+            if any("secret" in a_ for a_ in c.get("args", [])):
+                err(w["metadata"]["name"], "a secret in args: every process on the node can read them")
     if a.variant == "monitoring":
         sms = by_kind.get("ServiceMonitor", [])
         if len(sms) != 2 or "PrometheusRule" not in by_kind:

@@ -331,6 +331,25 @@ TEST_F(JobManagerTest, UnknownJobsAndBadReports) {
   report.mutable_report()->set_rank(1);
   EXPECT_THAT(manager_->ReportStep(report).status().message(), HasSubstr("report.rank"));
   EXPECT_EQ(State(id), v1::JOB_STATE_RUNNING);
+
+  // Authenticated as a worker (the registry service does that with session tokens), a call may
+  // report only for the rank that worker holds: a failure for rank 0 from rank 1's worker is
+  // refused and changes nothing.
+  const v1::Job running = manager_->Get(id).value();
+  ASSERT_EQ(running.worker_ids_size(), 2);
+  v1::ReportStepRequest failure;
+  failure.set_job_id(id);
+  failure.set_rank(0);
+  failure.set_failure("spoofed");
+  const absl::Status refused = manager_->ReportStep(failure, running.worker_ids(1)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+  EXPECT_THAT(refused.message(),
+              HasSubstr("rank: 0 of job " + id + " is not held by worker " +
+                        running.worker_ids(1)));
+  EXPECT_EQ(State(id), v1::JOB_STATE_RUNNING);
+  failure.set_failure("");
+  failure.set_rank(1);  // its own rank: accepted
+  EXPECT_TRUE(manager_->ReportStep(failure, running.worker_ids(1)).ok());
 }
 
 }  // namespace

@@ -78,11 +78,59 @@ TEST(WorkerRegistryTest, ReRegisteringKeepsTheId) {
   other.address = "127.0.0.1:5001";
   const std::string b = registry.Register(other).value();
   EXPECT_NE(a, b);
+  // Restarted at the same address: the same id at once.
+  EXPECT_EQ(registry.Register(Valid()).value(), a);
+  // Moved: the name is re-bound once its live holder has left (or missed its heartbeats).
   WorkerRegistration moved = Valid();
   moved.address = "127.0.0.1:6000";
+  registry.Heartbeat(a, "", /*leaving=*/true);
   EXPECT_EQ(registry.Register(moved).value(), a);
   EXPECT_EQ(registry.List()[0].registration.address, "127.0.0.1:6000");
   EXPECT_EQ(registry.List().size(), 2u);
+}
+
+// A name held by a live worker is not re-bound to another address: a spoofed registration
+// would otherwise redirect that worker's jobs for good.
+TEST(WorkerRegistryTest, LiveWorkersNameIsNotReboundElsewhere) {
+  WorkerRegistry registry({absl::Milliseconds(200)});
+  const std::string a = registry.Register(Valid()).value();
+  WorkerRegistration impostor = Valid();
+  impostor.address = "10.0.0.66:7071";
+  absl::StatusOr<std::string> refused = registry.Register(impostor);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("is held by a live worker at " + Valid().address));
+  EXPECT_EQ(registry.Get(a)->registration.address, Valid().address);
+  // Silent past the heartbeat timeout: gone, so the name moves.
+  absl::SleepFor(absl::Milliseconds(250));
+  EXPECT_EQ(registry.Register(impostor).value(), a);
+  EXPECT_EQ(registry.Get(a)->registration.address, "10.0.0.66:7071");
+}
+
+// With credentials issued, each registration gets fresh, distinct tokens; the registry finds a
+// worker by its session token and the coordinator token by the worker's address.
+TEST(WorkerRegistryTest, IssuesCredentialsPerRegistration) {
+  WorkerRegistry plain({});
+  const std::string p = plain.Register(Valid()).value();
+  EXPECT_TRUE(plain.Get(p)->session_token.empty());
+  EXPECT_EQ(plain.CoordinatorTokenFor(Valid().address), "");
+
+  WorkerRegistry registry({.issue_credentials = true});
+  const std::string a = registry.Register(Valid()).value();
+  const WorkerInfo first = *registry.Get(a);
+  EXPECT_EQ(first.session_token.size(), 64u);
+  EXPECT_EQ(first.coordinator_token.size(), 64u);
+  EXPECT_NE(first.session_token, first.coordinator_token);
+  EXPECT_EQ(registry.WorkerWithSessionToken(first.session_token), a);
+  EXPECT_EQ(registry.CoordinatorTokenFor(Valid().address), first.coordinator_token);
+  EXPECT_FALSE(registry.WorkerWithSessionToken("").has_value());
+  EXPECT_FALSE(registry.WorkerWithSessionToken(first.coordinator_token).has_value());
+  // A re-registration replaces both: the old session token is worth nothing.
+  ASSERT_EQ(registry.Register(Valid()).value(), a);
+  const WorkerInfo second = *registry.Get(a);
+  EXPECT_NE(second.session_token, first.session_token);
+  EXPECT_FALSE(registry.WorkerWithSessionToken(first.session_token).has_value());
+  EXPECT_EQ(registry.WorkerWithSessionToken(second.session_token), a);
 }
 
 TEST(WorkerRegistryTest, HeartbeatsAndLostWorkers) {

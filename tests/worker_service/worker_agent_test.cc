@@ -39,7 +39,14 @@ class FakeCoordinator : public CoordinatorClient {
     v1::RegisterWorkerResponse response;
     response.set_worker_id("worker-000001");
     response.set_heartbeat_interval_ms(10);
+    absl::MutexLock lock(&mu_);
+    response.set_coordinator_token(coordinator_token_);
     return response;
+  }
+  // What registrations issue as the coordinator token (empty: none, no cluster secret).
+  void SetCoordinatorToken(std::string token) {
+    absl::MutexLock lock(&mu_);
+    coordinator_token_ = std::move(token);
   }
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override {
     HeartbeatFn fn;
@@ -73,6 +80,7 @@ class FakeCoordinator : public CoordinatorClient {
   absl::Mutex mu_;
   HeartbeatFn on_heartbeat_;
   ReportFn on_report_;
+  std::string coordinator_token_;
   std::vector<v1::HeartbeatRequest> heartbeats_;
   std::vector<v1::ReportStepRequest> reports_;
 };
@@ -290,6 +298,28 @@ TEST(WorkerAgentTest, PathsOutsideTheWorkersRootsFailPrepare) {
 
   request.mutable_spec()->mutable_checkpoint()->set_dir(root + "/ckpt");  // inside: fine
   EXPECT_TRUE(a.agent->Prepare(request).ok());
+  a.agent->Shutdown();
+}
+
+// Worker calls (Prepare, Start, Abort, CreateNcclId) are the coordinator's only: once a
+// registration issued a coordinator token, a call must carry it; without one issued (no
+// cluster secret) nothing is checked.
+TEST(WorkerAgentTest, WorkerCallsNeedTheCoordinatorTokenOnceOneIsIssued) {
+  FakeCoordinator open;
+  Agent plain(&open);
+  ASSERT_TRUE(WaitUntil([&] { return !plain.agent->worker_id().empty(); }));
+  EXPECT_TRUE(plain.agent->AuthorizeCoordinator(std::nullopt).ok());
+  plain.agent->Shutdown();
+
+  FakeCoordinator issuing;
+  issuing.SetCoordinatorToken("coordinator-token-1");
+  Agent a(&issuing);
+  ASSERT_TRUE(WaitUntil([&] { return !a.agent->worker_id().empty(); }));
+  EXPECT_EQ(a.agent->AuthorizeCoordinator(std::nullopt).code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(a.agent->AuthorizeCoordinator("coordinator-token-2").code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(a.agent->AuthorizeCoordinator("coordinator-token-1").ok());
   a.agent->Shutdown();
 }
 

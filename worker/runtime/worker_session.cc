@@ -248,7 +248,9 @@ absl::StatusOr<std::unique_ptr<Transport>> WorkerSession::ConnectTcp(
   topts.peers.assign(peers.begin(), peers.end());
   topts.connect_timeout = options.connect_timeout;
   // A dial left from an earlier attempt of this job (or another job) is not taken for a link.
-  const std::string tag = absl::StrCat(request.job_id(), "#", request.attempt());
+  // With the launch's secret in it, a peer must have been given this Prepare to compute it.
+  const std::string tag =
+      absl::StrCat(request.job_id(), "#", request.attempt(), "#", request.transport_secret());
   topts.session_tag = XXH3_64bits(tag.data(), tag.size());
   PT_ASSIGN_OR_RETURN(std::unique_ptr<TcpTransport> transport,
                       TcpTransport::Connect(topts, std::move(listener)));

@@ -34,10 +34,11 @@ struct CoordinatorTls {
 };
 
 // gRPC client for `address` (host:port); plaintext unless `tls.enabled`; every call has
-// `deadline`.
-std::unique_ptr<CoordinatorClient> MakeGrpcCoordinatorClient(const std::string& address,
-                                                             absl::Duration deadline,
-                                                             const CoordinatorTls& tls = {});
+// `deadline`. `cluster_secret` (if set) goes with registrations; the session token a
+// registration returns goes with every later call (docs/security.md).
+std::unique_ptr<CoordinatorClient> MakeGrpcCoordinatorClient(
+    const std::string& address, absl::Duration deadline, const CoordinatorTls& tls = {},
+    const std::string& cluster_secret = "");
 
 }  // namespace pipetrain::worker
 

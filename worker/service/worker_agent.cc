@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/secret.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "schedule/codec/plan_proto.h"
@@ -98,6 +99,15 @@ void WorkerAgent::Shutdown() {
 std::string WorkerAgent::worker_id() const {
   absl::MutexLock lock(&mu_);
   return worker_id_;
+}
+
+absl::Status WorkerAgent::AuthorizeCoordinator(std::optional<absl::string_view> token) const {
+  absl::MutexLock lock(&mu_);
+  if (coordinator_token_.empty()) return absl::OkStatus();  // none issued: nothing to check
+  if (token.has_value() && SameSecret(*token, coordinator_token_)) return absl::OkStatus();
+  return absl::UnauthenticatedError(
+      "authorization: Worker calls need the coordinator token issued at this worker's "
+      "registration");
 }
 
 bool WorkerAgent::busy() const {
@@ -316,6 +326,7 @@ absl::Status WorkerAgent::AbortRun(const std::string& job_id, const std::string&
 
 void WorkerAgent::HeartbeatLoop() {
   absl::Duration backoff = absl::Milliseconds(100);
+  std::string last_register_error;
   while (true) {
     absl::Duration wait;
     {
@@ -346,6 +357,7 @@ void WorkerAgent::HeartbeatLoop() {
       if (r.ok()) {
         absl::MutexLock lock(&mu_);
         worker_id_ = r->worker_id();
+        coordinator_token_ = r->coordinator_token();
         if (r->heartbeat_interval_ms() > 0) {
           heartbeat_interval_ = absl::Milliseconds(r->heartbeat_interval_ms());
         }
@@ -353,6 +365,11 @@ void WorkerAgent::HeartbeatLoop() {
         backoff = absl::Milliseconds(100);
         LOG(INFO) << "registered as " << worker_id_;
       } else {
+        // Said once per distinct reason (a wrong cluster secret would otherwise go unseen).
+        if (std::string reason = r.status().ToString(); reason != last_register_error) {
+          LOG(WARNING) << "cannot register with the coordinator: " << reason;
+          last_register_error = std::move(reason);
+        }
         wait = backoff;  // the coordinator is away: retry with backoff
         backoff = std::min(backoff * 2, options_.max_backoff);
       }

@@ -75,6 +75,10 @@ class WorkerAgent {
 
   std::string worker_id() const;
   bool busy() const;
+  // Whether a Worker call carrying bearer `token` comes from the coordinator: OK when its
+  // registration issued no coordinator token (the coordinator has no cluster secret) or the
+  // token is that one; else Unauthenticated.
+  absl::Status AuthorizeCoordinator(std::optional<absl::string_view> token) const;
 
  private:
   void HeartbeatLoop();
@@ -93,6 +97,7 @@ class WorkerAgent {
   std::unique_ptr<TcpListener> listener_ ABSL_GUARDED_BY(mu_);
   std::string grpc_address_ ABSL_GUARDED_BY(mu_);
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  std::string coordinator_token_ ABSL_GUARDED_BY(mu_);  // from the latest registration
   std::string job_id_ ABSL_GUARDED_BY(mu_);  // prepared or running job
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   int step_ ABSL_GUARDED_BY(mu_) = 0;

@@ -109,7 +109,8 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   }
 
   std::unique_ptr<CoordinatorClient> coordinator =
-      MakeGrpcCoordinatorClient(config.coordinator, absl::Seconds(10), tls.coordinator);
+      MakeGrpcCoordinatorClient(config.coordinator, absl::Seconds(10), tls.coordinator,
+                                config.cluster_secret);
   WorkerAgentOptions options;
   options.name = config.name.empty() ? absl::StrCat("worker-", getpid()) : config.name;
   options.transport_address = transport_address;

@@ -29,6 +29,8 @@ struct WorkerDaemonConfig {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_ca_file;
+  // Presented when registering with a coordinator that requires it (docs/security.md).
+  std::string cluster_secret;
   SessionOptions session;
 };
 
