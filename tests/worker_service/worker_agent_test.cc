@@ -2,12 +2,17 @@
 // leaving (and no ordinary heartbeat follows it, which would make it idle again); an abort asked
 // for in a heartbeat answer applies to the run that was there when the heartbeat was sent, not
 // to a job prepared meanwhile; step reports carry the Prepare's attempt; a worker that reports
-// its run finished is already free for the next job.
+// its run finished is already free for the next job; Prepare checks memory and paths; Worker
+// calls need the coordinator's token once one is issued, and fuzzed calls keep the promise.
 #include "worker/service/worker_agent.h"
 
+#include <grpcpp/test/server_context_test_spouse.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "planner/planner.h"
+#include "worker/service/worker_service.h"
 
 namespace pipetrain::worker {
 namespace {
@@ -320,6 +326,118 @@ TEST(WorkerAgentTest, WorkerCallsNeedTheCoordinatorTokenOnceOneIsIssued) {
   EXPECT_EQ(a.agent->AuthorizeCoordinator("coordinator-token-2").code(),
             absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(a.agent->AuthorizeCoordinator("coordinator-token-1").ok());
+  a.agent->Shutdown();
+}
+
+// Deterministic randomized fuzzing of the Worker service (what the coordinator, or anyone who
+// can reach the port, sends): mutated and random Prepare, Start, Abort and CreateNcclId requests
+// with no credential, a wrong one or the coordinator's token. The promise: every answer is OK
+// or an expected code with a message; nothing crashes or hangs; and calls without the token
+// change nothing (the worker stays free). PIPETRAIN_FUZZ_SECONDS bounds it (default 3).
+TEST(WorkerAgentTest, FuzzedWorkerCallsKeepThePromise) {
+  const char* env = std::getenv("PIPETRAIN_FUZZ_SECONDS");
+  const absl::Duration budget = absl::Seconds(env != nullptr ? std::atof(env) : 3.0);
+  FakeCoordinator coordinator;
+  coordinator.SetCoordinatorToken("the-coordinator-token");
+  Agent a(&coordinator);
+  ASSERT_TRUE(WaitUntil([&] { return !a.agent->worker_id().empty(); }));
+  WorkerServiceImpl service(a.agent.get());
+  const std::string valid = OneRankJob(a.transport_address, 0).SerializeAsString();
+  std::mt19937_64 rng(20261126);
+  auto call = [&](const std::string& bearer, auto method) {
+    grpc::ServerContext context;
+    grpc::testing::ServerContextTestSpouse spouse(&context);
+    if (!bearer.empty()) spouse.AddClientMetadata("authorization", "Bearer " + bearer);
+    const absl::Time start = absl::Now();
+    const grpc::Status status = method(&context);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "a call took too long";
+    return status;
+  };
+  auto expect_contract = [](const grpc::Status& status, const std::string& what) {
+    if (status.ok()) return;
+    switch (status.error_code()) {
+      case grpc::StatusCode::INVALID_ARGUMENT:
+      case grpc::StatusCode::FAILED_PRECONDITION:
+      case grpc::StatusCode::UNAUTHENTICATED:
+      case grpc::StatusCode::PERMISSION_DENIED:
+      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      case grpc::StatusCode::NOT_FOUND:
+      case grpc::StatusCode::UNAVAILABLE:
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        EXPECT_FALSE(status.error_message().empty()) << what;
+        break;
+      default:
+        ADD_FAILURE() << what << ": code " << status.error_code() << ": "
+                      << status.error_message();
+    }
+  };
+  auto random_call = [&](bool credentialed) {
+    const std::string bearers[] = {"", "wrong", "the-coordinator-token"};
+    const std::string bearer = bearers[rng() % (credentialed ? 3 : 2)];
+    switch (rng() % 4) {
+      case 0: {
+        std::string bytes = valid;
+        for (int e = 0; e < 1 + static_cast<int>(rng() % 3); ++e) {
+          bytes[rng() % bytes.size()] = static_cast<char>(rng());
+        }
+        v1::PrepareRequest request;
+        if (!request.ParseFromString(bytes)) return;
+        if (rng() % 4 == 0) request.set_start_step(-static_cast<int>(rng() % 3));
+        v1::PrepareResponse response;
+        expect_contract(call(bearer,
+                             [&](grpc::ServerContext* c) {
+                               return service.Prepare(c, &request, &response);
+                             }),
+                        "Prepare");
+        break;
+      }
+      case 1: {
+        v1::StartRequest request;
+        request.set_job_id(rng() % 2 == 0 ? "job-000001" : "job-x");
+        request.set_num_steps(static_cast<int>(rng() % 4) - 1);
+        v1::StartResponse response;
+        expect_contract(call(bearer,
+                             [&](grpc::ServerContext* c) {
+                               return service.Start(c, &request, &response);
+                             }),
+                        "Start " + request.ShortDebugString());
+        break;
+      }
+      case 2: {
+        v1::AbortRequest request;
+        request.set_job_id(rng() % 2 == 0 ? "job-000001" : "");
+        v1::AbortResponse response;
+        expect_contract(call(bearer,
+                             [&](grpc::ServerContext* c) {
+                               return service.Abort(c, &request, &response);
+                             }),
+                        "Abort");
+        break;
+      }
+      default: {
+        v1::CreateNcclIdRequest request;
+        request.set_job_id("job-000001");
+        v1::CreateNcclIdResponse response;
+        expect_contract(call(bearer,
+                             [&](grpc::ServerContext* c) {
+                               return service.CreateNcclId(c, &request, &response);
+                             }),
+                        "CreateNcclId");
+      }
+    }
+  };
+  int calls = 0;
+  for (const absl::Time end = absl::Now() + budget / 2; absl::Now() < end; ++calls) {
+    random_call(/*credentialed=*/false);
+    ASSERT_FALSE(a.agent->busy()) << "an unauthenticated call gave the worker a job";
+    if (HasFailure()) break;
+  }
+  for (const absl::Time end = absl::Now() + budget / 2; absl::Now() < end && !HasFailure();
+       ++calls) {
+    random_call(/*credentialed=*/true);
+  }
+  std::printf("%d calls\n", calls);
+  EXPECT_GT(calls, 20);
   a.agent->Shutdown();
 }
 
