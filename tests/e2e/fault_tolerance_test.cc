@@ -464,7 +464,7 @@ TEST_F(NetworkPartitionTest, PartitionedWorkerIsFoundAndTheJobResumesWhenTheLink
 }
 
 
-// One-step jobs submitted back to back on two workers: each is dispatched the moment every rank
+// 200 one-step jobs submitted back to back on two workers: each is dispatched the moment every rank
 // of the previous one said "finished". None may be refused by a worker as "busy with job ..."
 // (a worker used to report the end of its run before it cleared the job) nor spend a restart.
 TEST(BackToBackJobsTest, ShortJobsDrainWithoutARestart) {
@@ -473,7 +473,7 @@ TEST(BackToBackJobsTest, ShortJobsDrainWithoutARestart) {
   cluster.StartWorker("w0");
   cluster.StartWorker("w1");
   client::JobClient jobs(cluster.address(), "", client::ClientTls{}, absl::Seconds(5));
-  constexpr int kJobs = 30;
+  constexpr int kJobs = 200;
   std::vector<std::string> ids;
   for (int i = 0; i < kJobs; ++i) {
     v1::JobSpec spec = testing::SmallJob("1f1b", 2, 2, 1);
