@@ -183,6 +183,40 @@ def main() -> None:
         if a.variant == "tls" and any("grpc" in c[p] for p in ("readinessProbe", "livenessProbe",
                                                                "startupProbe")):
             err(a.variant, "kubelet gRPC probes cannot speak TLS: want tcpSocket probes")
+    if a.variant != "monitoring":
+        # The shared volumes at the same paths; the policy's and the budget's pods and ports.
+        mounts = {w["kind"]: {m["mountPath"]: m for c in w["spec"]["template"]["spec"]["containers"]
+                              for m in c.get("volumeMounts", [])} for w in workloads}
+        for kind, want in (("Deployment", ["/checkpoints"]),
+                           ("StatefulSet", ["/checkpoints", "/data"])):
+            for path in want:
+                if path not in mounts.get(kind, {}):
+                    err(kind, f"does not mount {path}")
+        if not mounts.get("StatefulSet", {}).get("/data", {}).get("readOnly"):
+            err("StatefulSet", "workers must mount /data read-only")
+        pods = {w["kind"]: w["spec"]["template"] for w in workloads}
+        ports = {k: {p["name"] for c in t["spec"]["containers"] for p in c.get("ports", [])}
+                 for k, t in pods.items()}
+        for np in by_kind.get("NetworkPolicy", []):
+            target = [k for k, t in pods.items()
+                      if subset(np["spec"]["podSelector"]["matchLabels"], t["metadata"]["labels"])]
+            if not target:
+                err(f"NetworkPolicy/{np['metadata']['name']}", "selects no pipetrain pods")
+            for rule in np["spec"].get("ingress", []):
+                for p in rule.get("ports", []):
+                    if target and p["port"] not in ports[target[0]]:
+                        err(f"NetworkPolicy/{np['metadata']['name']}", f"port {p['port']} not a container port")
+                for peer in rule.get("from", []):
+                    sel = peer.get("podSelector", {}).get("matchLabels", {})
+                    if not any(subset(sel, t["metadata"]["labels"]) for t in pods.values()):
+                        err(f"NetworkPolicy/{np['metadata']['name']}", f"from {sel} selects no pod")
+        if "NetworkPolicy" not in by_kind:
+            err(a.file.name, "no NetworkPolicy rendered")
+        for pdb in by_kind.get("PodDisruptionBudget", []):
+            if not subset(pdb["spec"]["selector"]["matchLabels"], pods["StatefulSet"]["metadata"]["labels"]):
+                err(f"PodDisruptionBudget/{pdb['metadata']['name']}", "does not select the workers")
+        if "PodDisruptionBudget" not in by_kind:
+            err(a.file.name, "no PodDisruptionBudget rendered")
     if a.variant == "cluster-secret":
         # Both daemons read the secret from the environment (never args), from the Secret.
         for w in workloads:
