@@ -9,10 +9,12 @@
 
 #include "CLI/CLI.hpp"
 #include "client/data_prepare.h"
+#include "common/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pipetrain data: prepare training data for the \"tokens\" source (docs/data.md)"};
   app.name("pipetrain data");
+  app.set_version_flag("--version", pipetrain::VersionLine("pipetrain-data"));
   app.require_subcommand(1);
   pipetrain::client::DataPrepareOptions options;
   CLI::App* prepare = app.add_subcommand(
@@ -49,6 +51,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "pipetrain data: " << e.what() << " (run with --help for usage)\n";

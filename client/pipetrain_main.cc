@@ -22,6 +22,7 @@
 #include "client/plan_command.h"
 #include "client/report_command.h"
 #include "client/trace_command.h"
+#include "common/version.h"
 #include "schedule/generator.h"
 
 namespace {
@@ -57,6 +58,7 @@ int RunPlanCommand(const pipetrain::client::PlanOptions& options, const std::str
 
 int main(int argc, char** argv) {
   CLI::App app{"pipetrain: pipeline-parallel training service client"};
+  app.set_version_flag("--version", pipetrain::VersionLine("pipetrain"));
   app.require_subcommand(1);
   pipetrain::client::PlanOptions plan;
   std::string output;
@@ -210,6 +212,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "pipetrain: " << e.what() << " (run with --help for usage)\n";

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "common/secret.h"
+#include "common/version.h"
 #include "coordinator/coordinator.h"
 #include "glog/logging.h"
 
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   double heartbeat_timeout_s = 3;
   double prepare_timeout_s = 120;
   CLI::App app{"pipetrain coordinator: plans, dispatches and watches pipeline-parallel jobs"};
+  app.set_version_flag("--version", pipetrain::VersionLine("pipetrain-coordinator"));
   app.add_option("--listen", config.listen, "gRPC address (host:port; port 0 picks one)")
       ->capture_default_str();
   app.add_option("--metrics-listen", config.metrics_listen,

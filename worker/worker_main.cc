@@ -23,6 +23,7 @@
 
 #include "glog/logging.h"
 #include "common/secret.h"
+#include "common/version.h"
 #include "worker/device/device_list.h"
 #include "worker/device/device_selection.h"
 #include "worker/service/host_memory.h"
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "pipetrain-worker: runs pipeline ranks (daemon with --coordinator, or one rank of "
       "a plan file with --plan)"};
+  app.set_version_flag("--version", pipetrain::VersionLine("pipetrain-worker"));
   pipetrain::worker::WorkerDaemonConfig daemon;
   pipetrain::worker::PlanFileRunConfig plan;
   pipetrain::worker::SessionOptions session;
