@@ -59,6 +59,10 @@ int RunPlanCommand(const pipetrain::client::PlanOptions& options, const std::str
 int main(int argc, char** argv) {
   CLI::App app{"pipetrain: pipeline-parallel training service client"};
   app.set_version_flag("--version", pipetrain::VersionLine("pipetrain"));
+  app.footer(
+      "Exit codes: 0 success; 1 runtime failure (e.g. the coordinator cannot be reached); 2 bad "
+      "input (a bad job file or flag, an unknown job id); 3 the watched job FAILED; 4 it was "
+      "CANCELLED (or interrupted).");
   app.require_subcommand(1);
   pipetrain::client::PlanOptions plan;
   std::string output;

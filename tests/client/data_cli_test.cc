@@ -79,6 +79,9 @@ TEST(DataCliTest, BadFlagsExitTwoNamingTheFlag) {
   EXPECT_NE(help.out.find("--val-fraction"), std::string::npos) << help.out;
   const CliRun top = Pipetrain({"--help"}, dir + "/top");
   EXPECT_NE(top.out.find("data"), std::string::npos) << top.out;
+  // The exit codes scripts rely on are in the help, not only in code comments.
+  EXPECT_NE(top.out.find("Exit codes: 0 success; 1 runtime failure"), std::string::npos)
+      << top.out;
 }
 
 TEST(DataCliTest, PrintsJobFileLinesThatMakeAValidJob) {
