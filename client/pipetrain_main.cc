@@ -22,6 +22,7 @@
 #include "client/plan_command.h"
 #include "client/report_command.h"
 #include "client/trace_command.h"
+#include "common/secret.h"
 #include "common/version.h"
 #include "schedule/generator.h"
 
@@ -130,12 +131,17 @@ int main(int argc, char** argv) {
       "for a worker's whole share of layers (1F1B's worker 0 peaks at p).");
   // Job commands against a running coordinator.
   pipetrain::client::JobCommandOptions job_options;
-  std::string job_file, job_id, state_filter;
+  std::string job_file, job_id, state_filter, token_file;
   bool submit_watch = false, no_progress = false;
   auto add_common = [&](CLI::App* cmd, bool read_command) {
     cmd->add_option("--coordinator", job_options.coordinator, "Coordinator address host:port")
+        ->envname("PIPETRAIN_COORDINATOR")
         ->capture_default_str();
-    cmd->add_option("--token", job_options.token, "Bearer token, if the coordinator needs one");
+    // Not only on the command line, where `ps` and shell history show it.
+    cmd->add_option("--token", job_options.token, "Bearer token, if the coordinator needs one")
+        ->envname("PIPETRAIN_TOKEN");
+    cmd->add_option("--token-file", token_file,
+                    "File holding the bearer token (instead of --token / PIPETRAIN_TOKEN)");
     cmd->add_option("--tls-ca", job_options.tls.ca_file,
                     "CA certificate (PEM) to verify a TLS coordinator; enables TLS");
     cmd->add_option("--tls-cert", job_options.tls.cert_file,
@@ -228,6 +234,14 @@ int main(int argc, char** argv) {
     const absl::Status exec = pipetrain::client::ExecDataTool(data_cmd->remaining());
     std::cerr << "pipetrain data: " << exec.message() << "\n";  // only on failure
     return 1;
+  }
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token = pipetrain::LoadSecret(token_file, "", "--token-file");
+    if (!token.ok()) {
+      std::cerr << "pipetrain: " << token.status().message() << "\n";
+      return 2;
+    }
+    job_options.token = *std::move(token);
   }
   job_options.progress = !no_progress;
   local.progress = !no_progress;

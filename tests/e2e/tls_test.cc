@@ -5,7 +5,8 @@
 // the reference trainer's; a client without the CA (or without a client certificate) gets
 // UNAVAILABLE and exit code 1; a wrong or missing token gets UNAUTHENTICATED and exit code 1; a
 // worker without a trusted client certificate cannot register (the job keeps waiting, and the
-// coordinator counts no workers) until trusted workers come.
+// coordinator counts no workers) until trusted workers come. The client also takes the token
+// from PIPETRAIN_TOKEN or --token-file and the address from PIPETRAIN_COORDINATOR.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -278,6 +279,22 @@ TEST_F(TlsClusterTest, WrongOrMissingTokenIsUnauthenticated) {
   client::JobClient missing(address_, "", GoodTls());
   EXPECT_EQ(missing.Submit(testing::SmallJob("1f1b", kWorkers, 4, kSteps)).status().code(),
             absl::StatusCode::kUnauthenticated);
+  // The token from the environment or a file instead of the command line; the coordinator's
+  // address from the environment.
+  EXPECT_EQ(Shell(absl::StrCat("PIPETRAIN_COORDINATOR=", address_, " PIPETRAIN_TOKEN=", kToken,
+                               " ", PIPETRAIN_CLIENT_BIN, " list ", tls),
+                  &out),
+            0)
+      << out;
+  WriteFile(dir_ + "/token", absl::StrCat(kToken, "\n"));
+  EXPECT_EQ(Pipetrain("list", absl::StrCat(tls, " --token-file ", dir_, "/token"), &out), 0)
+      << out;
+  WriteFile(dir_ + "/wrong-token", "not-the-token\n");
+  EXPECT_EQ(Pipetrain("list", absl::StrCat(tls, " --token-file ", dir_, "/wrong-token"), &out), 1)
+      << out;
+  EXPECT_EQ(Pipetrain("list", absl::StrCat(tls, " --token-file ", dir_, "/missing"), &out), 2)
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "--token-file: cannot read")) << out;
   // Nothing was submitted by the refused calls.
   client::JobClient good(address_, kToken, GoodTls());
   auto listed = good.List(v1::JOB_STATE_UNSPECIFIED);
