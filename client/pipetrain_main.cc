@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--workers,-p", plan.workers, "Pipeline workers p (>= 1; without --job)");
   plan_cmd->add_option("--microbatches,-m", plan.microbatches,
                        "Microbatches per step m (>= 1; without --job)");
+  plan_cmd->add_option("--from-csv", plan.csv_path,
+                       "Validate, simulate (with --costs, --comm) and render a schedule in PyTorch "
+                       "pipelining's CSV format (one row per worker: 0F0,0F1,0I0,0W0,...)");
   plan_cmd->add_option("--job", plan.job_path,
                        "Plan this job file (YAML or JSON) as the coordinator would, with the "
                        "model's analytic costs; the default --format is then plan-file, which "

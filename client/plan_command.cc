@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -24,6 +27,7 @@
 #include "schedule/render_trace.h"
 #include "schedule/schedule_io.h"
 #include "schedule/simulator.h"
+#include "schedule/validator.h"
 
 namespace pipetrain::client {
 namespace {
@@ -112,6 +116,40 @@ absl::StatusOr<PlanOutput> RunJobPlan(const PlanOptions& o) {
   return out;
 }
 
+// --from-csv: a schedule written elsewhere (PyTorch pipelining's CSV), validated and simulated
+// with the cost flags.
+absl::StatusOr<PlanOutput> RunCsvPlan(const PlanOptions& o) {
+  if (o.workers != -1 || o.microbatches != -1 || o.chunks != 0) {
+    return Bad("--workers, --microbatches and --chunks come from the --from-csv file; drop them");
+  }
+  std::ifstream in(o.csv_path);
+  if (!in) return Bad(absl::StrCat("--from-csv: cannot read ", o.csv_path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<schedule::Schedule> sched = schedule::ScheduleFromCsv(
+      text.str(), std::filesystem::path(o.csv_path).stem().string());
+  if (!sched.ok()) {
+    return Bad(absl::StrCat("--from-csv ", o.csv_path, ": ", FirstLine(sched.status()).message()));
+  }
+  if (absl::Status valid = schedule::ValidateSchedule(*sched); !valid.ok()) {
+    return Bad(absl::StrCat("--from-csv ", o.csv_path, ": not a valid schedule: ",
+                            FirstLine(valid).message()));
+  }
+  PipelineSpec spec;
+  spec.num_workers = sched->num_workers;
+  spec.num_microbatches = sched->num_microbatches;
+  spec.comm = o.comm;
+  PT_RETURN_IF_ERROR(ParseCosts(o.costs, &spec));
+  const schedule::CostModel costs = schedule::CostModelFor(spec, sched->ChunksPerWorker());
+  absl::StatusOr<schedule::SimResult> sim = schedule::Simulate(*sched, costs);
+  if (!sim.ok()) return FirstLine(sim.status());
+  PlanOutput out;
+  out.summary = schedule::RenderSummary(*sched, *sim);
+  out.format = o.format.empty() ? "ascii" : o.format;
+  out.document = Render(out.format, *sched, *sim, costs);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<PlanOutput> RunPlan(const PlanOptions& o) {
@@ -120,11 +158,15 @@ absl::StatusOr<PlanOutput> RunPlan(const PlanOptions& o) {
     return Bad(absl::StrCat("--format must be one of ", absl::StrJoin(Formats(), ", "),
                             " (got \"", o.format, "\")"));
   }
+  if (!o.job_path.empty() && !o.csv_path.empty()) {
+    return Bad("--job and --from-csv exclude each other");
+  }
   if (!o.job_path.empty()) return RunJobPlan(o);
   if (o.format == "plan-file") {
     return Bad("--format plan-file needs --job FILE (a plan file carries the job's model and "
                "data as well as the schedule)");
   }
+  if (!o.csv_path.empty()) return RunCsvPlan(o);
   for (auto [flag, value] : {std::pair<const char*, int>{"--workers", o.workers},
                              std::pair<const char*, int>{"--microbatches", o.microbatches}}) {
     if (value == -1) return Bad(absl::StrCat(flag, " is required (or plan a job file: --job)"));
