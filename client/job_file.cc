@@ -4,10 +4,16 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "schedule/codec/plan_proto.h"
 
@@ -45,6 +51,64 @@ nlohmann::json ToJson(const YAML::Node& node) {
   }
 }
 
+// The common prefix of an enum's value names ("OFFLOAD_POLICY_"), which job files may leave out.
+std::string EnumPrefix(const google::protobuf::EnumDescriptor& e) {
+  std::string prefix = e.value(0)->name();
+  for (int i = 1; i < e.value_count(); ++i) {
+    const std::string& name = e.value(i)->name();
+    size_t n = 0;
+    while (n < prefix.size() && n < name.size() && prefix[n] == name[n]) ++n;
+    prefix.resize(n);
+  }
+  return prefix.substr(0, prefix.rfind('_') + 1);
+}
+
+// Enum values may be written short and in any case (`offload: selective` for
+// OFFLOAD_POLICY_SELECTIVE, `device: cuda`): rewritten to the full names protobuf's JSON parser
+// takes. An unknown name is an error naming the field and the allowed short names.
+absl::Status ExpandEnumNames(nlohmann::json& j, const google::protobuf::Descriptor& message,
+                             const std::string& path) {
+  if (!j.is_object()) return absl::OkStatus();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const google::protobuf::FieldDescriptor* field = message.FindFieldByName(it.key());
+    if (field == nullptr) field = message.FindFieldByCamelcaseName(it.key());
+    if (field == nullptr) continue;  // the JSON parser names unknown fields
+    const std::string where = path.empty() ? it.key() : absl::StrCat(path, ".", it.key());
+    if (field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) {
+      if (field->is_repeated() && it->is_array()) {
+        for (nlohmann::json& item : *it) {
+          PT_RETURN_IF_ERROR(ExpandEnumNames(item, *field->message_type(), where));
+        }
+      } else {
+        PT_RETURN_IF_ERROR(ExpandEnumNames(*it, *field->message_type(), where));
+      }
+      continue;
+    }
+    if (field->type() != google::protobuf::FieldDescriptor::TYPE_ENUM || !it->is_string()) continue;
+    const google::protobuf::EnumDescriptor& e = *field->enum_type();
+    const std::string value = it->get<std::string>();
+    if (e.FindValueByName(value) != nullptr) continue;
+    const std::string prefix = EnumPrefix(e);
+    std::string full = prefix + absl::AsciiStrToUpper(value);
+    absl::StrReplaceAll({{"-", "_"}}, &full);
+    if (e.FindValueByName(full) != nullptr) {
+      *it = full;
+      continue;
+    }
+    std::vector<std::string> allowed;
+    for (int i = 0; i < e.value_count(); ++i) {
+      const std::string& name = e.value(i)->name();
+      if (e.value(i)->number() != 0) {
+        allowed.push_back(absl::AsciiStrToLower(name.substr(prefix.size())));
+      }
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": \"", value, "\" is not one of: ", absl::StrJoin(allowed, ", "),
+                     " (or the full names, e.g. ", e.value(e.value_count() - 1)->name(), ")"));
+  }
+  return absl::OkStatus();
+}
+
 void ToYaml(const nlohmann::json& j, int indent, std::ostringstream& out) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     out << std::string(indent, ' ') << it.key() << ":";
@@ -61,21 +125,28 @@ void ToYaml(const nlohmann::json& j, int indent, std::ostringstream& out) {
 
 absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& name) {
   std::string json;
-  if (absl::EndsWith(name, ".json")) {
-    json = text;
-  } else {
-    try {
+  try {
+    nlohmann::json fields;
+    if (absl::EndsWith(name, ".json")) {
+      fields = nlohmann::json::parse(text);
+    } else {
       const YAML::Node root = YAML::Load(text);
       if (!root.IsMap()) {
         return absl::InvalidArgumentError(absl::StrCat(
             name, ": expected a mapping of JobSpec fields (name, model, training, ...)"));
       }
-      json = ToJson(root).dump();
-    } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": not valid YAML: ", e.what()));
-    } catch (const nlohmann::json::exception& e) {  // dump() throws on invalid UTF-8
-      return absl::InvalidArgumentError(absl::StrCat(name, ": not valid UTF-8: ", e.what()));
+      fields = ToJson(root);
     }
+    if (absl::Status s = ExpandEnumNames(fields, *v1::JobSpec::descriptor(), ""); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+    }
+    json = fields.dump();
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": not valid YAML: ", e.what()));
+  } catch (const nlohmann::json::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": not valid JSON: ", e.what()));
+  } catch (const nlohmann::json::exception& e) {  // dump() throws on invalid UTF-8
+    return absl::InvalidArgumentError(absl::StrCat(name, ": not valid UTF-8: ", e.what()));
   }
   v1::JobSpec spec;
   if (absl::Status s = schedule::FromJson(json, &spec); !s.ok()) {

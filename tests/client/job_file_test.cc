@@ -52,5 +52,32 @@ TEST(JobFileTest, RenderingReadsBackAsTheSameSpec) {
   ExpectRoundTrip(spec);
 }
 
+// Enum values as the CLI spells them: short, any case, '-' for '_'; the full names still work.
+TEST(JobFileTest, EnumsTakeShortNames) {
+  const absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(
+      "memory: {offload: selective, device_budget_bytes: 1000}\n"
+      "compute: {device: CUDA, precision: bf16}\n",
+      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->memory().offload(), v1::OFFLOAD_POLICY_SELECTIVE);
+  EXPECT_EQ(spec->compute().device(), v1::DEVICE_KIND_CUDA);
+  EXPECT_EQ(spec->compute().precision(), v1::PRECISION_BF16);
+  const absl::StatusOr<v1::JobSpec> json = ParseJobSpec(
+      R"({"memory": {"offload": "OFFLOAD_POLICY_FULL"}, "compute": {"device": "cpu"}})",
+      "job.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->memory().offload(), v1::OFFLOAD_POLICY_FULL);
+  EXPECT_EQ(json->compute().device(), v1::DEVICE_KIND_CPU);
+
+  const absl::StatusOr<v1::JobSpec> bad =
+      ParseJobSpec("memory: {offload: sometimes}\n", "job.yaml");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            "job.yaml: memory.offload: \"sometimes\" is not one of: none, half, full, selective, "
+            "auto (or the full names, e.g. OFFLOAD_POLICY_AUTO)");
+  EXPECT_THAT(std::string(ParseJobSpec("{\"name\": ", "job.json").status().message()),
+              StartsWith("job.json: not valid JSON: "));
+}
+
 }  // namespace
 }  // namespace pipetrain::client
