@@ -14,6 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+#include "model/job_model.h"
 #include "nlohmann/json.hpp"
 #include "schedule/codec/plan_proto.h"
 
@@ -163,14 +165,45 @@ absl::StatusOr<v1::JobSpec> LoadJobSpec(const std::string& path) {
   return ParseJobSpec(text.str(), path);
 }
 
-std::string JobSpecToYaml(const v1::JobSpec& spec) {
-  auto json = schedule::ToJson(spec);
+namespace {
+
+// Sets every singular message field of `message`, recursively (so that each is printed).
+void SetEveryMessage(google::protobuf::Message& message) {
+  const google::protobuf::Descriptor& d = *message.GetDescriptor();
+  const google::protobuf::Reflection& r = *message.GetReflection();
+  for (int i = 0; i < d.field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d.field(i);
+    if (f->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE && !f->is_repeated()) {
+      SetEveryMessage(*r.MutableMessage(&message, f));
+    }
+  }
+}
+
+std::string YamlOfJson(const std::string& json) {
   std::ostringstream out;
-  if (!json.ok()) return "";
-  const nlohmann::json fields = nlohmann::json::parse(*json);
+  const nlohmann::json fields = nlohmann::json::parse(json);
   if (fields.empty()) return "{}\n";  // an empty file would not read back as a spec
   ToYaml(fields, 0, out);
   return out.str();
+}
+
+}  // namespace
+
+std::string JobSpecToYamlWithEveryField(const v1::JobSpec& spec) {
+  v1::JobSpec filled = model::WithDefaults(spec);
+  SetEveryMessage(filled);
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(filled, &json, options).ok()) return "";
+  return YamlOfJson(json);
+}
+
+std::string JobSpecToYaml(const v1::JobSpec& spec) {
+  auto json = schedule::ToJson(spec);
+  if (!json.ok()) return "";
+  return YamlOfJson(*json);
 }
 
 }  // namespace pipetrain::client

@@ -17,8 +17,12 @@ namespace pipetrain::client {
 // From text (`name` is used in error messages; a name ending in .json is parsed as JSON).
 absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& name);
 absl::StatusOr<v1::JobSpec> LoadJobSpec(const std::string& path);
-// YAML rendering of a spec (for --print-default-job and templates).
+// YAML rendering of a spec (for --print-default-job and templates): the fields that are set.
 std::string JobSpecToYaml(const v1::JobSpec& spec);
+// `spec` with every default filled in (model::WithDefaults) as YAML listing every field, zeros
+// and empty strings included (`pipetrain local --print-default-job`: a template that shows all
+// there is to set). Reads back as the filled-in spec.
+std::string JobSpecToYamlWithEveryField(const v1::JobSpec& spec);
 
 }  // namespace pipetrain::client
 

@@ -210,7 +210,8 @@ int main(int argc, char** argv) {
                       "EMULATED worker compute (sleeps for predicted times; demos only)");
   local_cmd->add_flag("--no-progress", no_progress, "Print lines instead of a progress bar");
   local_cmd->add_flag("--print-default-job", print_default_job,
-                      "Print the default job as YAML (a template for job files) and exit");
+                      "Print the default job as YAML with every field and its default (a template for "
+                      "job files; docs/job-file.md describes each) and exit");
   // Training data: `pipetrain data prepare ...` is the pipetrain-data binary (data_tool.h), which
   // parses its own flags (and answers --help).
   CLI::App* data_cmd = app.add_subcommand(
@@ -276,7 +277,8 @@ int main(int argc, char** argv) {
                                              std::cout, std::cerr);
   } else if (local_cmd->parsed()) {
     if (print_default_job) {
-      std::cout << pipetrain::client::JobSpecToYaml(pipetrain::client::DefaultJobSpec());
+      std::cout << pipetrain::client::JobSpecToYamlWithEveryField(
+          pipetrain::client::DefaultJobSpec());
       return 0;
     }
     name = "pipetrain local";

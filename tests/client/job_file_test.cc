@@ -5,6 +5,8 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "model/job_model.h"
+#include "planner/job_spec_validation.h"
 
 namespace pipetrain::client {
 namespace {
@@ -50,6 +52,22 @@ TEST(JobFileTest, RenderingReadsBackAsTheSameSpec) {
   spec.mutable_training()->mutable_optimizer();
   EXPECT_THAT(JobSpecToYaml(spec), HasSubstr("  optimizer: {}\n"));
   ExpectRoundTrip(spec);
+}
+
+// --print-default-job's template lists every field, defaults and zeros included, and reads back
+// as the job with its defaults filled in (which validates).
+TEST(JobFileTest, TemplateWithEveryFieldReadsBackAsTheFilledInJob) {
+  const std::string yaml = JobSpecToYamlWithEveryField(DefaultJobSpec());
+  for (const char* line : {"max_restarts: 3\n", "  keep_last: 3\n", "  dir: \"\"\n",
+                           "  device_budget_bytes: \"0\"\n", "compute:\n", "  precision: ",
+                           "    beta2: 0.95\n", "  analytic_costs: false\n"}) {
+    EXPECT_THAT(yaml, HasSubstr(line)) << yaml;
+  }
+  const absl::StatusOr<v1::JobSpec> again = ParseJobSpec(yaml, "template.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+  v1::JobSpec filled = model::WithDefaults(DefaultJobSpec());
+  EXPECT_TRUE(MessageDifferencer::Equivalent(filled, *again)) << yaml;
+  EXPECT_TRUE(planner::ValidateJobSpec(*again).ok()) << planner::ValidateJobSpec(*again);
 }
 
 // Enum values as the CLI spells them: short, any case, '-' for '_'; the full names still work.
