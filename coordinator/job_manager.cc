@@ -55,6 +55,8 @@ v1::Job SlimCopy(v1::Job& job, bool with_losses) {
     google::protobuf::RepeatedPtrField<v1::WorkerActions> actions;
     actions.Swap(plan->mutable_workers());
     *copy.mutable_plan() = *plan;
+    // The validation plan's actions too: events carry the plan's shape, not its program.
+    if (copy.plan().has_evaluation()) copy.mutable_plan()->mutable_evaluation()->clear_workers();
     actions.Swap(plan->mutable_workers());
     job.set_allocated_plan(plan);
   }

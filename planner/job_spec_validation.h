@@ -20,6 +20,7 @@ inline constexpr int kMaxVocab = 1 << 22;
 inline constexpr int kMaxWorkers = 4096;
 inline constexpr int kMaxMicrobatches = 1 << 16;
 inline constexpr int kMaxSteps = 100000000;
+inline constexpr int kMaxEvalBatches = 4096;
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
