@@ -11,8 +11,6 @@
 namespace pipetrain::model {
 namespace {
 
-constexpr double kT = 1e12;
-
 bool HasToken(const std::vector<std::string>& tokens, absl::string_view token) {
   return std::find(tokens.begin(), tokens.end(), absl::AsciiStrToLower(token)) != tokens.end();
 }
@@ -23,20 +21,20 @@ const std::vector<GpuPeak>& GpuPeakTable() {
   // Dense (no structured sparsity) peaks from the vendor's data sheets, FLOP/s. Rows with a
   // variant come before their model's generic row, which matches any other variant.
   static const std::vector<GpuPeak>* table = new std::vector<GpuPeak>{
-      {"H100", "PCIe", 51.2 * kT, 756.0 * kT},
-      {"H100", "NVL", 60.0 * kT, 835.0 * kT},
-      {"H100", "", 67.0 * kT, 989.4 * kT},  // SXM5 ("NVIDIA H100 80GB HBM3")
-      {"H200", "NVL", 60.0 * kT, 835.0 * kT},
-      {"H200", "", 67.0 * kT, 989.4 * kT},  // SXM
-      {"GH200", "", 67.0 * kT, 989.4 * kT},
-      {"A100", "", 19.5 * kT, 312.0 * kT},  // SXM4 and PCIe alike
-      {"A10", "", 31.2 * kT, 125.0 * kT},
-      {"A30", "", 10.3 * kT, 165.0 * kT},
-      {"L4", "", 30.3 * kT, 121.0 * kT},
-      {"L40S", "", 91.6 * kT, 362.05 * kT},
-      {"L40", "", 90.5 * kT, 181.05 * kT},
-      {"V100", "", 15.7 * kT, 0},  // no bf16
-      {"T4", "", 8.1 * kT, 0},     // no bf16
+      {"H100", "PCIe", 51.2e12, 756.0e12},
+      {"H100", "NVL", 60.0e12, 835.0e12},
+      {"H100", "", 67.0e12, 989.4e12},  // SXM5 ("NVIDIA H100 80GB HBM3")
+      {"H200", "NVL", 60.0e12, 835.0e12},
+      {"H200", "", 67.0e12, 989.4e12},  // SXM
+      {"GH200", "", 67.0e12, 989.4e12},
+      {"A100", "", 19.5e12, 312.0e12},  // SXM4 and PCIe alike
+      {"A10", "", 31.2e12, 125.0e12},
+      {"A30", "", 10.3e12, 165.0e12},
+      {"L4", "", 30.3e12, 121.0e12},
+      {"L40S", "", 91.6e12, 362.05e12},
+      {"L40", "", 90.5e12, 181.05e12},
+      {"V100", "", 15.7e12, 0},  // no bf16
+      {"T4", "", 8.1e12, 0},     // no bf16
   };
   return *table;
 }
