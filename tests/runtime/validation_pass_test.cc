@@ -150,6 +150,10 @@ struct Case {
   bool text = false;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.schedule << " p=" << c.p << " m=" << c.m << (c.text ? " text" : " addition");
+}
+
 class ValidationPassTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ValidationPassTest, PipelinedValidationLossEqualsReferenceBitwise) {
