@@ -108,6 +108,7 @@ void StepAggregator::Apply(const std::vector<std::optional<RankStep>>& ranks, v1
     if (r->report.has_loss()) loss_report = &r->report;
   }
   job->set_learning_rate(loss_report->learning_rate());
+  job->add_learning_rates(loss_report->learning_rate());
   if (loss_report->evaluated() && loss_report->has_val_loss()) {
     v1::EvalResult result;
     result.set_step(loss_report->step() + 1);

@@ -7,7 +7,8 @@
 // carry timings) and skipped_steps (steps whose optimizer update the ranks skipped for
 // non-finite gradients). Each completed step also comes back whole (every rank's report with its
 // action timings) for the job's trace keeper (step_traces.h).
-// Also the numbers users compare (docs/training.md, "Metrics"): learning_rate (of the step),
+// Also the numbers users compare (docs/training.md, "Metrics"): learning_rate (of the step;
+// learning_rates keeps every step's, like losses),
 // model_flops_per_s (model FLOPs per step / the step's time), mfu (that / the job's peak, 0 when
 // the peak is unknown), the job-long trained_s / timed_steps and their mean tokens/s, FLOP/s
 // and MFU, and evaluations (the loss-holding rank's validation pass, if the step ran one; a

@@ -57,6 +57,9 @@ TEST(ThroughputTest, StepAndJobRatesFollowFromTheSlowestRank) {
   EXPECT_DOUBLE_EQ(job.mean_model_flops_per_s(), 1e9);
   EXPECT_DOUBLE_EQ(job.mean_mfu(), 0.125);
   EXPECT_EQ(job.learning_rate(), 2e-3);
+  ASSERT_EQ(job.learning_rates_size(), 2);  // every step's, in order
+  EXPECT_EQ(job.learning_rates(0), 1e-3);
+  EXPECT_EQ(job.learning_rates(1), 2e-3);
 }
 
 TEST(ThroughputTest, UnknownPeakGivesNoMfu) {
