@@ -84,6 +84,7 @@ std::string FormatJobStatus(const v1::Job& job) {
       absl::StrAppendFormat(&out, "  accuracy %.3f", job.last_accuracy());
     absl::StrAppend(&out, "\n");
   }
+  absl::StrAppend(&out, FormatValidation(job));
   const v1::Prediction& pred = plan.prediction();
   if (plan.num_stages() > 0) {
     absl::StrAppendFormat(&out, "                 predicted   measured\n");
@@ -101,9 +102,7 @@ std::string FormatJobStatus(const v1::Job& job) {
       absl::StrAppend(&out, "    (predicted with a device per worker; measured, it also counts "
                             "the time a worker waits for a shared core)\n");
     }
-    if (job.tokens_per_s() > 0) {
-      absl::StrAppendFormat(&out, "  tokens/s                  %8.0f\n", job.tokens_per_s());
-    }
+    absl::StrAppend(&out, FormatThroughput(job));
     absl::StrAppend(&out,
                     "  peak activation memory per worker (MiB), predicted / measured; and all "
                     "memory the worker's allocator held (weights, optimizer, workspace too):\n");
@@ -122,6 +121,41 @@ std::string FormatJobStatus(const v1::Job& job) {
   return out;
 }
 
+std::string FormatValidation(const v1::Job& job) {
+  const v1::EvalSpec& eval = job.spec().eval();
+  if (eval.interval_steps() <= 0) return "";
+  if (job.evaluations_size() == 0) {
+    return absl::StrFormat("  validation: every %d steps on %d microbatches; none yet\n",
+                           eval.interval_steps(), eval.batches());
+  }
+  const v1::EvalResult& first = job.evaluations(0);
+  const v1::EvalResult& last = job.evaluations(job.evaluations_size() - 1);
+  return absl::StrFormat(
+      "  validation loss %.4f, perplexity %.2f at step %d (first %.4f at step %d; %d pass(es), "
+      "every %d steps on %d microbatches)\n",
+      last.loss(), last.perplexity(), last.step(), first.loss(), first.step(),
+      job.evaluations_size(), eval.interval_steps(), eval.batches());
+}
+
+std::string FormatThroughput(const v1::Job& job) {
+  if (job.timed_steps() <= 0) return "";
+  std::string out = absl::StrFormat(
+      "  last step / whole job: %.0f / %.0f tokens/s, %.3f / %.3f model GFLOP/s (%.4g GFLOP per "
+      "step)\n",
+      job.tokens_per_s(), job.mean_tokens_per_s(), job.model_flops_per_s() / 1e9,
+      job.mean_model_flops_per_s() / 1e9, job.model_flops_per_step() / 1e9);
+  if (job.peak_flops_per_s() > 0) {
+    absl::StrAppendFormat(&out, "  MFU %.2f%% / %.2f%% of %.4g GFLOP/s peak (%s)\n",
+                          100 * job.mfu(), 100 * job.mean_mfu(), job.peak_flops_per_s() / 1e9,
+                          job.peak_flops_source());
+  } else {
+    absl::StrAppendFormat(&out, "  MFU unknown (%s)\n",
+                          job.peak_flops_source().empty() ? "no peak" : job.peak_flops_source());
+  }
+  absl::StrAppendFormat(&out, "  learning rate of the last step %.6g\n", job.learning_rate());
+  return out;
+}
+
 std::string FormatProgress(const v1::Job& job, int width) {
   const int total = std::max(1, job.spec().training().steps());
   const int done = std::min(job.steps_done(), total);
@@ -132,7 +166,15 @@ std::string FormatProgress(const v1::Job& job, int width) {
   std::string line = absl::StrFormat("[%s] step %d/%d", bar, done, total);
   if (done > 0) {
     absl::StrAppendFormat(&line, "  loss %.4f", job.last_loss());
+    if (job.evaluations_size() > 0) {
+      const v1::EvalResult& newest = job.evaluations(job.evaluations_size() - 1);
+      absl::StrAppendFormat(&line, "  val %.4f (ppl %.2f @%d)", newest.loss(), newest.perplexity(),
+                            newest.step());
+    }
     if (job.tokens_per_s() > 0) absl::StrAppendFormat(&line, "  %.0f tok/s", job.tokens_per_s());
+    if (job.peak_flops_per_s() > 0 && job.mfu() > 0) {
+      absl::StrAppendFormat(&line, "  MFU %.1f%%", 100 * job.mfu());
+    }
     if (job.last_step_s() > 0 && done < total) {
       const int eta = static_cast<int>(std::lround(job.last_step_s() * (total - done)));
       absl::StrAppendFormat(&line, "  ETA %d:%02d", eta / 60, eta % 60);

@@ -21,6 +21,12 @@ std::string FormatJobStatus(const v1::Job& job);
 std::string FormatJobLine(const v1::Job& job);
 // One progress line: bar, step/steps, loss, tokens/s, ETA (from the last step time).
 std::string FormatProgress(const v1::Job& job, int width = 30);
+// The status lines of the job's validation passes (empty when it does not evaluate).
+std::string FormatValidation(const v1::Job& job);
+// The status lines of the numbers users compare: tokens/s, model FLOP/s and MFU of the last
+// step and of the whole job, the peak and where it came from, the last step's learning rate
+// (empty before the first step).
+std::string FormatThroughput(const v1::Job& job);
 // First, lowest and last loss plus a sparkline of the curve.
 std::string FormatLossCurve(const v1::Job& job);
 

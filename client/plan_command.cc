@@ -99,6 +99,9 @@ absl::StatusOr<PlanOutput> RunJobPlan(const PlanOptions& o) {
   out.summary = absl::StrCat(FormatModelLine(*spec), "\n",
                              schedule::RenderSummary(planned->schedule, planned->sim),
                              planned->plan.explanation(), "\n");
+  if (planned->plan.has_evaluation()) {
+    absl::StrAppend(&out.summary, planned->plan.evaluation().explanation(), "\n");
+  }
   if (out.format != "plan-file") {
     out.document = Render(out.format, planned->schedule, planned->sim, planned->costs);
     return out;

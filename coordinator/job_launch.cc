@@ -10,6 +10,7 @@
 #include "coordinator/job_manager_internal.h"
 #include "coordinator/metrics.h"
 #include "glog/logging.h"
+#include "model/device_peaks.h"
 #include "model/job_model.h"
 #include "schedule/codec/plan_proto.h"
 
@@ -155,8 +156,11 @@ void JobManager::DispatchWaiting() {
       r.targets.clear();
       r.rank_hosts.clear();
       r.job.clear_worker_ids();
+      std::vector<model::WorkerPeakInput> peaks;
       for (const WorkerInfo& w : *workers) {
         const WorkerRegistration& reg = w.registration;
+        peaks.push_back({reg.device, reg.device_name, reg.core_sgemm_flops_per_s, reg.cpu_cores,
+                         reg.compute_threads});
         r.targets.push_back({w.id, reg.address, reg.transport_address,
                              RankDevice{reg.device, reg.host, reg.device_index}});
         r.rank_hosts.push_back(
@@ -164,6 +168,11 @@ void JobManager::DispatchWaiting() {
              reg.compute_threads});
         r.job.add_worker_ids(w.id);
       }
+      // The MFU peak of this attempt's workers (model/device_peaks.h).
+      const model::PeakFlops peak = model::JobPeakFlops(peaks, r.job.spec().compute().precision());
+      r.job.set_peak_flops_per_s(peak.flops_per_s);
+      r.job.set_peak_flops_source(peak.source);
+      r.job.set_model_flops_per_step(model::ModelFlopsPerStep(r.job.spec()));
       ApplySharedCpu(r.rank_hosts, r.schedule, r.costs, r.job.mutable_plan()->mutable_prediction());
       if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
       r.finished.assign(p, false);
@@ -193,12 +202,13 @@ void JobManager::Launch(int64_t seq) {
     job = r.job;
     targets = r.targets;
   }
-  const int64_t tokens = model::TokensPerStep(job.spec());
+  const StepWork work{model::TokensPerStep(job.spec()), model::ModelFlopsPerStep(job.spec()),
+                       job.peak_flops_per_s()};
   {
     absl::MutexLock lock(&mu_);
     Record& r = jobs_[seq];
     if (r.job.state() != v1::JOB_STATE_RUNNING) return;
-    r.aggregator = std::make_unique<StepAggregator>(static_cast<int>(targets.size()), tokens,
+    r.aggregator = std::make_unique<StepAggregator>(static_cast<int>(targets.size()), work,
                                                     r.job.checkpoint_step());
     r.ledger = std::make_unique<CheckpointLedger>(static_cast<int>(targets.size()));
   }

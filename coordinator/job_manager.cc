@@ -47,14 +47,22 @@ void SetNow(v1::TimestampNs* t) { t->set_unix_ns(absl::ToUnixNanos(absl::Now()))
 
 v1::Job SlimCopy(v1::Job& job, bool with_losses) {
   v1::Plan* plan = job.has_plan() ? job.release_plan() : nullptr;
-  google::protobuf::RepeatedField<double> losses;
-  if (!with_losses) losses.Swap(job.mutable_losses());
+  google::protobuf::RepeatedField<double> losses, rates;
+  if (!with_losses) {
+    losses.Swap(job.mutable_losses());
+    rates.Swap(job.mutable_learning_rates());
+  }
   v1::Job copy = job;
-  if (!with_losses) losses.Swap(job.mutable_losses());
+  if (!with_losses) {
+    losses.Swap(job.mutable_losses());
+    rates.Swap(job.mutable_learning_rates());
+  }
   if (plan != nullptr) {
     google::protobuf::RepeatedPtrField<v1::WorkerActions> actions;
     actions.Swap(plan->mutable_workers());
     *copy.mutable_plan() = *plan;
+    // The validation plan's actions too: events carry the plan's shape, not its program.
+    if (copy.plan().has_evaluation()) copy.mutable_plan()->mutable_evaluation()->clear_workers();
     actions.Swap(plan->mutable_workers());
     job.set_allocated_plan(plan);
   }

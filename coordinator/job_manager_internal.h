@@ -14,7 +14,7 @@ namespace pipetrain::coordinator::internal {
 void SetNow(v1::TimestampNs* t);
 
 // A copy of `job` for events and listings: the plan without its action lists, and without
-// `losses` unless asked. Avoids copying the (possibly large) plan.
+// `losses` and `learning_rates` unless asked. Avoids copying the (possibly large) plan.
 v1::Job SlimCopy(v1::Job& job, bool with_losses);
 
 // InvalidArgument "field: why".

@@ -44,6 +44,10 @@ void JobManager::RewindLocked(Record& r, const std::string& reason, bool counted
   // The resumed run redoes (bitwise identically) the steps after the checkpoint.
   r.job.set_steps_done(std::min(r.job.steps_done(), resume));
   if (r.job.losses_size() > resume) r.job.mutable_losses()->Truncate(resume);
+  if (r.job.learning_rates_size() > resume) r.job.mutable_learning_rates()->Truncate(resume);
+  // Validation passes after the checkpoint are redone too.
+  auto* evals = r.job.mutable_evaluations();
+  while (!evals->empty() && evals->rbegin()->step() > resume) evals->RemoveLast();
   // Skipped updates past the checkpoint are redone too (and skipped again).
   auto* skipped = r.job.mutable_skipped_steps();
   skipped->erase(std::remove_if(skipped->begin(), skipped->end(),

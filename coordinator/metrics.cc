@@ -94,6 +94,61 @@ struct CoordinatorMetrics::Impl {
           .Name("pipetrain_job_checkpoint_step")
           .Help("Newest complete checkpoint of the job (completed steps it holds).")
           .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& model_flops =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_model_flops_per_second")
+          .Help("Model FLOPs per second of the last completed step (analytic FLOPs per step / step time).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& mfu =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_mfu_ratio")
+          .Help("Model FLOPs utilisation of the last completed step: model FLOP/s / the job's peak (absent when the peak is unknown).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& peak_flops =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_peak_flops_per_second")
+          .Help("Dense peak FLOP/s of the job's workers for its precision (absent when unknown).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& mean_tokens =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_mean_tokens_per_second")
+          .Help("Tokens per second over every step the job ran.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& mean_model_flops =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_mean_model_flops_per_second")
+          .Help("Model FLOPs per second over every step the job ran.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& mean_mfu =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_mean_mfu_ratio")
+          .Help("Model FLOPs utilisation over every step the job ran (absent when the peak is unknown).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& learning_rate =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_learning_rate")
+          .Help("Learning rate of the last completed step.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& val_loss =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_validation_loss")
+          .Help("Mean loss of the newest validation pass.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& val_ppl =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_validation_perplexity")
+          .Help("Perplexity (exp of the loss) of the newest validation pass.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& val_step =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_validation_step")
+          .Help("Completed training steps when the newest validation pass ran.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& skipped =
+      prometheus::BuildCounter()
+          .Name("pipetrain_job_skipped_steps_total")
+          .Help("Steps whose optimizer update every rank skipped (a gradient held a NaN or Inf).")
+          .Register(*registry);
   prometheus::Counter& submitted_counter = submitted.Add({});
   prometheus::Counter& heartbeat_counter = heartbeats.Add({});
 };
@@ -144,6 +199,28 @@ void CoordinatorMetrics::JobStep(const v1::Job& job) {
   for (int r = 0; r < job.measured_device_peak_bytes_size(); ++r) {
     impl_->device_peak.Add({{"job_id", id}, {"rank", absl::StrCat(r)}})
         .Set(static_cast<double>(job.measured_device_peak_bytes(r)));
+  }
+  impl_->model_flops.Add({{"job_id", id}}).Set(job.model_flops_per_s());
+  impl_->mean_tokens.Add({{"job_id", id}}).Set(job.mean_tokens_per_s());
+  impl_->mean_model_flops.Add({{"job_id", id}}).Set(job.mean_model_flops_per_s());
+  // Unknown peak: no MFU series at all, rather than a 0 that reads like a measurement.
+  if (job.peak_flops_per_s() > 0) {
+    impl_->peak_flops.Add({{"job_id", id}}).Set(job.peak_flops_per_s());
+    impl_->mfu.Add({{"job_id", id}}).Set(job.mfu());
+    impl_->mean_mfu.Add({{"job_id", id}}).Set(job.mean_mfu());
+  }
+  impl_->learning_rate.Add({{"job_id", id}}).Set(job.learning_rate());
+  // The step just completed is the job's newest; count its skip, and its validation pass.
+  prometheus::Counter& skipped = impl_->skipped.Add({{"job_id", id}});
+  if (job.skipped_steps_size() > 0 &&
+      job.skipped_steps(job.skipped_steps_size() - 1) == job.steps_done() - 1) {
+    skipped.Increment();
+  }
+  if (job.evaluations_size() > 0) {
+    const v1::EvalResult& newest = job.evaluations(job.evaluations_size() - 1);
+    impl_->val_loss.Add({{"job_id", id}}).Set(newest.loss());
+    impl_->val_ppl.Add({{"job_id", id}}).Set(newest.perplexity());
+    impl_->val_step.Add({{"job_id", id}}).Set(newest.step());
   }
 }
 

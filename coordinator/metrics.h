@@ -17,6 +17,21 @@
 //   pipetrain_coordinator_rpc_errors_total{method}         counter: RPCs answered with a non-OK status
 //   pipetrain_job_recoveries_total{job_id}                 counter: times the job went RECOVERING
 //   pipetrain_job_checkpoint_step{job_id}                  gauge: newest complete checkpoint step
+// The numbers users compare (docs/training.md, "Metrics"):
+//   pipetrain_job_model_flops_per_second{job_id}           gauge: the last step's model FLOP/s
+//   pipetrain_job_mfu_ratio{job_id}                        gauge: that / the job's peak (absent
+//                                                          while the peak is unknown)
+//   pipetrain_job_peak_flops_per_second{job_id}            gauge: the job's workers' peak (absent
+//                                                          when unknown)
+//   pipetrain_job_mean_tokens_per_second{job_id}           gauge: over every step run so far
+//   pipetrain_job_mean_model_flops_per_second{job_id}      gauge: the same
+//   pipetrain_job_mean_mfu_ratio{job_id}                   gauge: the same (absent when unknown)
+//   pipetrain_job_learning_rate{job_id}                    gauge: the last step's rate
+//   pipetrain_job_skipped_steps_total{job_id}              counter: updates skipped (non-finite
+//                                                          gradients)
+//   pipetrain_job_validation_loss{job_id}                  gauge: the newest validation pass
+//   pipetrain_job_validation_perplexity{job_id}            gauge: exp of it
+//   pipetrain_job_validation_step{job_id}                  gauge: completed steps at that pass
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are atomic; family lookups are locked).
 #ifndef PIPETRAIN_COORDINATOR_METRICS_H_

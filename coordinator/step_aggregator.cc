@@ -1,6 +1,7 @@
 #include "coordinator/step_aggregator.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace pipetrain::coordinator {
 namespace {
@@ -12,8 +13,8 @@ bool IsCompute(v1::ActionKind kind) {
 
 }  // namespace
 
-StepAggregator::StepAggregator(int num_ranks, int64_t tokens_per_step, int first_step)
-    : num_ranks_(num_ranks), tokens_per_step_(tokens_per_step), next_step_(first_step) {}
+StepAggregator::StepAggregator(int num_ranks, StepWork work, int first_step)
+    : num_ranks_(num_ranks), work_(work), next_step_(first_step) {}
 
 std::vector<CompletedStep> StepAggregator::Add(const v1::StepReport& report, v1::Job* job) {
   std::vector<CompletedStep> completed;
@@ -86,7 +87,46 @@ void StepAggregator::Apply(const std::vector<std::optional<RankStep>>& ranks, v1
   }
   const double step_s = static_cast<double>(max_duration_ns) * 1e-9;
   job->set_last_step_s(step_s);
-  job->set_tokens_per_s(step_s > 0 ? static_cast<double>(tokens_per_step_) / step_s : 0.0);
+  const double tokens = static_cast<double>(work_.tokens_per_step);
+  const double flops = work_.model_flops_per_step;
+  const double peak = work_.peak_flops_per_s;
+  job->set_tokens_per_s(step_s > 0 ? tokens / step_s : 0.0);
+  job->set_model_flops_per_step(flops);
+  job->set_model_flops_per_s(step_s > 0 ? flops / step_s : 0.0);
+  job->set_mfu(step_s > 0 && peak > 0 ? flops / step_s / peak : 0.0);
+  job->set_trained_s(job->trained_s() + step_s);
+  job->set_timed_steps(job->timed_steps() + 1);
+  if (job->trained_s() > 0) {
+    const double total_s = job->trained_s();
+    const double steps = static_cast<double>(job->timed_steps());
+    job->set_mean_tokens_per_s(tokens * steps / total_s);
+    job->set_mean_model_flops_per_s(flops * steps / total_s);
+    job->set_mean_mfu(peak > 0 ? flops * steps / total_s / peak : 0.0);
+  }
+  const v1::StepReport* loss_report = &ranks.back()->report;
+  for (const auto& r : ranks) {
+    if (r->report.has_loss()) loss_report = &r->report;
+  }
+  job->set_learning_rate(loss_report->learning_rate());
+  job->add_learning_rates(loss_report->learning_rate());
+  if (loss_report->evaluated() && loss_report->has_val_loss()) {
+    v1::EvalResult result;
+    result.set_step(loss_report->step() + 1);
+    result.set_loss(loss_report->val_loss());
+    result.set_perplexity(std::exp(loss_report->val_loss()));
+    result.set_duration_s(static_cast<double>(loss_report->eval_duration_ns()) * 1e-9);
+    // In step order; a redone step (after a recovery) replaces its earlier pass.
+    auto* evals = job->mutable_evaluations();
+    auto at = std::find_if(evals->begin(), evals->end(),
+                           [&](const v1::EvalResult& e) { return e.step() >= result.step(); });
+    if (at != evals->end() && at->step() == result.step()) {
+      *at = result;
+    } else {
+      const int index = static_cast<int>(at - evals->begin());
+      evals->Add(std::move(result));
+      for (int i = evals->size() - 1; i > index; --i) evals->SwapElements(i, i - 1);
+    }
+  }
   if (any_timings && max_duration_ns > 0) {
     const double busy = static_cast<double>(max_compute_ns) / static_cast<double>(max_duration_ns);
     job->set_measured_bubble_ratio(std::clamp(1.0 - busy, 0.0, 1.0));

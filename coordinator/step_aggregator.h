@@ -7,6 +7,12 @@
 // carry timings) and skipped_steps (steps whose optimizer update the ranks skipped for
 // non-finite gradients). Each completed step also comes back whole (every rank's report with its
 // action timings) for the job's trace keeper (step_traces.h).
+// Also the numbers users compare (docs/training.md, "Metrics"): learning_rate (of the step;
+// learning_rates keeps every step's, like losses),
+// model_flops_per_s (model FLOPs per step / the step's time), mfu (that / the job's peak, 0 when
+// the peak is unknown), the job-long trained_s / timed_steps and their mean tokens/s, FLOP/s
+// and MFU, and evaluations (the loss-holding rank's validation pass, if the step ran one; a
+// redone step's pass replaces the earlier one of its step).
 //
 // Thread-safety: not thread-safe; the job manager calls it under its lock.
 #ifndef PIPETRAIN_COORDINATOR_STEP_AGGREGATOR_H_
@@ -28,11 +34,19 @@ struct CompletedStep {
   v1::StepTrace trace;     // every rank's report with timings, by rank (job_id unset)
 };
 
+// What one step computes and what the job's devices could: the job-constant inputs of the
+// throughput metrics.
+struct StepWork {
+  int64_t tokens_per_step = 0;     // global batch x sequence length
+  double model_flops_per_step = 0; // model::ModelFlopsPerStep
+  double peak_flops_per_s = 0;     // the job's workers' (model::JobPeakFlops); 0 = unknown
+};
+
 class StepAggregator {
  public:
-  // `tokens_per_step`: global batch x sequence length. `first_step`: where the run starts (a
-  // resumed run starts at its checkpoint's step; earlier reports are ignored).
-  StepAggregator(int num_ranks, int64_t tokens_per_step, int first_step = 0);
+  // `first_step`: where the run starts (a resumed run starts at its checkpoint's step; earlier
+  // reports are ignored).
+  StepAggregator(int num_ranks, StepWork work, int first_step = 0);
 
   // Adds rank report.rank()'s report of report.step() (duplicates and steps already complete are
   // ignored). Applies every step that became complete to `job` and returns those steps in order.
@@ -49,7 +63,7 @@ class StepAggregator {
   void Apply(const std::vector<std::optional<RankStep>>& ranks, v1::Job* job) const;
 
   const int num_ranks_;
-  const int64_t tokens_per_step_;
+  const StepWork work_;
   int next_step_ = 0;
   std::map<int, std::vector<std::optional<RankStep>>> pending_;  // by step
 };

@@ -48,6 +48,7 @@ struct WorkerRegistration {
   int device_index = 0;     // CUDA ordinal on `host`
   std::string device_name;
   std::string compute_capability;
+  double core_sgemm_flops_per_s = 0;  // CPU: one core's measured sgemm rate; 0: not measured
 };
 
 enum class WorkerState { kIdle, kBusy, kLost };

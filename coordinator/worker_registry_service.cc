@@ -53,6 +53,7 @@ grpc::Status WorkerRegistryServiceImpl::RegisterWorker(grpc::ServerContext* cont
   r.device_index = request->device_index();
   r.device_name = request->device_name();
   r.compute_capability = request->compute_capability();
+  r.core_sgemm_flops_per_s = request->core_sgemm_flops_per_s();
   absl::StatusOr<std::string> id = registry_->Register(r);
   if (!id.ok()) return Finish("RegisterWorker", id.status());
   response->set_worker_id(*id);

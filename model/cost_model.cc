@@ -46,4 +46,10 @@ int64_t ModelParameterCount(const GptConfig& config) {
   return EstimateChunkCost(config, WholeModel(config), 1).parameter_bytes / 4;
 }
 
+double TrainingStepFlops(const GptConfig& config, int64_t microbatch_size, int64_t microbatches) {
+  const ChunkCost c = EstimateChunkCost(config, WholeModel(config), microbatch_size);
+  return (c.forward_flops + c.backward_input_flops + c.backward_weight_flops) *
+         static_cast<double>(microbatches);
+}
+
 }  // namespace pipetrain::model

@@ -36,6 +36,11 @@ ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
 // `pipetrain plan` and `pipetrain status` report.
 int64_t ModelParameterCount(const GptConfig& config);
 
+// Model FLOPs of one training step: F + B + W of the whole model for `microbatches`
+// microbatches of `microbatch_size` sequences, counted as above (GEMMs, per layer, attention
+// over the full square). What the throughput metrics divide by time (docs/training.md).
+double TrainingStepFlops(const GptConfig& config, int64_t microbatch_size, int64_t microbatches);
+
 }  // namespace pipetrain::model
 
 #endif  // PIPETRAIN_MODEL_COST_MODEL_H_

@@ -1,6 +1,7 @@
 #include "model/job_model.h"
 
 #include "absl/strings/str_cat.h"
+#include "model/cost_model.h"
 #include "model/token_corpus.h"
 #include "model/model_presets.h"
 
@@ -19,6 +20,7 @@ constexpr int kDefaultTextSeqLen = 64;
 constexpr int kDefaultKeepLast = 3;
 constexpr int kDefaultMaxRestarts = 3;
 constexpr char kDefaultLrSchedule[] = "constant";
+constexpr int kDefaultEvalBatches = 8;
 
 }  // namespace
 
@@ -55,6 +57,8 @@ v1::JobSpec WithDefaults(const v1::JobSpec& spec) {
   v1::CheckpointSpec* c = s.mutable_checkpoint();
   if (c->keep_last() == 0) c->set_keep_last(kDefaultKeepLast);
   if (s.max_restarts() == 0) s.set_max_restarts(kDefaultMaxRestarts);
+  // Evaluation is off unless eval.interval_steps is set; its batch count has a default either way.
+  if (s.eval().batches() == 0) s.mutable_eval()->set_batches(kDefaultEvalBatches);
   return s;
 }
 
@@ -139,6 +143,12 @@ int64_t TokensPerStep(const v1::JobSpec& spec) {
   absl::StatusOr<GptConfig> config = ModelConfig(spec);
   if (!config.ok()) return 0;
   return static_cast<int64_t>(spec.training().global_batch()) * config->seq_len;
+}
+
+double ModelFlopsPerStep(const v1::JobSpec& spec) {
+  absl::StatusOr<GptConfig> config = ModelConfig(spec);
+  if (!config.ok() || spec.training().microbatch_size() <= 0) return 0;
+  return TrainingStepFlops(*config, spec.training().microbatch_size(), NumMicrobatches(spec));
 }
 
 }  // namespace pipetrain::model

@@ -56,6 +56,11 @@ int NumMicrobatches(const v1::JobSpec& spec);
 // has no valid model shape).
 int64_t TokensPerStep(const v1::JobSpec& spec);
 
+// Model FLOPs of one training step of the spec's model (TrainingStepFlops: the analytic
+// per-layer GEMM count of F + B + W over every microbatch); 0 if the spec has no valid model
+// shape.
+double ModelFlopsPerStep(const v1::JobSpec& spec);
+
 }  // namespace pipetrain::model
 
 #endif  // PIPETRAIN_MODEL_JOB_MODEL_H_

@@ -198,6 +198,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return absl::InvalidArgumentError(
         "checkpoint.dir: required when checkpoint.interval_steps > 0");
   }
+  // Validation passes (docs/training.md): 0 = off; batches 0 = the default (8).
+  const v1::EvalSpec& e = spec.eval();
+  if (absl::Status s = Range("eval.interval_steps", e.interval_steps(), 0, kMaxSteps); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Range("eval.batches", e.batches(), 0, kMaxEvalBatches); !s.ok()) return s;
   // -1: no recovery; 0: the default (3).
   if (absl::Status s = Range("max_restarts", spec.max_restarts(), -1, 1000); !s.ok()) return s;
   return absl::OkStatus();

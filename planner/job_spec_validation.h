@@ -22,6 +22,7 @@ inline constexpr int kMaxVocab = 1 << 22;
 inline constexpr int kMaxWorkers = 4096;
 inline constexpr int kMaxMicrobatches = 1 << 16;
 inline constexpr int kMaxSteps = 100000000;
+inline constexpr int kMaxEvalBatches = 4096;
 // What one plan may hold. Each (stage, microbatch) pair becomes up to three compute actions plus
 // transfers and copies, all simulated while planning, kept in the job store and carried in one
 // gRPC message to every worker: at most this many pairs per step (checked by PlanJob, which

@@ -12,6 +12,7 @@
 #include "planner/job_spec_validation.h"
 #include "schedule/auto_planner.h"
 #include "schedule/codec/plan_proto.h"
+#include "schedule/forward_only.h"
 #include "schedule/generator.h"
 #include "schedule/offload_pass.h"
 #include "schedule/passes.h"
@@ -117,6 +118,23 @@ absl::StatusOr<double> ActivationBudget(const v1::JobSpec& spec, const model::Gp
 }
 
 }  // namespace
+
+absl::StatusOr<v1::Plan> EvaluationPlan(const PlannedJob& training, int batches) {
+  PT_ASSIGN_OR_RETURN(schedule::Schedule compute,
+                      schedule::MakeForwardOnly(training.schedule.num_workers,
+                                                training.schedule.stage_to_worker, batches));
+  PT_ASSIGN_OR_RETURN(schedule::Schedule with_transfers, schedule::AddTransfers(compute));
+  const schedule::CostModel costs = schedule::ForwardOnlyCosts(training.costs);
+  PT_ASSIGN_OR_RETURN(schedule::SimResult sim, schedule::Simulate(with_transfers, costs));
+  v1::Plan plan = schedule::PlanToProto(with_transfers, costs, &sim);
+  plan.mutable_stage_first_layer()->CopyFrom(training.plan.stage_first_layer());
+  plan.mutable_stage_num_layers()->CopyFrom(training.plan.stage_num_layers());
+  plan.set_costs_measured(training.plan.costs_measured());
+  plan.set_explanation(absl::StrFormat(
+      "validation pass: forward only on the training placement, %d microbatches; predicted %.3f s",
+      batches, sim.makespan));
+  return plan;
+}
 
 absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOptions& options) {
   PT_RETURN_IF_ERROR(ValidateJobSpec(submitted));
@@ -304,6 +322,10 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
                             options.measured->num_stages)
           : absl::StrFormat("analytic (%.0f GFLOP/s per worker assumed)",
                             options.device_flops_per_s / 1e9)));
+  if (spec.eval().interval_steps() > 0) {
+    PT_ASSIGN_OR_RETURN(*planned.plan.mutable_evaluation(),
+                        EvaluationPlan(planned, spec.eval().batches()));
+  }
   if (spec.memory().device_budget_bytes() <= 0 && budget > 0) {
     absl::StrAppendFormat(planned.plan.mutable_explanation(),
                           "; activation budget %.2f MiB: the device's %.2f MiB less parameters, "

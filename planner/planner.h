@@ -65,7 +65,15 @@ struct PlannedJob {
 // schedule; AUTO lets `auto` weigh offload plans against schedules (or, for a named schedule,
 // offloads selectively only when it does not fit the budget). The host link is
 // memory.host_link_bytes_per_s, else the workers' measured bandwidth (PlannerOptions).
+//
+// Evaluation (eval.interval_steps > 0): plan.evaluation holds the validation plan,
+// EvaluationPlan(planned, eval.batches).
 absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options = {});
+
+// The forward-only plan of a validation pass of `batches` microbatches on `training`'s placement
+// (schedule/forward_only.h): transfers added, validated, simulated with the training costs'
+// forward times (no activation is kept), the same layer split.
+absl::StatusOr<v1::Plan> EvaluationPlan(const PlannedJob& training, int batches);
 
 }  // namespace pipetrain::planner
 

@@ -44,6 +44,7 @@ absl::StatusOr<Schedule> AddTransfers(const Schedule& schedule) {
   out.num_stages = schedule.num_stages;
   out.num_microbatches = schedule.num_microbatches;
   out.stage_to_worker = schedule.stage_to_worker;
+  out.forward_only = schedule.forward_only;
   out.worker_actions.resize(schedule.num_workers);
   for (int w = 0; w < schedule.num_workers; ++w) {
     const auto& in = schedule.worker_actions[w];

@@ -23,6 +23,8 @@ using engine_internal::Waiters;
 // Any irregularity returns false at once; the full validator then finds and words it.
 bool QuickValidate(const Schedule& s) {
   const int p = s.num_workers, n_stages = s.num_stages, m = s.num_microbatches;
+  // Forward-only plans are small and rare: the full validator decides them.
+  if (s.forward_only) return false;
   if (p < 1 || static_cast<int>(s.worker_actions.size()) != p || n_stages < 1 || m < 1 ||
       static_cast<int>(s.stage_to_worker.size()) != n_stages) {
     return false;

@@ -23,6 +23,9 @@ struct Schedule {
   int num_microbatches = 0;    // m
   std::vector<int> stage_to_worker;             // size num_stages
   std::vector<std::vector<Action>> worker_actions;  // size num_workers, in execution order
+  // A validation plan (forward_only.h): F and activation transfers only; every (stage,
+  // microbatch) has exactly one F and no backward.
+  bool forward_only = false;
 
   int WorkerOf(int stage) const { return stage_to_worker[stage]; }
   int ChunksPerWorker() const { return num_workers > 0 ? num_stages / num_workers : 0; }

@@ -153,6 +153,16 @@ class Validator {
           return Fail(absl::StrCat("missing F: ", Name(ActionKind::kF, st, i),
                                    " never runs (stage ", st, " is on worker ", WorkerOf(st), ")"));
         }
+        if (s_.forward_only) {
+          for (ActionKind kind : {ActionKind::kB, ActionKind::kW, ActionKind::kBW}) {
+            if (const Pos& at = At(kind, st, i); at.Found()) {
+              return FailAt(absl::StrCat("backward in a forward-only schedule: ",
+                                         Name(kind, st, i)),
+                            at);
+            }
+          }
+          continue;
+        }
         if (bw.Found() && (b.Found() || wg.Found())) {
           const Pos& other = b.Found() ? b : wg;
           return FailAt(absl::StrCat("both BW and B/W for stage ", st, " microbatch ", i, ": ",
@@ -241,6 +251,17 @@ class Validator {
       for (int i = 0; i < m_; ++i) {
         PT_RETURN_IF_ERROR(CheckEdge(ActionKind::kSendAct, st, ActionKind::kRecvAct, st + 1, i,
                                      At(ActionKind::kF, st, i), At(ActionKind::kF, st + 1, i)));
+        if (s_.forward_only) {
+          for (const auto& [kind, stage] : {std::pair{ActionKind::kSendGrad, st + 1},
+                                            std::pair{ActionKind::kRecvGrad, st}}) {
+            if (const Pos& at = At(kind, stage, i); at.Found()) {
+              return FailAt(absl::StrCat("gradient transfer in a forward-only schedule: ",
+                                         Name(kind, stage, i)),
+                            at);
+            }
+          }
+          continue;
+        }
         PT_RETURN_IF_ERROR(CheckEdge(ActionKind::kSendGrad, st + 1, ActionKind::kRecvGrad, st, i,
                                      Backward(st + 1, i), Backward(st, i)));
       }
@@ -266,6 +287,13 @@ class Validator {
                         free, rel);
         }
         if (!off.Found() && !rel.Found()) continue;
+        if (s_.forward_only) {
+          return FailAt(absl::StrCat("offload in a forward-only schedule (nothing is kept for a "
+                                     "backward): ",
+                                     Name(off.Found() ? ActionKind::kOffload : ActionKind::kReload,
+                                          st, i)),
+                        off.Found() ? off : rel);
+        }
         const Pos f = At(ActionKind::kF, st, i), bwd = Backward(st, i);
         if (rel.Found() && !off.Found()) {
           return FailAt(absl::StrCat("RELOAD without OFFLOAD: ", Name(ActionKind::kReload, st, i)),

@@ -11,6 +11,8 @@
 // stages on the same worker, sends after the producing compute, recvs before the consuming
 // compute, no transfer of a stage edge that does not exist) and offload (OFFLOAD after F and
 // before the backward, RELOAD after OFFLOAD and before the backward, at most one each).
+// A forward-only schedule (Schedule::forward_only, forward_only.h) needs exactly one F per
+// (stage, microbatch) and may hold no backward, gradient transfer or offload action.
 //
 // Errors are InvalidArgument (or FailedPrecondition for deadlock) whose message names the
 // offending action and ends with the step x worker grid, the failing cell marked.

@@ -4,7 +4,8 @@ and prints the metric names their /metrics endpoints export, one per line with i
 names: `name label,label`.
 
 prometheus-cpp only exposes a family once it has a series, so the job must step (for the
-pipetrain_job_* families) and one RPC must fail (for pipetrain_coordinator_rpc_errors_total).
+pipetrain_job_* families), evaluate after its first step (for pipetrain_job_validation_*), and
+one RPC must fail (for pipetrain_coordinator_rpc_errors_total).
 Usage: live_scrape.py BUILD_DIR  (exit 1 with the reason if anything does not come up)
 """
 import os
@@ -20,6 +21,7 @@ name: deploy-check
 model: {num_layers: 4, hidden: 16, num_heads: 2, ffn_hidden: 32}
 training: {steps: 3, microbatch_size: 2, global_batch: 8, seed: 7, optimizer: {learning_rate: 0.003}}
 parallelism: {num_workers: 2, schedule: 1f1b}
+eval: {interval_steps: 1, batches: 2}
 """
 DEADLINE_S = 40
 

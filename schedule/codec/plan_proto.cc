@@ -68,6 +68,7 @@ v1::Plan PlanToProto(const Schedule& schedule, const CostModel& costs, const Sim
   plan.set_num_stages(schedule.num_stages);
   plan.set_num_microbatches(schedule.num_microbatches);
   for (int w : schedule.stage_to_worker) plan.add_stage_to_worker(w);
+  plan.set_forward_only(schedule.forward_only);
   for (const auto& list : schedule.worker_actions) {
     v1::WorkerActions* out = plan.add_workers();
     for (const Action& a : list) {
@@ -115,6 +116,7 @@ absl::StatusOr<Schedule> ScheduleFromProto(const v1::Plan& plan) {
   schedule.num_stages = plan.num_stages();
   schedule.num_microbatches = plan.num_microbatches();
   schedule.stage_to_worker.assign(plan.stage_to_worker().begin(), plan.stage_to_worker().end());
+  schedule.forward_only = plan.forward_only();
   schedule.worker_actions.resize(plan.workers_size());
   for (int w = 0; w < plan.workers_size(); ++w) {
     for (const v1::Action& pa : plan.workers(w).actions()) {

@@ -2,6 +2,8 @@
 // recoveries, predicted next to measured.
 #include "client/job_view.h"
 
+#include "schedule/codec/plan_proto.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -114,6 +116,89 @@ TEST(JobViewTest, StatusShowsTheModelTheLearningRateAndSkippedUpdates) {
   job.set_steps_done(20);
   EXPECT_THAT(FormatJobStatus(job), HasSubstr("  lr: cosine from 0.001, warmup 2, floor 0.1 x "
                                               "peak at step 20\n"));
+}
+
+}  // namespace
+}  // namespace pipetrain::client
+
+// Evaluation and the numbers users compare, in `pipetrain status` and the watch line.
+namespace pipetrain::client {
+namespace {
+
+TEST(JobViewTest, StatusShowsValidationAndThroughput) {
+  v1::Job job = RunningJob();
+  job.mutable_spec()->mutable_eval()->set_interval_steps(5);
+  job.mutable_spec()->mutable_eval()->set_batches(8);
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("  validation: every 5 steps on 8 microbatches; none yet\n"));
+  v1::EvalResult* first = job.add_evaluations();
+  first->set_step(5);
+  first->set_loss(2.0);
+  first->set_perplexity(7.38905609893065);
+  v1::EvalResult* last = job.add_evaluations();
+  last->set_step(10);
+  last->set_loss(1.5);
+  last->set_perplexity(4.4816890703380645);
+  job.set_timed_steps(12);
+  job.set_tokens_per_s(1280);
+  job.set_mean_tokens_per_s(1000);
+  job.set_model_flops_per_step(3e9);
+  job.set_model_flops_per_s(2.5e9);
+  job.set_mean_model_flops_per_s(2e9);
+  job.set_peak_flops_per_s(10e9);
+  job.set_peak_flops_source("2 worker(s): cpu: 1 core(s) x 5.00 GFLOP/s measured sgemm");
+  job.set_mfu(0.25);
+  job.set_mean_mfu(0.2);
+  job.set_learning_rate(0.0025);
+  const std::string out = FormatJobStatus(job);
+  EXPECT_THAT(out, HasSubstr("  validation loss 1.5000, perplexity 4.48 at step 10 (first 2.0000 "
+                             "at step 5; 2 pass(es), every 5 steps on 8 microbatches)\n"));
+  EXPECT_THAT(out, HasSubstr("  last step / whole job: 1280 / 1000 tokens/s, 2.500 / 2.000 model "
+                             "GFLOP/s (3 GFLOP per step)\n"));
+  EXPECT_THAT(out, HasSubstr("  MFU 25.00% / 20.00% of 10 GFLOP/s peak (2 worker(s): cpu: 1 "
+                             "core(s) x 5.00 GFLOP/s measured sgemm)\n"));
+  EXPECT_THAT(out, HasSubstr("  learning rate of the last step 0.0025\n"));
+  EXPECT_THAT(FormatProgress(job), HasSubstr("  val 1.5000 (ppl 4.48 @10)"));
+  EXPECT_THAT(FormatProgress(job), HasSubstr("  MFU 25.0%"));
+
+  job.set_peak_flops_per_s(0);
+  job.set_mfu(0);
+  job.set_peak_flops_source("unknown: no published dense bf16 peak for device \"X\"");
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("  MFU unknown (unknown: no published dense bf16 peak for device \"X\")\n"));
+  EXPECT_THAT(FormatProgress(job), Not(HasSubstr("MFU")));
+}
+
+// `pipetrain status --json` prints the Job as protobuf JSON (job_commands.cc): these are the
+// names scripts read.
+TEST(JobViewTest, JsonCarriesValidationAndThroughputFields) {
+  v1::Job job = RunningJob();
+  v1::EvalResult* eval = job.add_evaluations();
+  eval->set_step(10);
+  eval->set_loss(1.5);
+  eval->set_perplexity(4.5);
+  job.set_tokens_per_s(1280);
+  job.set_model_flops_per_s(2.5e9);
+  job.set_mfu(0.25);
+  job.set_peak_flops_per_s(1e10);
+  job.set_learning_rate(0.0025);
+  job.add_skipped_steps(3);
+  job.set_mean_mfu(0.2);
+  absl::StatusOr<std::string> json = schedule::ToJson(job);
+  ASSERT_TRUE(json.ok()) << json.status();
+  for (const char* field :
+       {"\"evaluations\": [", "\"step\": 10", "\"loss\": 1.5", "\"perplexity\": 4.5",
+        "\"tokens_per_s\": 1280", "\"model_flops_per_s\": 2500000000", "\"mfu\": 0.25",
+        "\"peak_flops_per_s\": 10000000000", "\"learning_rate\": 0.0025",
+        "\"skipped_steps\": [", "\"mean_mfu\": 0.2"}) {
+    EXPECT_THAT(*json, HasSubstr(field));
+  }
+}
+
+TEST(JobViewTest, NoValidationOrThroughputLinesWithoutThem) {
+  const std::string out = FormatJobStatus(RunningJob());
+  EXPECT_THAT(out, Not(HasSubstr("validation")));
+  EXPECT_THAT(out, Not(HasSubstr("MFU")));
 }
 
 }  // namespace

@@ -176,6 +176,7 @@ TEST_F(JobManagerTest, CheckpointInterruptedWhileWritingIsNeverUsed) {
     }
   }
   EXPECT_EQ(job.losses_size(), 8);
+  EXPECT_EQ(job.learning_rates_size(), 8);  // one per step, the redone ones once
   EXPECT_EQ(model::ReadCheckpointManifest(dir)->step, 8);
   std::filesystem::remove_all(dir);
 }
@@ -223,6 +224,7 @@ TEST_F(JobManagerTest, LostWorkerRecoversOnAReplacement) {
   job = manager_->Get(id).value();
   EXPECT_EQ(job.steps_done(), 5);
   EXPECT_EQ(job.losses_size(), 5);
+  EXPECT_EQ(job.learning_rates_size(), 5);
   EXPECT_THAT(job.worker_ids(), ::testing::UnorderedElementsAre(w0, w2));
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "tests/data/test_files.h"
+#include "worker/data/addition_task.h"
 #include "worker/data/text_dataset.h"
 #include "worker/data/token_dataset.h"
 #include "worker/runtime/job_config.h"
@@ -176,6 +177,121 @@ TEST(MakeDatasetTextTest, RefusesNonRegularAndOversizedFiles) {
   ExpectRefused(text(big), "training.data.path", big,
                 "has 1073741825 bytes, more than the limit of 1073741824 bytes");
   std::filesystem::remove(big);
+}
+
+}  // namespace
+}  // namespace pipetrain::worker
+
+// Validation data (docs/data.md, "Validation data"): with eval.interval_steps > 0 each source
+// gives a held-out part that training never reads; without it, training reads everything, as
+// before evaluation existed.
+namespace pipetrain::worker {
+namespace {
+
+v1::JobSpec Evaluating(v1::JobSpec spec) {
+  spec.mutable_eval()->set_interval_steps(5);
+  return spec;
+}
+
+TEST(ValidationDataTest, TokensEvaluateOnValBinAndNeedOne) {
+  const std::string dir = FreshDir();
+  std::vector<uint32_t> val(40, 7);  // every validation id is 7; no training id is
+  std::vector<uint32_t> train = Ids(400);
+  for (uint32_t& id : train) id = id == 7 ? 8 : id;
+  WriteIds(dir + "/train.bin", train, 2);
+  WriteIds(dir + "/val.bin", val, 2);
+  absl::StatusOr<JobData> data = OpenJobData(Evaluating(TokensSpec(dir)));
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_NE(data->validation, nullptr);
+  EXPECT_EQ(data->validation->name(), "tokens:" + dir + "/val.bin");
+  for (int i = 0; i < 4; ++i) {
+    for (int32_t id : data::ValidationMicrobatch(*data->validation, i, 3).tokens) EXPECT_EQ(id, 7);
+    for (int32_t id : data->train->Get(i + 1, 0, 3).tokens) EXPECT_NE(id, 7);
+  }
+  EXPECT_EQ(OpenJobData(TokensSpec(dir)).value().validation, nullptr);  // no evaluation
+
+  // Evaluation on data without val.bin: refused at Prepare, naming the fields.
+  std::filesystem::remove(dir + "/val.bin");
+  absl::StatusOr<JobData> none = OpenJobData(Evaluating(TokensSpec(dir)));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(none.status().message().rfind("eval.interval_steps: 5 needs validation data", 0), 0u)
+      << none.status();
+  EXPECT_NE(none.status().message().find("has no val.bin"), std::string::npos) << none.status();
+  const std::string file = WriteIds(dir + "/plain.bin", Ids(400), 2);
+  EXPECT_FALSE(OpenJobData(Evaluating(TokensSpec(file))).ok());
+}
+
+TEST(ValidationDataTest, TextHoldsOutItsLastTenth) {
+  const std::string dir = FreshDir();
+  // 900 bytes of 'a', then 100 of 'b': the last tenth is exactly the b's.
+  const std::string path = WriteBytes(dir + "/t.txt", std::string(900, 'a') + std::string(100, 'b'));
+  v1::JobSpec spec;
+  spec.mutable_model()->set_seq_len(kSeqLen);
+  spec.mutable_training()->mutable_data()->set_source("text");
+  spec.mutable_training()->mutable_data()->set_path(path);
+  absl::StatusOr<JobData> data = OpenJobData(Evaluating(spec));
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_NE(data->validation, nullptr);
+  for (int i = 0; i < 50; ++i) {
+    for (int32_t b : data::ValidationMicrobatch(*data->validation, i, 4).tokens) EXPECT_EQ(b, 'b');
+    for (int32_t b : data->train->Get(i + 1, i % 3, 4).targets) EXPECT_EQ(b, 'a');
+  }
+  // Without evaluation the whole file trains, with the same windows as before the split existed.
+  absl::StatusOr<JobData> all = OpenJobData(spec);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->validation, nullptr);
+  auto whole = data::TextDataset::Open(path, kSeqLen, spec.training().seed());
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(all->train->Get(3, 1, 4).tokens, (*whole)->Get(3, 1, 4).tokens);
+
+  // Too short to hold out one window: refused, naming the field, the file and the part.
+  const std::string small = WriteBytes(dir + "/s.txt", std::string(60, 'x'));
+  spec.mutable_training()->mutable_data()->set_path(small);
+  absl::StatusOr<JobData> refused = OpenJobData(Evaluating(spec));
+  ASSERT_FALSE(refused.ok());
+  const std::string message(refused.status().message());
+  EXPECT_EQ(message.rfind("training.data.path: " + small + ": its validation part", 0), 0u)
+      << message;
+  EXPECT_NE(message.find("has 6 of its 60 bytes; need more than seq_len + 1 = 9"),
+            std::string::npos)
+      << message;
+  EXPECT_TRUE(OpenJobData(spec).ok());  // fine without evaluation
+}
+
+TEST(ValidationDataTest, AdditionHoldsOutATenthOfTheProblems) {
+  v1::JobSpec spec;
+  spec.mutable_training()->set_seed(5);
+  absl::StatusOr<JobData> data = OpenJobData(Evaluating(spec));
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_NE(data->validation, nullptr);
+  const data::AdditionTask task(2, 5);
+  auto operands = [](const data::Microbatch& mb, int s) {
+    const int32_t* t = mb.tokens.data() + s * mb.seq_len;
+    return std::pair<int, int>{t[0] * 10 + t[1], t[3] * 10 + t[4]};
+  };
+  int held_out = 0;
+  for (int a = 0; a < 100; ++a) {
+    for (int b = 0; b < 100; ++b) held_out += task.HeldOut(a, b) ? 1 : 0;
+  }
+  EXPECT_GT(held_out, 800);  // about a tenth of the 10000 problems
+  EXPECT_LT(held_out, 1200);
+  for (int step = 1; step <= 20; ++step) {
+    const data::Microbatch train = data->train->Get(step, 0, 16);
+    const data::Microbatch val = data::ValidationMicrobatch(*data->validation, step - 1, 16);
+    for (int s = 0; s < 16; ++s) {
+      const auto [ta, tb] = operands(train, s);
+      EXPECT_FALSE(task.HeldOut(ta, tb)) << ta << "+" << tb << " is held out but trained on";
+      EXPECT_FALSE(task.HeldOut(tb, ta));
+      const auto [va, vb] = operands(val, s);
+      EXPECT_TRUE(task.HeldOut(va, vb)) << va << "+" << vb << " is a training problem";
+      EXPECT_EQ(val.targets[s * val.seq_len + 5], (va + vb) % 10);  // the answer's first digit
+    }
+  }
+  // Without evaluation: every problem, the same batches as before the split existed.
+  absl::StatusOr<JobData> all = OpenJobData(spec);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->train->Get(4, 2, 8).tokens, task.Get(4, 2, 8).tokens);
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ v1::JobSpec WithRecipe(v1::JobSpec spec) {
 
 ReferenceRun RunReference(const v1::JobSpec& spec) {
   ReferenceRun run;
-  auto dataset = worker::MakeDataset(spec);
+  auto dataset = worker::OpenJobData(spec);
   EXPECT_TRUE(dataset.ok()) << dataset.status();
   auto config = model::ModelConfig(spec);
   EXPECT_TRUE(config.ok()) << config.status();
@@ -57,7 +57,7 @@ ReferenceRun RunReference(const v1::JobSpec& spec) {
   rc.microbatch_size = spec.training().microbatch_size();
   rc.optimizer = *optimizer;
   rc.seed = spec.training().seed();
-  auto trainer = model::ReferenceTrainer::Create(&backend, dataset->get(), rc);
+  auto trainer = model::ReferenceTrainer::Create(&backend, dataset->train.get(), rc);
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   if (!trainer.ok()) return run;
   for (int s = 0; s < spec.training().steps(); ++s) {
@@ -66,6 +66,14 @@ ReferenceRun RunReference(const v1::JobSpec& spec) {
     if (!stats.ok()) return run;
     run.losses.push_back(stats->loss);
     run.skipped.push_back(stats->update_skipped);
+    if (worker::EvaluationDue(spec, s + 1)) {
+      const int batches = model::WithDefaults(spec).eval().batches();
+      absl::StatusOr<model::StepStats> val =
+          (*trainer)->Validate(*dataset->validation, batches);
+      EXPECT_TRUE(val.ok()) << val.status();
+      if (!val.ok()) return run;
+      run.validation[s + 1] = val->loss;
+    }
   }
   for (model::Parameter* p : (*trainer)->model()->parameters()) {
     run.weights.push_back(*backend.ToVector(p->value));

@@ -3,6 +3,7 @@
 #ifndef PIPETRAIN_TESTS_E2E_E2E_JOBS_H_
 #define PIPETRAIN_TESTS_E2E_E2E_JOBS_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,13 @@ v1::JobSpec WithRecipe(v1::JobSpec spec);
 
 // The reference trainer's run of `spec`: per-step losses, whether each step's update was
 // skipped, and every parameter value of the whole model at the end (parameters() order).
+// When the spec evaluates (eval.interval_steps > 0), also the validation loss of every pass:
+// completed steps -> ReferenceTrainer::Validate on the job's held-out data.
 struct ReferenceRun {
   std::vector<double> losses;
   std::vector<bool> skipped;
   std::vector<std::vector<float>> weights;
+  std::map<int, double> validation;
 };
 ReferenceRun RunReference(const v1::JobSpec& spec);
 

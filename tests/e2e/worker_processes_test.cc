@@ -183,6 +183,60 @@ TEST(WorkerProcesses, RunsThePlanFileTheCliWrites) {
   }
 }
 
+// Evaluation in real worker processes: the plan file carries the job's validation plan, each
+// rank runs it after steps 2 and 4 (eval.interval_steps 2), and the loss-holding rank's
+// validation losses are bitwise the reference trainer's on the held-out addition problems.
+TEST(WorkerProcesses, ValidationLossEqualsTheReferenceBitwise) {
+  for (const auto& [schedule, p] : {std::pair<std::string, int>{"1f1b", 2}, {"zb-v", 2}}) {
+    const std::string dir = testing::TempDir();
+    v1::JobSpec spec = testing::SmallJob(schedule, p, 4, kSteps);
+    spec.mutable_eval()->set_interval_steps(2);
+    spec.mutable_eval()->set_batches(3);
+    auto planned = planner::PlanJob(spec);
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    ASSERT_TRUE(planned->plan.has_evaluation());
+    const std::string plan_path = testing::WritePlanFile(spec, planned->plan, dir + "/plan.json");
+    std::vector<testing::Process> workers;
+    for (int r = 0; r < p; ++r) {
+      workers.push_back(testing::Spawn({PIPETRAIN_WORKER_BIN, "--plan", plan_path, "--rank",
+                                        std::to_string(r), "--connect-timeout", "20",
+                                        "--recv-timeout", "30"},
+                                       absl::StrCat(dir, "/rank", r)));
+    }
+    for (int r = 0; r < p; ++r) {
+      auto code = testing::WaitFor(workers[r], absl::Seconds(120));
+      ASSERT_TRUE(code.has_value()) << schedule << " rank " << r << " hung";
+      ASSERT_EQ(*code, 0) << schedule << " rank " << r << ": "
+                          << testing::ReadFile(workers[r].stderr_path);
+    }
+    const testing::ReferenceRun ref = testing::RunReference(spec);
+    ASSERT_EQ(ref.validation.size(), 2u);
+    const int loss_rank = planned->schedule.WorkerOf(planned->schedule.num_stages - 1);
+    for (int r = 0; r < p; ++r) {
+      const std::map<int, worker::StepLine> steps =
+          worker::ParseStepLines(testing::ReadFile(workers[r].stdout_path));
+      ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps)) << schedule << " rank " << r;
+      for (int s = 0; s < kSteps; ++s) {
+        const std::string& printed = steps.at(s).val_loss;
+        if ((s + 1) % 2 != 0) {
+          EXPECT_EQ(printed, "") << schedule << " step " << s << ": no pass due";
+        } else if (r != loss_rank) {
+          EXPECT_EQ(printed, "null") << schedule << " rank " << r;
+        } else {
+          double loss = 0;
+          ASSERT_TRUE(absl::SimpleAtod(printed, &loss)) << printed;
+          EXPECT_EQ(loss, ref.validation.at(s + 1)) << schedule << " after step " << s + 1;
+          // The training losses are untouched by the passes.
+          double train = 0;
+          ASSERT_TRUE(absl::SimpleAtod(steps.at(s).loss, &train));
+          EXPECT_EQ(train, ref.losses[s]) << schedule << " step " << s;
+        }
+      }
+    }
+    EXPECT_NE(ref.validation.at(2), ref.validation.at(4));
+  }
+}
+
 // The "tokens" source end to end: `pipetrain data prepare` tokenizes the docs, and two worker
 // processes (the first stage's reads the inputs, the last stage's the targets) train on the
 // directory exactly like the reference trainer reading the same files.

@@ -83,6 +83,16 @@ class ForwardingStageRunner : public StageRunner {
   absl::StatusOr<std::optional<double>> EndStep(bool apply_update) override {
     return inner_->EndStep(apply_update);
   }
+  absl::Status BeginValidation(int completed_steps) override {
+    return inner_->BeginValidation(completed_steps);
+  }
+  absl::StatusOr<kernels::Tensor> ValidationForward(int stage, int mb,
+                                                    kernels::Tensor input) override {
+    return inner_->ValidationForward(stage, mb, std::move(input));
+  }
+  absl::StatusOr<std::optional<double>> EndValidation() override {
+    return inner_->EndValidation();
+  }
   int64_t activation_bytes() const override { return inner_->activation_bytes(); }
   int64_t peak_activation_bytes() const override { return inner_->peak_activation_bytes(); }
   void ResetActivationPeak() override { inner_->ResetActivationPeak(); }

@@ -1,5 +1,6 @@
 #include "worker/data/addition_task.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -7,11 +8,23 @@
 
 namespace pipetrain::data {
 
-AdditionTask::AdditionTask(int digits, uint64_t seed) : digits_(digits), seed_(seed) {
+AdditionTask::AdditionTask(int digits, uint64_t seed, Split split)
+    : digits_(digits), seed_(seed), split_(split) {
   CHECK(digits >= 1 && digits <= 9) << "digits must be in [1, 9]";
 }
 
-std::string AdditionTask::name() const { return absl::StrCat("addition", digits_); }
+std::string AdditionTask::name() const {
+  const char* part = split_ == Split::kTrain ? ":train" : split_ == Split::kValidation ? ":val" : "";
+  return absl::StrCat("addition", digits_, part);
+}
+
+bool AdditionTask::HeldOut(int64_t a, int64_t b) const {
+  constexpr uint64_t kHeldOutSalt = 0x76616c6964617465ULL;  // fixed: the same pairs every job
+  return MixSeed(kHeldOutSalt, static_cast<uint64_t>(std::min(a, b)),
+                 static_cast<uint64_t>(std::max(a, b)), static_cast<uint64_t>(digits_)) %
+             kHeldOutOneIn ==
+         0;
+}
 
 Microbatch AdditionTask::Get(int64_t step, int microbatch, int microbatch_size) const {
   Microbatch mb;
@@ -23,7 +36,14 @@ Microbatch AdditionTask::Get(int64_t step, int microbatch, int microbatch_size) 
     std::mt19937_64 rng(MixSeed(seed_, static_cast<uint64_t>(step),
                                 static_cast<uint64_t>(microbatch), static_cast<uint64_t>(s)));
     std::uniform_int_distribution<int64_t> num(0, limit - 1);
-    const int64_t a = num(rng), b = num(rng), c = a + b;
+    int64_t a = num(rng), b = num(rng);
+    // Redraw until the pair belongs to the split (a tenth of pairs are held out, so kTrain
+    // redraws rarely and kValidation about ten times).
+    while (split_ != Split::kAll && HeldOut(a, b) != (split_ == Split::kValidation)) {
+      a = num(rng);
+      b = num(rng);
+    }
+    const int64_t c = a + b;
     std::vector<int32_t> seq;
     auto put = [&](int64_t v, int n) {
       std::vector<int32_t> d(n);

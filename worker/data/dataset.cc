@@ -10,6 +10,10 @@ uint64_t SplitMix64(uint64_t x) {
 }
 }  // namespace
 
+Microbatch ValidationMicrobatch(const Dataset& validation, int index, int microbatch_size) {
+  return validation.Get(/*step=*/0, index, microbatch_size);
+}
+
 uint64_t MixSeed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
   return SplitMix64(SplitMix64(SplitMix64(SplitMix64(seed) ^ a) ^ b) ^ c);
 }

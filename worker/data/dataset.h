@@ -21,6 +21,11 @@ struct Microbatch {
   std::vector<int32_t> targets;
 };
 
+// Which part of a data source a dataset reads. Evaluation (docs/data.md, "Validation data")
+// holds a part out of training: kTrain is the rest, kValidation the held-out part; kAll (the
+// default, a job without evaluation) is everything, as before evaluation existed.
+enum class Split { kAll, kTrain, kValidation };
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -42,6 +47,12 @@ struct Accuracy {
 
 // Scores argmax predictions (one per position) against mb.targets.
 Accuracy Score(const Microbatch& mb, const std::vector<int32_t>& predictions);
+
+// Validation microbatch `index` (0-based) of every validation pass: the same microbatches each
+// pass, from `validation` (a kValidation dataset, or a token source's val.bin). The pipeline's
+// last stage and the reference trainer both take them from here. Training never asks for step 0
+// (it counts steps from 1), which this uses.
+Microbatch ValidationMicrobatch(const Dataset& validation, int index, int microbatch_size);
 
 // 64-bit mix of (seed, a, b, c), used for deterministic sampling.
 uint64_t MixSeed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);

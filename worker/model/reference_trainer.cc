@@ -71,4 +71,23 @@ absl::StatusOr<StepStats> ReferenceTrainer::Evaluate(int count) {
   return stats;
 }
 
+absl::StatusOr<StepStats> ReferenceTrainer::Validate(const data::Dataset& validation,
+                                                     int batches) {
+  if (batches < 1) return absl::InvalidArgumentError("a validation pass needs >= 1 microbatch");
+  StepStats stats;
+  data::Accuracy acc;
+  for (int i = 0; i < batches; ++i) {
+    const data::Microbatch mb = data::ValidationMicrobatch(validation, i, config_.microbatch_size);
+    PT_ASSIGN_OR_RETURN(ForwardOutput out,
+                        chunk_->Forward(i, {mb.tokens, kernels::Tensor(), mb.targets, 1.0f}));
+    chunk_->Discard(i);
+    stats.loss += out.loss / batches;
+    acc.Add(data::Score(mb, out.predictions));
+  }
+  stats.step = step_;
+  stats.token_accuracy = acc.token_accuracy();
+  stats.exact_match = acc.exact_match();
+  return stats;
+}
+
 }  // namespace pipetrain::model

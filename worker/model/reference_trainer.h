@@ -54,6 +54,10 @@ class ReferenceTrainer {
   absl::StatusOr<StepStats> Step();
   // Loss/accuracy on `count` microbatches of a held-out stream (step ids -1, -2, ...), no update.
   absl::StatusOr<StepStats> Evaluate(int count);
+  // A job's validation pass (docs/training.md, "Evaluation"): the mean loss over validation
+  // microbatches 0..batches-1 of `validation` (data::ValidationMicrobatch), summed loss / M in
+  // microbatch order, which the pipeline's last stage reproduces bitwise. No update.
+  absl::StatusOr<StepStats> Validate(const data::Dataset& validation, int batches);
 
   int64_t steps_done() const { return step_; }
   GptChunk* model() { return chunk_.get(); }

@@ -75,6 +75,15 @@ absl::StatusOr<kernels::Tensor> EmulatedStageRunner::Forward(int stage, int micr
   return Boundary("activation for the next stage");
 }
 
+absl::StatusOr<kernels::Tensor> EmulatedStageRunner::ValidationForward(int stage,
+                                                                       int /*microbatch*/,
+                                                                       kernels::Tensor input) {
+  input.Reset();
+  Wait(config_.costs.stages[stage].f);
+  if (stage == num_stages_ - 1) return kernels::Tensor();
+  return Boundary("activation for the next stage");
+}
+
 absl::StatusOr<kernels::Tensor> EmulatedStageRunner::ReleaseUntilB(int stage, int microbatch) {
   PT_ASSIGN_OR_RETURN(Stored * stored, Find(stage, microbatch, "backward"));
   Account(-stored->until_b.bytes());

@@ -57,6 +57,13 @@ class EmulatedStageRunner final : public StageRunner {
   // No gradients: nullopt (no agreement on them), and EndStep has no update to apply or skip.
   absl::StatusOr<std::optional<bool>> GradientsFinite() override { return std::optional<bool>(); }
   absl::StatusOr<std::optional<double>> EndStep(bool apply_update) override;
+  // Validation: F's time, nothing stored, no loss.
+  absl::Status BeginValidation(int /*completed_steps*/) override { return absl::OkStatus(); }
+  absl::StatusOr<kernels::Tensor> ValidationForward(int stage, int microbatch,
+                                                    kernels::Tensor input) override;
+  absl::StatusOr<std::optional<double>> EndValidation() override {
+    return std::optional<double>();
+  }
 
   int64_t activation_bytes() const override { return stored_bytes_; }
   int64_t peak_activation_bytes() const override { return peak_bytes_; }

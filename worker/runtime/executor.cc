@@ -65,7 +65,12 @@ absl::Status Executor::Run(const Action& action, int step, int64_t* bytes) {
       if (s > 0) {
         PT_ASSIGN_OR_RETURN(input, TakeInput(action, Slot::kActivation, "input activation"));
       }
-      PT_ASSIGN_OR_RETURN(kernels::Tensor out, runner_->Forward(s, mb, std::move(input)));
+      kernels::Tensor out;
+      if (schedule_.forward_only) {
+        PT_ASSIGN_OR_RETURN(out, runner_->ValidationForward(s, mb, std::move(input)));
+      } else {
+        PT_ASSIGN_OR_RETURN(out, runner_->Forward(s, mb, std::move(input)));
+      }
       if (s < last_stage) Deliver(s, s + 1, mb, Slot::kActivation, std::move(out));
       *bytes = runner_->activation_bytes();
       return absl::OkStatus();
@@ -197,7 +202,56 @@ absl::StatusOr<bool> Executor::AgreeGradientsFinite(int step, bool local_finite)
   return finite;
 }
 
+absl::StatusOr<ValidationResult> Executor::RunValidation(int completed_steps) {
+  if (!schedule_.forward_only) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a validation pass needs a forward-only plan; \"", schedule_.name, "\" trains"));
+  }
+  if (completed_steps < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a validation pass runs after >= 1 step, not ", completed_steps));
+  }
+  ValidationResult result;
+  result.completed_steps = completed_steps;
+  inbox_.clear();
+  outbox_.clear();
+  const int key_step = -completed_steps;
+  auto annotate = [&](const absl::Status& status) {
+    return absl::Status(status.code(), absl::StrCat("validation pass after step ",
+                                                    completed_steps, ": ", status.message()));
+  };
+  if (absl::Status status = runner_->BeginValidation(completed_steps); !status.ok()) {
+    return annotate(status);
+  }
+  const int64_t start = options_.clock->NowNs();
+  for (const Action& action : schedule_.worker_actions[rank_]) {
+    int64_t bytes = 0;
+    if (absl::Status status = Run(action, key_step, &bytes); !status.ok()) {
+      return annotate(absl::Status(
+          status.code(), absl::StrCat(schedule::ToString(action), ": ", status.message())));
+    }
+  }
+  if (absl::Status status = transport_->Flush(absl::Now() + options_.recv_timeout);
+      !status.ok()) {
+    return annotate(status);
+  }
+  if (!inbox_.empty() || !outbox_.empty()) {
+    return annotate(absl::FailedPreconditionError(absl::StrCat(
+        inbox_.size(), " received and ", outbox_.size(),
+        " produced tensor(s) were never consumed (a RECV or SEND is missing from the plan)")));
+  }
+  absl::StatusOr<std::optional<double>> loss = runner_->EndValidation();
+  if (!loss.ok()) return annotate(loss.status());
+  result.loss = *loss;
+  result.duration_ns = options_.clock->NowNs() - start;
+  return result;
+}
+
 absl::StatusOr<StepResult> Executor::RunStep(int step) {
+  if (schedule_.forward_only) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("step ", step, ": a forward-only plan cannot train"));
+  }
   StepResult result;
   result.step = step;
   inbox_.clear();

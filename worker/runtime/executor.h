@@ -26,6 +26,12 @@
 // worker); otherwise it waits in the outbox for the matching SEND action. RECV actions put what
 // arrives into the inbox, where the consuming F/B takes it.
 //
+// Validation passes: an executor built on a forward-only plan (schedule/forward_only.h) runs
+// RunValidation instead of RunStep: its F actions call StageRunner::ValidationForward, nothing
+// is kept for a backward, no gradients are checked and no update is made. Its messages carry
+// the step -N (N = completed training steps, >= 1), so they can never be taken for a training
+// step's, which are numbered from 0.
+//
 // Thread-safety: not thread-safe; one executor per worker, driven by one thread.
 #ifndef PIPETRAIN_WORKER_RUNTIME_EXECUTOR_H_
 #define PIPETRAIN_WORKER_RUNTIME_EXECUTOR_H_
@@ -50,6 +56,12 @@ namespace pipetrain::worker {
 // steps render with the simulator's renderers).
 using ActionTiming = schedule::MeasuredAction;
 
+struct ValidationResult {
+  int completed_steps = 0;
+  std::optional<double> loss;  // on the worker that holds the last stage
+  int64_t duration_ns = 0;
+};
+
 struct StepResult {
   int step = 0;
   std::optional<double> loss;  // set on the worker that holds the last stage
@@ -65,6 +77,10 @@ struct StepResult {
   bool gradients_finite = true;
   // Some rank's were not, so every rank skipped this step's optimizer update.
   bool update_skipped = false;
+  // The learning rate of this step's update (model::LearningRate; set by the session).
+  double learning_rate = 0;
+  // A validation pass ran after this step (set by the session, not by RunStep).
+  std::optional<ValidationResult> validation;
 };
 
 struct ExecutorOptions {
@@ -86,6 +102,9 @@ class Executor {
            Transport* transport, ExecutorOptions options = {});
 
   absl::StatusOr<StepResult> RunStep(int step);
+  // One validation pass after `completed_steps` (>= 1) training steps; the schedule must be
+  // forward-only (FailedPrecondition otherwise), and RunStep is refused on one that is.
+  absl::StatusOr<ValidationResult> RunValidation(int completed_steps);
 
  private:
   enum class Slot : uint8_t { kActivation, kGradient };

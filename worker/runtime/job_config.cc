@@ -13,21 +13,27 @@
 
 namespace pipetrain::worker {
 
-absl::StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const v1::JobSpec& spec) {
+absl::StatusOr<JobData> OpenJobData(const v1::JobSpec& spec) {
   PT_ASSIGN_OR_RETURN(const model::DataShape shape, model::DeclaredDataShape(spec));
   const v1::DataSpec& d = spec.training().data();
-  std::unique_ptr<data::Dataset> dataset;
+  const bool evaluate = spec.eval().interval_steps() > 0;
+  const data::Split train_split = evaluate ? data::Split::kTrain : data::Split::kAll;
+  JobData job_data;
   if (d.source() == "text") {
-    absl::StatusOr<std::unique_ptr<data::TextDataset>> text =
-        data::TextDataset::Open(d.path(), shape.seq_len, spec.training().seed());
-    if (!text.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("training.data.path: ", text.status().message()));
+    for (const data::Split split : {train_split, data::Split::kValidation}) {
+      if (split == data::Split::kValidation && !evaluate) break;
+      absl::StatusOr<std::unique_ptr<data::TextDataset>> text =
+          data::TextDataset::Open(d.path(), shape.seq_len, spec.training().seed(), split);
+      if (!text.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("training.data.path: ", text.status().message()));
+      }
+      (split == data::Split::kValidation ? job_data.validation : job_data.train) =
+          *std::move(text);
     }
-    dataset = *std::move(text);
   } else if (d.source() == "tokens") {
     // docs/data.md: the file (or a `pipetrain data prepare` directory) is mapped and checked
-    // here; val.bin is checked but not trained on.
+    // here; val.bin is the validation data.
     const std::optional<model::TokenDtype> dtype = model::ParseTokenDtype(
         d.token_dtype().empty() ? model::kDefaultTokenDtype : d.token_dtype());
     if (!dtype.has_value()) {
@@ -45,17 +51,43 @@ absl::StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const v1::JobSpec& sp
       return absl::InvalidArgumentError(
           absl::StrCat("training.data.path: ", corpus.status().message()));
     }
-    dataset = std::move(corpus->train);
+    if (evaluate && corpus->val == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "eval.interval_steps: ", spec.eval().interval_steps(),
+          " needs validation data, and training.data.path (", d.path(),
+          ") has no val.bin; point it at a `pipetrain data prepare` directory written with "
+          "--val-fraction > 0, or set eval.interval_steps: 0"));
+    }
+    job_data.train = std::move(corpus->train);
+    if (evaluate) job_data.validation = std::move(corpus->val);
   } else {
-    dataset = std::make_unique<data::AdditionTask>(model::kDefaultTaskDigits,
-                                                   spec.training().seed());
+    job_data.train = std::make_unique<data::AdditionTask>(model::kDefaultTaskDigits,
+                                                          spec.training().seed(), train_split);
+    if (evaluate) {
+      job_data.validation = std::make_unique<data::AdditionTask>(
+          model::kDefaultTaskDigits, spec.training().seed(), data::Split::kValidation);
+    }
   }
-  if (dataset->seq_len() != shape.seq_len || dataset->vocab_size() != shape.vocab) {
-    return absl::InternalError(absl::StrCat(dataset->name(), " has shape ", dataset->seq_len(),
-                                            " x ", dataset->vocab_size(), ", declared ",
-                                            shape.seq_len, " x ", shape.vocab));
+  for (const data::Dataset* dataset : {job_data.train.get(), job_data.validation.get()}) {
+    if (dataset == nullptr) continue;
+    if (dataset->seq_len() != shape.seq_len || dataset->vocab_size() != shape.vocab) {
+      return absl::InternalError(absl::StrCat(dataset->name(), " has shape ", dataset->seq_len(),
+                                              " x ", dataset->vocab_size(), ", declared ",
+                                              shape.seq_len, " x ", shape.vocab));
+    }
   }
-  return dataset;
+  return job_data;
+}
+
+absl::StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const v1::JobSpec& spec) {
+  PT_ASSIGN_OR_RETURN(JobData job_data, OpenJobData(spec));
+  return std::move(job_data.train);
+}
+
+bool EvaluationDue(const v1::JobSpec& spec, int completed_steps) {
+  const int interval = spec.eval().interval_steps();
+  if (interval <= 0 || completed_steps <= 0) return false;
+  return completed_steps % interval == 0 || completed_steps == spec.training().steps();
 }
 
 kernels::AdamWConfig OptimizerConfig(const v1::JobSpec& spec) {

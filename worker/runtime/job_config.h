@@ -23,6 +23,22 @@ namespace pipetrain::worker {
 // <file>: <why>" for a file this worker cannot use (the file may be the directory's train.bin,
 // val.bin or meta.json), so the job fails at Prepare with the reason.
 absl::StatusOr<std::unique_ptr<data::Dataset>> MakeDataset(const v1::JobSpec& spec);
+
+// The training data and, when the job evaluates (eval.interval_steps > 0), the validation data
+// (docs/data.md, "Validation data"): "tokens" -> the directory's val.bin (a job that evaluates
+// without one fails, naming eval.interval_steps and training.data.path); "text" -> the file's
+// last tenth, which training then never reads; "default" -> the held-out addition problems,
+// which training then never draws. Without evaluation `validation` is null and `train` is the
+// whole source, exactly as MakeDataset gives it.
+struct JobData {
+  std::unique_ptr<data::Dataset> train;
+  std::unique_ptr<data::Dataset> validation;
+};
+absl::StatusOr<JobData> OpenJobData(const v1::JobSpec& spec);
+
+// Whether a validation pass runs once `completed_steps` steps are done: every
+// eval.interval_steps and after the last of training.steps; never with interval 0.
+bool EvaluationDue(const v1::JobSpec& spec, int completed_steps);
 // training.optimizer with its defaults applied, as the kernels take it.
 kernels::AdamWConfig OptimizerConfig(const v1::JobSpec& spec);
 // Everything the job's optimizer steps apply: OptimizerConfig, the learning-rate schedule

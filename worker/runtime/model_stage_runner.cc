@@ -191,6 +191,53 @@ absl::StatusOr<std::optional<double>> ModelStageRunner::EndStep(bool apply_updat
   return std::optional<double>(loss);
 }
 
+absl::Status ModelStageRunner::BeginValidation(int completed_steps) {
+  PT_RETURN_IF_ERROR(CheckNoneInFlight());
+  validation_step_ = completed_steps;
+  validation_inputs_.clear();
+  validation_losses_.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kernels::Tensor> ModelStageRunner::ValidationForward(int stage, int microbatch,
+                                                                    kernels::Tensor input) {
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  model::ForwardInput in;
+  if (c->spec().has_embedding || c->spec().has_head) {
+    auto it = validation_inputs_.find(microbatch);
+    if (it == validation_inputs_.end()) {
+      if (!config_.validation_data) {
+        return absl::FailedPreconditionError("no validation data on this worker");
+      }
+      PT_ASSIGN_OR_RETURN(MicrobatchData d, config_.validation_data(validation_step_, microbatch));
+      it = validation_inputs_.emplace(microbatch, std::move(d)).first;
+    }
+    if (c->spec().has_embedding) in.tokens = it->second.tokens;
+    if (c->spec().has_head) in.targets = it->second.targets;
+  }
+  in.activation = std::move(input);
+  absl::StatusOr<model::ForwardOutput> out = c->Forward(microbatch, std::move(in));
+  c->Discard(microbatch);  // nothing is kept for a backward
+  if (!out.ok()) return out.status();
+  if (c->spec().has_head) validation_losses_[microbatch] = out->loss;
+  return std::move(out->activation);
+}
+
+absl::StatusOr<std::optional<double>> ModelStageRunner::EndValidation() {
+  validation_inputs_.clear();
+  if (validation_losses_.empty()) return std::optional<double>();
+  if (static_cast<int>(validation_losses_.size()) != config_.validation_batches) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the last stage scored ", validation_losses_.size(),
+                     " validation microbatch(es), expected ", config_.validation_batches));
+  }
+  // ReferenceTrainer::Validate's arithmetic, in the same order: sum of loss / M.
+  double loss = 0;
+  for (const auto& [mb, l] : validation_losses_) loss += l / config_.validation_batches;
+  validation_losses_.clear();
+  return std::optional<double>(loss);
+}
+
 absl::Status ModelStageRunner::SaveCheckpoint(const std::string& dir, int64_t step) {
   for (auto& [stage, c] : chunks_) {
     PT_RETURN_IF_ERROR(model::SaveChunkCheckpoint(*c, optimizer_steps_,

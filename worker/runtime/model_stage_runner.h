@@ -22,6 +22,11 @@
 // executor.h); a skipped step still counts as an optimizer step, so the schedule and AdamW's t
 // stay aligned with the step number, and a resumed run continues both from the checkpoint's.
 //
+// Validation (executor.h, RunValidation): ValidationForward runs a chunk's F on a validation
+// microbatch and drops its stash at once (GptChunk::Discard); EndValidation sums the losses in
+// microbatch order, loss / M each, the reference trainer's arithmetic (ReferenceTrainer::
+// Validate), so the pipelined validation loss is bitwise the single-process one.
+//
 // Checkpoints: SaveCheckpoint writes every held stage's chunk to
 // <dir>/step-<N>/stage-<s>.ckpt (model/checkpoint_layout.h) between steps; LoadCheckpoint, before the
 // first step of a resumed run, loads them and takes the AdamW step count from the files. The data
@@ -59,6 +64,10 @@ struct ModelStageConfig {
   int num_microbatches = 1;
   std::vector<int> stages;  // the stages this worker holds
   MicrobatchSource data;    // needed by the workers holding the first or last stage
+  // Validation passes: (completed steps, validation microbatch) -> its data, for the same
+  // workers; unset when the job does not evaluate.
+  MicrobatchSource validation_data;
+  int validation_batches = 0;  // microbatches per validation pass (eval.batches)
   // Copy thread bandwidth cap for OFFLOAD/RELOAD in bytes/s (0 = memcpy speed).
   double copy_bandwidth_bytes_per_s = 0;
 };
@@ -82,6 +91,10 @@ class ModelStageRunner final : public StageRunner {
   absl::Status Release(int stage, int microbatch) override;
   absl::StatusOr<std::optional<bool>> GradientsFinite() override;
   absl::StatusOr<std::optional<double>> EndStep(bool apply_update) override;
+  absl::Status BeginValidation(int completed_steps) override;
+  absl::StatusOr<kernels::Tensor> ValidationForward(int stage, int microbatch,
+                                                    kernels::Tensor input) override;
+  absl::StatusOr<std::optional<double>> EndValidation() override;
 
   int64_t activation_bytes() const override;
   int64_t peak_activation_bytes() const override { return peak_bytes_; }
@@ -130,6 +143,10 @@ class ModelStageRunner final : public StageRunner {
   int64_t optimizer_steps_ = 0;
   bool optimizer_steps_known_ = false;
   std::map<int, double> losses_;  // per microbatch, summed in microbatch order at EndStep
+  // The validation pass in progress: its data (fetched on first use) and losses.
+  int validation_step_ = 0;
+  std::map<int, MicrobatchData> validation_inputs_;
+  std::map<int, double> validation_losses_;
   int64_t peak_bytes_ = 0;
   int64_t offloaded_bytes_ = 0;
   // Declared after chunks_: destroyed first, so every copy into a stash finishes before it dies.

@@ -58,6 +58,17 @@ class StageRunner {
   // it). Returns the step's loss (mean over microbatches) if this worker holds the last stage.
   virtual absl::StatusOr<std::optional<double>> EndStep(bool apply_update) = 0;
 
+  // ---- Validation passes (a forward-only plan; executor.h, RunValidation) ----
+  // Called before the pass's first action, once `completed_steps` training steps are done.
+  virtual absl::Status BeginValidation(int completed_steps) = 0;
+  // F of (stage, validation microbatch) that keeps nothing for a backward: the stage that reads
+  // data reads data::ValidationMicrobatch(microbatch); the last stage records the loss.
+  virtual absl::StatusOr<kernels::Tensor> ValidationForward(int stage, int microbatch,
+                                                            kernels::Tensor input) = 0;
+  // After the pass's last action: its mean loss over the microbatches, in microbatch order, if
+  // this worker holds the last stage (and computes losses).
+  virtual absl::StatusOr<std::optional<double>> EndValidation() = 0;
+
   // Activation bytes stored right now (what the simulator's memory model predicts), and the
   // peak since the last ResetActivationPeak.
   virtual int64_t activation_bytes() const = 0;

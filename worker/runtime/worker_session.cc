@@ -15,6 +15,7 @@
 #include "model/checkpoint_layout.h"
 #include "model/cost_model.h"
 #include "model/job_model.h"
+#include "model/lr_schedule.h"
 #include "schedule/codec/plan_proto.h"
 #include "worker/device/compute_backend.h"
 #include "worker/model/chunk_checkpoint.h"
@@ -88,6 +89,28 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
   auto session = std::unique_ptr<WorkerSession>(new WorkerSession());
   PT_ASSIGN_OR_RETURN(session->schedule_, schedule::ScheduleFromProto(request.plan()));
   const schedule::Schedule& sched = session->schedule_;
+  session->spec_ = model::WithDefaults(request.spec());
+  PT_ASSIGN_OR_RETURN(session->lr_schedule_, model::LrScheduleOf(session->spec_));
+  const bool evaluate = session->spec_.eval().interval_steps() > 0;
+  if (evaluate) {
+    if (!request.plan().has_evaluation()) {
+      return absl::InvalidArgumentError(
+          "plan.evaluation: the job evaluates (eval.interval_steps > 0) but the plan has no "
+          "validation plan; plan it again with this pipetrain");
+    }
+    absl::StatusOr<schedule::Schedule> validation =
+        schedule::ScheduleFromProto(request.plan().evaluation());
+    if (!validation.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan.evaluation: ", validation.status().message()));
+    }
+    if (!validation->forward_only || validation->stage_to_worker != sched.stage_to_worker ||
+        validation->num_workers != sched.num_workers) {
+      return absl::InvalidArgumentError(
+          "plan.evaluation: must be forward-only on the training plan's placement");
+    }
+    session->validation_schedule_ = *std::move(validation);
+  }
   const int rank = request.rank();
   session->rank_ = rank;
   session->next_step_ = request.start_step();
@@ -142,7 +165,9 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     return s == 0 || s == sched.num_stages - 1;
   });
   if (reads_data) {
-    PT_ASSIGN_OR_RETURN(session->dataset_, MakeDataset(request.spec()));
+    PT_ASSIGN_OR_RETURN(JobData job_data, OpenJobData(request.spec()));
+    session->dataset_ = std::move(job_data.train);
+    session->validation_dataset_ = std::move(job_data.validation);
   }
   PT_ASSIGN_OR_RETURN(model::GptConfig config, model::ModelConfig(request.spec()));
   session->my_stages_ = my_stages;
@@ -181,6 +206,16 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
         return MicrobatchData{std::move(batch.tokens), std::move(batch.targets)};
       };
     }
+    if (const data::Dataset* validation = session->validation_dataset_.get();
+        validation != nullptr) {
+      const int mbs = request.spec().training().microbatch_size();
+      mc.validation_data = [validation, mbs](int /*completed_steps*/,
+                                             int mb) -> absl::StatusOr<MicrobatchData> {
+        data::Microbatch batch = data::ValidationMicrobatch(*validation, mb, mbs);
+        return MicrobatchData{std::move(batch.tokens), std::move(batch.targets)};
+      };
+    }
+    mc.validation_batches = session->validation_schedule_.num_microbatches;
     PT_ASSIGN_OR_RETURN(auto runner, ModelStageRunner::Create(session->backend_.get(), mc));
     for (int s : my_stages) {
       session->parameter_bytes_ += runner->chunk(s)->ParameterStateBytes();
@@ -222,6 +257,11 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
                                  session->transport_.get(),
                                  ExecutorOptions{options.recv_timeout,
                                                  request.spec().memory().device_budget_bytes()});
+  if (evaluate) {
+    session->validation_executor_ = std::make_unique<Executor>(
+        session->validation_schedule_, rank, session->runner_.get(), session->transport_.get(),
+        ExecutorOptions{options.recv_timeout, request.spec().memory().device_budget_bytes()});
+  }
   return session;
 }
 
@@ -286,12 +326,18 @@ absl::Status WorkerSession::Run(int num_steps,
   for (int i = 0; i < num_steps; ++i) {
     if (cancelled_) return absl::CancelledError("the run was cancelled");
     PT_ASSIGN_OR_RETURN(StepResult result, executor_->RunStep(next_step_));
+    result.learning_rate = model::LearningRate(
+        lr_schedule_, spec_.training().optimizer().learning_rate(), next_step_ + 1);
     ++next_step_;
     if (model_runner_ != nullptr && checkpoint_interval_ > 0 &&
         next_step_ % checkpoint_interval_ == 0) {
       if (next_step_ == crash_in_checkpoint_) CrashWhileWritingCheckpoint();
       PT_RETURN_IF_ERROR(model_runner_->SaveCheckpoint(checkpoint_dir_, next_step_));
       last_checkpoint_step_ = next_step_;
+    }
+    if (validation_executor_ != nullptr && EvaluationDue(spec_, next_step_)) {
+      if (cancelled_) return absl::CancelledError("the run was cancelled");
+      PT_ASSIGN_OR_RETURN(result.validation, validation_executor_->RunValidation(next_step_));
     }
     PT_RETURN_IF_ERROR(on_step(result));
   }

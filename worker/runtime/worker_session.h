@@ -11,6 +11,12 @@
 // step. A request with checkpoint_path (a checkpoint root like spec.checkpoint.dir) and
 // start_step N loads <checkpoint_path>/step-<N>/stage-<s>.ckpt for every held stage at Create.
 //
+// Evaluation: when the spec evaluates (eval.interval_steps > 0), plan.evaluation is the
+// forward-only validation plan (planner::EvaluationPlan), checked here to have the training
+// plan's placement; after every step N (completed steps) with EvaluationDue(spec, N),
+// after its checkpoint, a second executor runs it on the same runner and transport, and the
+// step's result carries the pass (StepResult::validation).
+//
 // Thread-safety: not thread-safe; one thread calls Run.
 #ifndef PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
 #define PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
@@ -24,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
+#include "model/lr_schedule.h"
 #include "pipetrain/v1/worker.pb.h"
 #include "schedule/schedule.h"
 #include "worker/data/dataset.h"
@@ -104,6 +111,9 @@ class WorkerSession {
       std::unique_ptr<TcpListener> listener);
 
   schedule::Schedule schedule_;
+  schedule::Schedule validation_schedule_;  // forward-only; used when validation_executor_ is set
+  v1::JobSpec spec_;                        // with defaults
+  model::LrSchedule lr_schedule_;
   int rank_ = 0;
   int next_step_ = 0;
   std::vector<int> my_stages_;
@@ -117,10 +127,12 @@ class WorkerSession {
   int64_t last_checkpoint_step_ = -1;
   ModelStageRunner* model_runner_ = nullptr;  // runner_ when it runs real chunks
   std::unique_ptr<data::Dataset> dataset_;  // null unless this worker holds the first or last stage
+  std::unique_ptr<data::Dataset> validation_dataset_;  // the same, and only with evaluation
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<StageRunner> runner_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Executor> validation_executor_;  // null: the job does not evaluate
 };
 
 }  // namespace pipetrain::worker

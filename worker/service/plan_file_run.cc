@@ -35,8 +35,13 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
   return session->Run(steps, [&](const StepResult& r) {
     const std::string loss = r.loss ? absl::StrFormat("%.17g", *r.loss) : "null";
     const int64_t checkpoint = s->last_checkpoint_step() == r.step + 1 ? r.step + 1 : 0;
-    const std::string line = FormatStepLine({rank, r.step, loss, r.duration_ns / 1e6,
-                                             r.peak_activation_bytes, r.sent_bytes, checkpoint});
+    std::string val_loss;
+    if (r.validation.has_value()) {
+      val_loss = r.validation->loss ? absl::StrFormat("%.17g", *r.validation->loss) : "null";
+    }
+    const std::string line =
+        FormatStepLine({rank, r.step, loss, r.duration_ns / 1e6, r.peak_activation_bytes,
+                        r.sent_bytes, checkpoint, val_loss});
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     if (report.is_open()) {

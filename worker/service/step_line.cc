@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
@@ -10,14 +11,15 @@ namespace pipetrain::worker {
 
 std::string FormatStepLine(const StepLine& l) {
   return absl::StrFormat(
-      "rank %d step %d loss %s time_ms %.1f peak_activation_bytes %d sent_bytes %d%s", l.rank,
+      "rank %d step %d loss %s time_ms %.1f peak_activation_bytes %d sent_bytes %d%s%s", l.rank,
       l.step, l.loss, l.time_ms, l.peak_activation_bytes, l.sent_bytes,
-      l.checkpoint_step > 0 ? absl::StrFormat(" checkpoint_step %d", l.checkpoint_step) : "");
+      l.checkpoint_step > 0 ? absl::StrFormat(" checkpoint_step %d", l.checkpoint_step) : "",
+      l.val_loss.empty() ? "" : absl::StrCat(" val_loss ", l.val_loss));
 }
 
 std::optional<StepLine> ParseStepLine(absl::string_view text) {
   const std::vector<absl::string_view> f = absl::StrSplit(text, ' ', absl::SkipEmpty());
-  if (f.size() != 12 && f.size() != 14) return std::nullopt;
+  if (f.size() < 12 || f.size() % 2 != 0) return std::nullopt;
   const char* keys[] = {"rank", "step", "loss", "time_ms", "peak_activation_bytes", "sent_bytes"};
   for (size_t i = 0; i < 6; ++i) {
     if (f[2 * i] != keys[i]) return std::nullopt;
@@ -29,8 +31,14 @@ std::optional<StepLine> ParseStepLine(absl::string_view text) {
       !absl::SimpleAtoi(f[11], &l.sent_bytes)) {
     return std::nullopt;
   }
-  if (f.size() == 14 && (f[12] != "checkpoint_step" || !absl::SimpleAtoi(f[13], &l.checkpoint_step))) {
-    return std::nullopt;
+  for (size_t i = 12; i < f.size(); i += 2) {  // the optional pairs
+    if (f[i] == "checkpoint_step") {
+      if (!absl::SimpleAtoi(f[i + 1], &l.checkpoint_step)) return std::nullopt;
+    } else if (f[i] == "val_loss") {
+      l.val_loss = std::string(f[i + 1]);
+    } else {
+      return std::nullopt;
+    }
   }
   return l;
 }

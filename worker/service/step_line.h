@@ -1,7 +1,8 @@
 // The line `pipetrain-worker --plan` prints after every step, and its parser (for the
 // end-to-end tests and benchmarks that run workers as processes):
 //   rank R step S loss L time_ms T peak_activation_bytes B sent_bytes N [checkpoint_step C]
-// The loss is printed with 17 significant digits (or "null" on ranks without the head), so
+//   [val_loss V]
+// val_loss: a validation pass ran after the step (eval.interval_steps). The losses are printed with 17 significant digits (or "null" on ranks without the head), so
 // comparing the text compares the bits.
 //
 // Thread-safety: pure functions.
@@ -25,6 +26,7 @@ struct StepLine {
   int64_t peak_activation_bytes = 0;
   int64_t sent_bytes = 0;
   int64_t checkpoint_step = 0;  // 0: the step wrote no checkpoint
+  std::string val_loss;         // as printed; empty: no validation pass after the step
 };
 
 std::string FormatStepLine(const StepLine& line);

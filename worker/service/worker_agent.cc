@@ -32,6 +32,13 @@ v1::StepReport ToReport(const StepResult& r, const std::string& job_id,
   report.set_sent_bytes(r.sent_bytes);
   report.set_received_bytes(r.received_bytes);
   report.set_update_skipped(r.update_skipped);
+  report.set_learning_rate(r.learning_rate);
+  if (r.validation.has_value()) {
+    report.set_evaluated(true);
+    report.set_has_val_loss(r.validation->loss.has_value());
+    report.set_val_loss(r.validation->loss.value_or(0.0));
+    report.set_eval_duration_ns(r.validation->duration_ns);
+  }
   for (const ActionTiming& t : r.timings) {
     v1::ActionTiming* pt = report.add_timings();
     v1::Action* a = pt->mutable_action();
@@ -346,6 +353,7 @@ void WorkerAgent::HeartbeatLoop() {
       req.set_device_index(options_.device_info.index);
       req.set_device_name(options_.device_info.name);
       req.set_compute_capability(options_.device_info.compute_capability);
+      req.set_core_sgemm_flops_per_s(options_.core_sgemm_flops_per_s);
       req.set_device_memory_bytes(options_.device_info.total_memory_bytes);
       req.set_d2h_bytes_per_s(options_.d2h_bytes_per_s);
       req.set_h2d_bytes_per_s(options_.h2d_bytes_per_s);

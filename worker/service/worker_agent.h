@@ -45,6 +45,9 @@ struct WorkerAgentOptions {
   std::string host;
   int cpu_cores = 0;
   int compute_threads = 1;
+  // CPU workers: one core's sgemm rate measured at start-up (core_sgemm.h), reported at
+  // registration for the coordinator's MFU; 0: not measured.
+  double core_sgemm_flops_per_s = 0;
   // Machine-wide lock held during the profiling step (host_lock.h); empty: none.
   std::string profile_lock_path;
   SessionOptions session;

@@ -19,6 +19,7 @@
 #include "glog/logging.h"
 #include "worker/device/compute_backend.h"
 #include "worker/runtime/copy_bandwidth.h"
+#include "worker/runtime/core_sgemm.h"
 #include "worker/service/coordinator_client.h"
 #include "worker/service/host_cpus.h"
 #include "worker/service/worker_agent.h"
@@ -141,6 +142,17 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
                 << link->h2d_bytes_per_s / 1e9 << " GB/s";
     } else {
       LOG(WARNING) << "copy bandwidth not measured: " << link.status();
+    }
+  }
+  if (options.device == v1::DEVICE_KIND_CPU) {
+    // The MFU peak of a CPU worker (model/device_peaks.h): one core's sgemm rate, ~0.2 s.
+    CoreSgemmOptions sgemm;
+    sgemm.restore_blas_threads = config.session.blas_threads;
+    if (absl::StatusOr<double> rate = MeasureCoreSgemmFlops(sgemm); rate.ok()) {
+      options.core_sgemm_flops_per_s = *rate;
+      LOG(INFO) << "one core's sgemm: " << *rate / 1e9 << " GFLOP/s";
+    } else {
+      LOG(WARNING) << "core sgemm rate not measured (MFU unknown): " << rate.status();
     }
   }
   WorkerAgent agent(options, coordinator.get(), std::move(listener), metrics.get());
