@@ -4,8 +4,8 @@
 // measured_peak_activation_bytes (per rank, max over steps), last_step_s (slowest rank),
 // tokens_per_s (tokens_per_step / last_step_s) and measured_bubble_ratio (1 - max over ranks of
 // the summed compute-action time / the longest rank's step duration; only from reports that
-// carry timings) and skipped_steps (steps whose optimizer update the ranks skipped for
-// non-finite gradients). Each completed step also comes back whole (every rank's report with its
+// carry timings), skipped_steps (steps whose optimizer update the ranks skipped for
+// non-finite gradients), grad_norms and clipped_steps (from the report that has_grad_norm). Each completed step also comes back whole (every rank's report with its
 // action timings) for the job's trace keeper (step_traces.h).
 //
 // Thread-safety: not thread-safe; the job manager calls it under its lock.

@@ -116,5 +116,18 @@ TEST(JobViewTest, StatusShowsTheModelTheLearningRateAndSkippedUpdates) {
                                               "peak at step 20\n"));
 }
 
+// The gradient norm of the last step, and how many steps clipping scaled down.
+TEST(JobViewTest, StatusShowsTheGradientNormAndTheClippedSteps) {
+  v1::Job job = RunningJob();
+  EXPECT_THAT(FormatJobStatus(job), Not(HasSubstr("gradient norm")));  // no report yet
+  job.add_grad_norms(3.5);
+  job.add_grad_norms(0.8125);
+  EXPECT_THAT(FormatJobStatus(job), HasSubstr("  gradient norm: 0.8125 (last step); no clipping\n"));
+  job.mutable_spec()->mutable_training()->mutable_optimizer()->set_clip_grad_norm(1.0);
+  job.add_clipped_steps(0);
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("  gradient norm: 0.8125 (last step); clipped at 1: 1 of 2 steps\n"));
+}
+
 }  // namespace
 }  // namespace pipetrain::client

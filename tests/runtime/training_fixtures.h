@@ -77,11 +77,15 @@ class ForwardingStageRunner : public StageRunner {
   }
   absl::Status Reload(int stage, int mb) override { return inner_->Reload(stage, mb); }
   absl::Status Release(int stage, int mb) override { return inner_->Release(stage, mb); }
-  absl::StatusOr<std::optional<bool>> GradientsFinite() override {
-    return inner_->GradientsFinite();
+  absl::StatusOr<bool> SumGradientSquares() override { return inner_->SumGradientSquares(); }
+  absl::StatusOr<double> AddGradientSquares(int stage, double running) override {
+    return inner_->AddGradientSquares(stage, running);
   }
-  absl::StatusOr<std::optional<double>> EndStep(bool apply_update) override {
-    return inner_->EndStep(apply_update);
+  absl::StatusOr<StepEnd> EndStep(std::optional<GradientNormPart> norm) override {
+    return inner_->EndStep(norm);
+  }
+  absl::Status SettleUpdate(double sum_squares) override {
+    return inner_->SettleUpdate(sum_squares);
   }
   int64_t activation_bytes() const override { return inner_->activation_bytes(); }
   int64_t peak_activation_bytes() const override { return inner_->peak_activation_bytes(); }

@@ -337,6 +337,57 @@ absl::StatusOr<bool> GptChunk::GradientsFinite() {
   return backend_->AllFinite(grads);
 }
 
+absl::StatusOr<std::vector<double>> GptChunk::GradientSquares() {
+  PT_RETURN_IF_ERROR(CheckNoBufferedGrads("GradientSquares"));
+  std::vector<double> squares;
+  for (Parameter* p : parameters()) {
+    PT_ASSIGN_OR_RETURN(const double s, backend_->SumOfSquares(p->grad));
+    squares.push_back(s);
+  }
+  return squares;
+}
+
+absl::Status GptChunk::ScaleGradients(float scale) {
+  for (Parameter* p : parameters()) PT_RETURN_IF_ERROR(backend_->Scale(scale, &p->grad));
+  return absl::OkStatus();
+}
+
+absl::Status GptChunk::SaveOptimizerState(std::vector<Tensor>* copy) {
+  const std::vector<Parameter*> params = parameters();
+  if (copy->empty()) {
+    for (Parameter* p : params) {
+      for (const Tensor* t : {&p->value, &p->adam_m, &p->adam_v}) {
+        PT_ASSIGN_OR_RETURN(Tensor c, backend_->Empty(t->shape(), "optimizer state copy"));
+        copy->push_back(std::move(c));
+      }
+    }
+  }
+  if (copy->size() != 3 * params.size()) {
+    return absl::InvalidArgumentError("SaveOptimizerState: the copy belongs to another chunk");
+  }
+  size_t i = 0;
+  for (Parameter* p : params) {
+    for (const Tensor* t : {&p->value, &p->adam_m, &p->adam_v}) {
+      PT_RETURN_IF_ERROR(backend_->Copy(*t, &(*copy)[i++]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GptChunk::RestoreOptimizerState(const std::vector<Tensor>& copy) {
+  const std::vector<Parameter*> params = parameters();
+  if (copy.size() != 3 * params.size()) {
+    return absl::InvalidArgumentError("RestoreOptimizerState: the copy belongs to another chunk");
+  }
+  size_t i = 0;
+  for (Parameter* p : params) {
+    for (Tensor* t : {&p->value, &p->adam_m, &p->adam_v}) {
+      PT_RETURN_IF_ERROR(backend_->Copy(copy[i++], t));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GptChunk::OptimizerStep(const OptimizerSettings& settings, int64_t step) {
   PT_RETURN_IF_ERROR(CheckNoBufferedGrads("OptimizerStep"));
   for (Parameter* p : parameters()) {

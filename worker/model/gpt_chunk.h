@@ -115,6 +115,17 @@ class GptChunk {
   // must not update (the caller skips OptimizerStep). FailedPrecondition if ordered W results
   // are still buffered.
   absl::StatusOr<bool> GradientsFinite();
+  // Per parameter (parameters() order), the sum of its squared gradient elements
+  // (Backend::SumOfSquares): the terms of the global gradient norm (gradient_clipping.h).
+  // FailedPrecondition if ordered W results are still buffered.
+  absl::StatusOr<std::vector<double>> GradientSquares();
+  // Multiplies every gradient by `scale` (gradient clipping).
+  absl::Status ScaleGradients(float scale);
+  // Copies every parameter's value and AdamW moments into `copy` (allocated on first use, from
+  // the device allocator, and reused), and back: the rollback of an optimizer step taken before
+  // its verdict was known (worker/runtime/executor.h).
+  absl::Status SaveOptimizerState(std::vector<kernels::Tensor>* copy);
+  absl::Status RestoreOptimizerState(const std::vector<kernels::Tensor>& copy);
   // AdamW step `step` (>= 1) on every parameter, at the schedule's learning rate for `step` and
   // with weight decay on the parameters of the decayed groups (optimizer_settings.h).
   // FailedPrecondition if ordered W results are still buffered.

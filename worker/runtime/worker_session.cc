@@ -240,13 +240,16 @@ absl::Status WorkerSession::Run(int num_steps,
     ++next_step_;
     if (model_runner_ != nullptr && checkpoint_interval_ > 0 &&
         next_step_ % checkpoint_interval_ == 0) {
+      // A checkpoint holds settled weights: wait for the step's verdict (executor.h).
+      PT_RETURN_IF_ERROR(executor_->SettlePendingUpdate());
       if (next_step_ == crash_in_checkpoint_) CrashWhileWritingCheckpoint();
       PT_RETURN_IF_ERROR(model_runner_->SaveCheckpoint(checkpoint_dir_, next_step_));
       last_checkpoint_step_ = next_step_;
     }
     PT_RETURN_IF_ERROR(on_step(result));
   }
-  return absl::OkStatus();
+  // The last step's update is final once its verdict is in.
+  return executor_->SettlePendingUpdate();
 }
 
 }  // namespace pipetrain::worker

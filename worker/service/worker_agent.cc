@@ -31,6 +31,9 @@ v1::StepReport ToReport(const StepResult& r, const std::string& job_id,
   report.set_sent_bytes(r.sent_bytes);
   report.set_received_bytes(r.received_bytes);
   report.set_update_skipped(r.update_skipped);
+  report.set_has_grad_norm(r.grad_norm.has_value());
+  report.set_grad_norm(r.grad_norm.value_or(0.0));
+  report.set_grad_clipped(r.grad_clipped);
   for (const ActionTiming& t : r.timings) {
     v1::ActionTiming* pt = report.add_timings();
     v1::Action* a = pt->mutable_action();
