@@ -102,6 +102,7 @@ absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec) {
   c.ffn = m.ffn_hidden();
   c.seq_len = m.seq_len();
   c.vocab = m.vocab_size();
+  c.tie_embeddings = m.tie_embeddings();
   const std::string& source = s.training().data().source();
   if (c.seq_len != data->seq_len) {
     // A preset's sequence length is overridden by setting the field (it cannot be left 0).

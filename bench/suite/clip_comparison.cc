@@ -36,8 +36,8 @@ Section ClippingComparison(const SuiteOptions& options) {
     job.microbatch_size = 2;
     job.microbatches = 4;
   } else {
-    job.model = {.num_layers = 8, .hidden = 64, .heads = 4, .ffn = 256, .seq_len = 64,
-                 .vocab = 256};
+    job.model = {
+        .num_layers = 8, .hidden = 64, .heads = 4, .ffn = 256, .seq_len = 64, .vocab = 256};
     job.microbatch_size = 4;
     job.microbatches = 8;
   }
@@ -77,16 +77,14 @@ Section ClippingComparison(const SuiteOptions& options) {
         continue;
       }
       const double best = *std::min_element(r.measured.begin(), r.measured.end());
-      const double best_off = off.error.empty()
-                                  ? *std::min_element(off.measured.begin(), off.measured.end())
-                                  : 0;
+      const double best_off =
+          off.error.empty() ? *std::min_element(off.measured.begin(), off.measured.end()) : 0;
       absl::StrAppend(&rows, "| ", name, " | ", c.label, " | ",
                       c.threshold > 0 ? absl::StrCat(Fixed(c.threshold, 3)) : std::string("-"),
                       " | ", r.clipped_steps, " of ", r.grad_norms.size(), " | ", r.rolled_back,
                       " / ", r.deferred, " | ", Fixed(r.sim_bubble, 3), " | ",
-                      Fixed(r.measured_bubble, 3), " | ", Ms(best), " | ",
-                      Ms(r.fastest_full_step), " | ",
-                      best_off > 0 ? Fixed(best / best_off, 3) : std::string("-"), " |\n");
+                      Fixed(r.measured_bubble, 3), " | ", Ms(best), " | ", Ms(r.fastest_full_step),
+                      " | ", best_off > 0 ? Fixed(best / best_off, 3) : std::string("-"), " |\n");
     }
   }
   const Stamp end = Now();
@@ -97,9 +95,11 @@ Section ClippingComparison(const SuiteOptions& options) {
       job.microbatches, " microbatches of ", job.microbatch_size,
       " sequences, p = 2 worker threads (one per core), AdamW with weight decay 0.1. For each "
       "schedule, one unclipped run measures the gradient norms; then, interleaved, ",
-      repeats, " run(s) each of: clipping off; clipping at half the smallest norm (every step "
+      repeats,
+      " run(s) each of: clipping off; clipping at half the smallest norm (every step "
       "clipped, so the rank not holding stage 0 rolls back or defers every update); clipping at "
-      "the median norm. Each run is one warm-up step and ", steps,
+      "the median norm. Each run is one warm-up step and ",
+      steps,
       " measured steps; the row shows the fastest measured step of the fastest run. Simulated "
       "bubble: the schedule simulated with the F/B/W/BW times measured in that run (the simulator "
       "has no optimizer step, so it does not change with clipping). Measured bubble: the action "

@@ -48,8 +48,7 @@ absl::StatusOr<schedule::CostModel> ByteCosts(const CpuJob& job, int num_stages)
 }
 
 // The generators' per-worker-share F/B/W from the analytic FLOPs (ratios matter, not the rate).
-absl::StatusOr<schedule::PipelineSpec> JobSpec(const std::string& name, const CpuJob& job,
-                                               int p) {
+absl::StatusOr<schedule::PipelineSpec> JobSpec(const std::string& name, const CpuJob& job, int p) {
   PT_ASSIGN_OR_RETURN(auto specs, model::SplitEvenly(job.model, p));
   schedule::PipelineSpec spec = SuiteSpec(name, p, job.microbatches);
   spec.f = spec.b = spec.w = 0;
@@ -127,10 +126,18 @@ absl::Status RunCpuSchedule(const CpuJob& job, int p, int steps,
     schedule::StageCost& c = costs.stages[key.first];
     const double mean = value.first / value.second;
     switch (static_cast<schedule::ActionKind>(key.second)) {
-      case schedule::ActionKind::kF: c.f = mean; break;
-      case schedule::ActionKind::kB: c.b = mean; break;
-      case schedule::ActionKind::kW: c.w = mean; break;
-      default: c.bw = mean; break;
+      case schedule::ActionKind::kF:
+        c.f = mean;
+        break;
+      case schedule::ActionKind::kB:
+        c.b = mean;
+        break;
+      case schedule::ActionKind::kW:
+        c.w = mean;
+        break;
+      default:
+        c.bw = mean;
+        break;
     }
   }
   PT_ASSIGN_OR_RETURN(schedule::SimResult sim, schedule::Simulate(plan, costs));

@@ -109,7 +109,8 @@ int Usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: pipetrain_bench --out DIR [--quick] [--repeats N] "
                "[--transport-bench PATH] [--kernels-bench PATH] [--offload-bench PATH] [--sections LIST] "
-               "[--command TEXT]\n  sections: gen, emulated, cpu, clip, frontier, offload, external\n",
+               "[--command TEXT]\n"
+               "  sections: gen, emulated, cpu, clip, frontier, offload, external\n",
                message);
   return 2;
 }

@@ -1,13 +1,15 @@
 // Real worker processes over TCP on loopback: for every schedule, p = 2 and 4 pipetrain-worker
-// processes train the default task from a plan file with the full training recipe (warmup,
-// cosine decay, weight decay on every group, gradient clipping by the global norm at a
-// threshold that clips some steps and not others) and report, step by step, exactly the
+// processes train the default task from a plan file with the full training recipe (warmup, cosine
+// decay, weight decay on every group, gradient clipping by the global norm at a threshold that
+// clips some steps and not others, and tied input/output embeddings: in V schedules both copies sit
+// on rank 0, elsewhere two ranks swap their gradients) and report, step by step, exactly the
 // reference trainer's losses and gradient norms (bitwise: printed with 17 significant digits),
 // which steps were clipped, and the planner's predicted peak activation bytes; the weights they
 // checkpoint after the last step are bitwise the reference's (the ranks that update before the
-// clipping verdict reaches them roll back and redo those steps: docs/training.md). A worker killed mid-run makes its neighbour fail the step with a clear error
-// within a bounded time. A job on the "tokens" source (a corpus prepared from the repository's
-// docs by `pipetrain data prepare`) matches the reference trainer too.
+// clipping verdict reaches them roll back and redo those steps: docs/training.md). A worker killed
+// mid-run makes its neighbour fail the step with a clear error within a bounded time. A job on the
+// "tokens" source (a corpus prepared from the repository's docs by `pipetrain data prepare`)
+// matches the reference trainer too.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -50,8 +52,9 @@ class WorkerProcessesTest : public ::testing::TestWithParam<Case> {};
 TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
   const Case& c = GetParam();
   const std::string dir = testing::TempDir();
-  v1::JobSpec spec =
-      testing::WithClipping(testing::WithRecipe(testing::SmallJob(c.schedule, c.p, c.m, kSteps)));
+  v1::JobSpec base = testing::WithRecipe(testing::SmallJob(c.schedule, c.p, c.m, kSteps));
+  base.mutable_model()->set_tie_embeddings(true);
+  v1::JobSpec spec = testing::WithClipping(base);
   spec.mutable_checkpoint()->set_dir(dir + "/ckpt");
   spec.mutable_checkpoint()->set_interval_steps(kSteps);  // once, after the last step
   auto planned = planner::PlanJob(spec);

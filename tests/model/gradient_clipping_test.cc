@@ -41,8 +41,8 @@ TEST(DecideClipTest, CoefficientIsPyTorchsAndZeroMeansOff) {
   v = DecideClip(16.0, 4.0 + 1e-6);
   EXPECT_EQ(v.scale, 1.0f);
   EXPECT_FALSE(v.clipped);
-  for (double bad : {std::numeric_limits<double>::quiet_NaN(),
-                     std::numeric_limits<double>::infinity()}) {
+  for (double bad :
+       {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     v = DecideClip(bad, 1.0);
     EXPECT_FALSE(v.finite);
     EXPECT_FALSE(v.clipped);

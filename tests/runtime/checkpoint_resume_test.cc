@@ -71,8 +71,9 @@ Pipeline MakePipeline(const schedule::Schedule& plan, const model::GptConfig& co
   return p;
 }
 
-// Runs steps [first, last) on every worker thread (like WorkerSession::Run); each rank writes
-// its checkpoint to `dir` after the step that completes `checkpoint_at` steps. Returns the loss
+// Runs steps [first, last) on every worker thread (like WorkerSession::Run); each rank settles
+// its update (post-validation, executor.h) and writes its checkpoint to `dir` after the step that
+// completes `checkpoint_at` steps, and settles after the last step. Returns the loss
 // of each step (from the rank holding the last stage).
 absl::StatusOr<std::vector<double>> Train(const schedule::Schedule& plan, Pipeline& p, int first,
                                           int last, const std::string& dir, int checkpoint_at) {
@@ -86,8 +87,11 @@ absl::StatusOr<std::vector<double>> Train(const schedule::Schedule& plan, Pipeli
       Executor executor(plan, r, p.runners[r].get(), hub.endpoint(r));
       for (int step = first; step < last; ++step) {
         absl::StatusOr<StepResult> result = executor.RunStep(step);
-        if (result.ok() && step + 1 == checkpoint_at) {
-          absl::Status s = p.runners[r]->SaveCheckpoint(dir, checkpoint_at);
+        if (result.ok() && (step + 1 == checkpoint_at || step + 1 == last)) {
+          absl::Status s = executor.SettlePendingUpdate();
+          if (s.ok() && step + 1 == checkpoint_at) {
+            s = p.runners[r]->SaveCheckpoint(dir, checkpoint_at);
+          }
           if (!s.ok()) result = s;
         }
         if (!result.ok()) {

@@ -11,7 +11,9 @@
 // step's update. The ranks update before the step's verdict reaches them (optimizer
 // post-validation, worker/runtime/executor.h), so a clipped or skipped step is rolled back or
 // deferred on some ranks: the weights must still be bitwise the reference's, and the test
-// checks that those paths ran.
+// checks that those paths ran. A fifth recipe adds tied input/output embeddings to the clipped
+// one: the head's copy of the token embedding sits on the embedding's worker (V schedules) or on
+// another (the two ranks swap gradients each step).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -55,7 +57,7 @@ struct Reference {
   std::vector<bool> clipped;                // per step
 };
 
-enum class Recipe { kConstant, kScheduled, kClipped, kNonFinite };
+enum class Recipe { kConstant, kScheduled, kClipped, kNonFinite, kTied };
 
 // The rank and step (0-based) whose gradient gets a NaN in kNonFinite, and which parameter: the
 // last one of the rank's lowest stage (its global layer and name pick the same one in the whole
@@ -63,7 +65,7 @@ enum class Recipe { kConstant, kScheduled, kClipped, kNonFinite };
 constexpr int kPoisonStep = 1;
 int PoisonRank(int p) { return p / 2; }
 
-// The clipping threshold of kClipped for a model (TrainReference below).
+// The clipping threshold of kClipped and kTied for a model (TrainReference below).
 double ClipThreshold(const model::GptConfig& c, int m);
 
 model::OptimizerSettings SettingsOf(Recipe recipe, const model::GptConfig& c, int m) {
@@ -73,7 +75,9 @@ model::OptimizerSettings SettingsOf(Recipe recipe, const model::GptConfig& c, in
     return constant;
   }
   model::OptimizerSettings s = testing::Recipe();
-  if (recipe == Recipe::kClipped) s.clip_grad_norm = ClipThreshold(c, m);
+  if (recipe == Recipe::kClipped || recipe == Recipe::kTied) {
+    s.clip_grad_norm = ClipThreshold(c, m);
+  }
   return s;
 }
 
@@ -129,7 +133,8 @@ Reference TrainReference(const model::GptConfig& c, int m, const model::Optimize
 // steps' norms differ enough that this clips some and not others (asserted by the test).
 double ClipThreshold(const model::GptConfig& c, int m) {
   const Reference unclipped = TrainReference(c, m, testing::Recipe(), std::nullopt);
-  const auto [lo, hi] = std::minmax_element(unclipped.grad_norms.begin(), unclipped.grad_norms.end());
+  const auto [lo, hi] =
+      std::minmax_element(unclipped.grad_norms.begin(), unclipped.grad_norms.end());
   return (*lo + *hi) / 2;
 }
 
@@ -181,7 +186,8 @@ TEST_P(ExactTrainingTest, PipelinedEqualsSingleProcessBitwise) {
   ASSERT_TRUE(compute.ok()) << compute.status();
   auto plan = schedule::AddTransfers(*compute);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  const model::GptConfig config = SmallModel(plan->num_stages);  // one block per stage
+  model::GptConfig config = SmallModel(plan->num_stages);  // one block per stage
+  config.tie_embeddings = c.recipe == Recipe::kTied;
 
   // Predicted peak activation bytes from the model's analytic stash sizes.
   auto costs = ExactByteCosts(*plan, config);
@@ -242,7 +248,7 @@ TEST_P(ExactTrainingTest, PipelinedEqualsSingleProcessBitwise) {
       static_cast<int>(std::count(ref.clipped.begin(), ref.clipped.end(), true));
   const int skipped_steps =
       static_cast<int>(std::count(ref.skipped.begin(), ref.skipped.end(), true));
-  if (c.recipe == Recipe::kClipped) {
+  if (c.recipe == Recipe::kClipped || c.recipe == Recipe::kTied) {
     EXPECT_GT(clipped_steps, 0) << "the threshold clips no step";
     EXPECT_LT(clipped_steps, kSteps) << "the threshold clips every step";
   } else {
@@ -283,6 +289,16 @@ TEST_P(ExactTrainingTest, PipelinedEqualsSingleProcessBitwise) {
         std::memcmp(weights[i].data(), ref.weights[i].data(), weights[i].size() * sizeof(float)), 0)
         << "parameter " << i << " differs";
   }
+  if (c.recipe == Recipe::kTied) {
+    // The head's copy of the token embedding is the embedding, bitwise, on every layout.
+    const int last_stage = plan->num_stages - 1;
+    model::GptChunk* first = runners[plan->WorkerOf(0)]->chunk(0);
+    model::GptChunk* last = runners[plan->WorkerOf(last_stage)]->chunk(last_stage);
+    ASSERT_NE(first->tied_embedding(), nullptr);
+    ASSERT_NE(last->tied_head_copy(), nullptr);
+    EXPECT_EQ(*backends[plan->WorkerOf(0)]->ToVector(first->tied_embedding()->value),
+              *backends[plan->WorkerOf(last_stage)]->ToVector(last->tied_head_copy()->value));
+  }
   for (int r = 0; r < c.p; ++r) {
     for (const StepResult& step : (*results)[r]) {
       EXPECT_EQ(step.peak_activation_bytes, std::llround(sim->peak_memory[r]))
@@ -299,6 +315,8 @@ std::string RecipeSuffix(Recipe recipe) {
       return "_scheduled";
     case Recipe::kClipped:
       return "_clipped";
+    case Recipe::kTied:
+      return "_tied";
     case Recipe::kNonFinite:
       return "_nonfinite";
   }
@@ -322,7 +340,8 @@ std::vector<Case> AllCases() {
                                        {"v-zb", 4, 8}};
   std::vector<Case> out;
   for (Recipe recipe :
-       {Recipe::kConstant, Recipe::kScheduled, Recipe::kClipped, Recipe::kNonFinite}) {
+       {Recipe::kConstant, Recipe::kScheduled, Recipe::kClipped, Recipe::kNonFinite,
+        Recipe::kTied}) {
     for (Case c : schedules) {
       c.recipe = recipe;
       out.push_back(c);

@@ -77,6 +77,11 @@ class ForwardingStageRunner : public StageRunner {
   }
   absl::Status Reload(int stage, int mb) override { return inner_->Reload(stage, mb); }
   absl::Status Release(int stage, int mb) override { return inner_->Release(stage, mb); }
+  bool ties_embeddings() const override { return inner_->ties_embeddings(); }
+  absl::StatusOr<std::vector<float>> TiedGradient() override { return inner_->TiedGradient(); }
+  absl::Status AddTiedGradient(const std::vector<float>& other) override {
+    return inner_->AddTiedGradient(other);
+  }
   absl::StatusOr<bool> SumGradientSquares() override { return inner_->SumGradientSquares(); }
   absl::StatusOr<double> AddGradientSquares(int stage, double running) override {
     return inner_->AddGradientSquares(stage, running);

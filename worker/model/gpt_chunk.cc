@@ -340,11 +340,33 @@ absl::StatusOr<bool> GptChunk::GradientsFinite() {
 absl::StatusOr<std::vector<double>> GptChunk::GradientSquares() {
   PT_RETURN_IF_ERROR(CheckNoBufferedGrads("GradientSquares"));
   std::vector<double> squares;
+  const Parameter* copy = tied_head_copy();
   for (Parameter* p : parameters()) {
+    if (p == copy) {
+      squares.push_back(0.0);  // x + 0.0 == x: the running sum is unchanged
+      continue;
+    }
     PT_ASSIGN_OR_RETURN(const double s, backend_->SumOfSquares(p->grad));
     squares.push_back(s);
   }
   return squares;
+}
+
+Parameter* GptChunk::tied_embedding() {
+  return config_.tie_embeddings && embedding_ ? embedding_->params().front() : nullptr;
+}
+
+Parameter* GptChunk::tied_head_copy() {
+  return config_.tie_embeddings && head_ ? head_->projection() : nullptr;
+}
+
+absl::Status GptChunk::TieGradients() {
+  Parameter* wte = tied_embedding();
+  Parameter* copy = tied_head_copy();
+  if (wte == nullptr || copy == nullptr) return absl::OkStatus();
+  PT_RETURN_IF_ERROR(CheckNoBufferedGrads("TieGradients"));
+  PT_RETURN_IF_ERROR(backend_->AddInPlace(copy->grad, &wte->grad));
+  return backend_->Copy(wte->grad, &copy->grad);
 }
 
 absl::Status GptChunk::ScaleGradients(float scale) {

@@ -26,8 +26,10 @@ double AddSquaresLastFirst(const std::vector<double>& squares, double running) {
 
 absl::StatusOr<ClipVerdict> ClipAndStep(GptChunk& chunk, const OptimizerSettings& settings,
                                         int64_t step) {
+  PT_RETURN_IF_ERROR(chunk.TieGradients());
   PT_ASSIGN_OR_RETURN(const std::vector<double> squares, chunk.GradientSquares());
-  const ClipVerdict verdict = DecideClip(AddSquaresLastFirst(squares, 0.0), settings.clip_grad_norm);
+  const ClipVerdict verdict =
+      DecideClip(AddSquaresLastFirst(squares, 0.0), settings.clip_grad_norm);
   if (!verdict.finite) return verdict;
   if (verdict.clipped) PT_RETURN_IF_ERROR(chunk.ScaleGradients(verdict.scale));
   PT_RETURN_IF_ERROR(chunk.OptimizerStep(settings, step));

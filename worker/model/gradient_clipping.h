@@ -34,9 +34,9 @@ inline constexpr double kClipEpsilon = 1e-6;
 // What one step's optimizer update does, decided from the global sum of squared gradients.
 struct ClipVerdict {
   double sum_squares = 0;
-  double norm = 0;      // sqrt(sum_squares); NaN or Inf when a gradient was not finite
-  bool finite = true;   // false: the update is skipped
-  float scale = 1.0f;   // what every gradient is multiplied by before AdamW (1: unchanged)
+  double norm = 0;       // sqrt(sum_squares); NaN or Inf when a gradient was not finite
+  bool finite = true;    // false: the update is skipped
+  float scale = 1.0f;    // what every gradient is multiplied by before AdamW (1: unchanged)
   bool clipped = false;  // scale < 1
 };
 
@@ -46,8 +46,9 @@ ClipVerdict DecideClip(double sum_squares, double max_norm);
 // `running` plus `squares` (per parameter, in parameters() order) from the last to the first.
 double AddSquaresLastFirst(const std::vector<double>& squares, double running);
 
-// The whole optimizer step of a chunk that holds the whole model (the reference trainer): the
-// verdict from the chunk's own gradients, then the scaled AdamW step `step` unless it skips.
+// The whole optimizer step of a chunk that holds the whole model (the reference trainer): tied
+// embeddings' gradients summed (GptChunk::TieGradients), the verdict from the chunk's own
+// gradients, then the scaled AdamW step `step` unless it skips.
 absl::StatusOr<ClipVerdict> ClipAndStep(GptChunk& chunk, const OptimizerSettings& settings,
                                         int64_t step);
 

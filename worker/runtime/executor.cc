@@ -42,6 +42,18 @@ Executor::Executor(const schedule::Schedule& schedule, int rank, StageRunner* ru
       explicit_release_.insert((static_cast<int64_t>(a.stage) << 32) | a.microbatch);
     }
   }
+  const int last = schedule_.num_stages - 1;
+  if (runner_->ties_embeddings() && schedule_.WorkerOf(0) != schedule_.WorkerOf(last)) {
+    if (rank_ == schedule_.WorkerOf(0)) {
+      tie_peer_ = schedule_.WorkerOf(last);
+      tie_stage_ = 0;
+      tie_peer_stage_ = last;
+    } else if (rank_ == schedule_.WorkerOf(last)) {
+      tie_peer_ = schedule_.WorkerOf(0);
+      tie_stage_ = last;
+      tie_peer_stage_ = 0;
+    }
+  }
   my_stages_ = StagesOf(schedule_, rank_);
   if (!my_stages_.empty() && my_stages_.front() > 0) {
     verdict_parent_ = schedule_.WorkerOf(my_stages_.front() - 1);
@@ -190,7 +202,8 @@ absl::StatusOr<double> DecodeDouble(const Message& message) {
   uint64_t bits = 0;
   for (int i = 0; i < 4; ++i) {
     const float piece = message.data[i];
-    if (!(piece >= 0.0f && piece <= 65535.0f) || piece != static_cast<float>(static_cast<int>(piece))) {
+    if (!(piece >= 0.0f && piece <= 65535.0f) ||
+        piece != static_cast<float>(static_cast<int>(piece))) {
       return absl::DataLossError(absl::StrCat(ToString(message.key), ": malformed value"));
     }
     bits |= static_cast<uint64_t>(piece) << (16 * i);
@@ -227,7 +240,9 @@ absl::StatusOr<GradientNormPart> Executor::SumGradientNorm(int step) {
       PT_ASSIGN_OR_RETURN(sum, RecvSum(step, schedule_.WorkerOf(s + 1), s + 1, kSumPass));
     }
     PT_ASSIGN_OR_RETURN(sum, runner_->AddGradientSquares(s, sum));
-    if (remote(s - 1)) PT_RETURN_IF_ERROR(SendSum(step, schedule_.WorkerOf(s - 1), s, kSumPass, sum));
+    if (remote(s - 1)) {
+      PT_RETURN_IF_ERROR(SendSum(step, schedule_.WorkerOf(s - 1), s, kSumPass, sum));
+    }
   }
   return GradientNormPart{sum, my_stages_.front() == 0};
 }
@@ -237,6 +252,21 @@ absl::Status Executor::SendVerdict(int step, double sum_squares) {
     const int key_stage = StagesOf(schedule_, child).front() - 1;
     PT_RETURN_IF_ERROR(SendSum(step, child, key_stage, kVerdictPass, sum_squares));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::ExchangeTiedGradient(int step) {
+  PT_ASSIGN_OR_RETURN(std::vector<float> mine, runner_->TiedGradient());
+  Message message;
+  message.key = MessageKey{step, tie_stage_, 0, TensorRole::kTiedGradient};
+  message.shape = {static_cast<int64_t>(mine.size())};
+  message.data = std::move(mine);
+  PT_RETURN_IF_ERROR(transport_->Send(tie_peer_, std::move(message)));
+  const MessageKey key{step, tie_peer_stage_, 0, TensorRole::kTiedGradient};
+  PT_ASSIGN_OR_RETURN(Message theirs,
+                      transport_->Recv(tie_peer_, key, absl::Now() + options_.recv_timeout));
+  PT_RETURN_IF_ERROR(runner_->AddTiedGradient(theirs.data));
+  transport_->Recycle(std::move(theirs.data));
   return absl::OkStatus();
 }
 
@@ -291,6 +321,12 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
     return absl::FailedPreconditionError(absl::StrCat(
         "step ", step, ": ", inbox_.size(), " received and ", outbox_.size(),
         " produced tensor(s) were never consumed (a RECV or SEND is missing from the plan)"));
+  }
+  if (tie_peer_ >= 0) {
+    if (absl::Status tied = ExchangeTiedGradient(step); !tied.ok()) {
+      return absl::Status(tied.code(), absl::StrCat("step ", step, ", exchanging the tied "
+                                                    "embedding's gradient: ", tied.message()));
+    }
   }
   PT_ASSIGN_OR_RETURN(const bool has_gradients, runner_->SumGradientSquares());
   std::optional<GradientNormPart> norm;

@@ -31,6 +31,10 @@
 // the critical path is the sum pass at the end of the step (one small message per cross-rank
 // stage boundary, in sequence) and, on a rolled-back step, the restore and the redone update.
 // Messages: kStepStatus keys, the double split into four 16-bit pieces held exactly as floats.
+// Tied embeddings (model.tie_embeddings) whose embedding and head sit on two ranks: before the
+// sum pass those two ranks swap the gradients of their copies of the token embedding
+// (kTiedGradient, vocab x hidden floats each way) and both add the other's, so both copies take
+// the same update and the matrix counts once in the norm (StageRunner::TiedGradient).
 // A runner without gradients (emulated) sends nothing; with p = 1 nothing travels either.
 // Reports: the rank holding stage 0 sets StepResult::grad_norm, grad_clipped and
 // update_skipped; the other ranks learn the verdict a step later and report none of them.
@@ -130,6 +134,8 @@ class Executor {
   absl::Status SendSum(int step, int peer, int key_stage, int pass, double sum);
   absl::StatusOr<double> RecvSum(int step, int peer, int key_stage, int pass);
   absl::Status SendVerdict(int step, double sum_squares);
+  // Tied embeddings across two ranks (file comment).
+  absl::Status ExchangeTiedGradient(int step);
 
   const schedule::Schedule& schedule_;
   const int rank_;
@@ -145,6 +151,11 @@ class Executor {
   int verdict_parent_ = -1;
   std::vector<int> verdict_children_;
   std::optional<int> pending_step_;  // the step whose update waits for its verdict
+  // Tied embeddings split between the ranks of stage 0 and the last stage: the other one's
+  // rank (-1: no exchange on this rank), and the stages the two copies belong to.
+  int tie_peer_ = -1;
+  int tie_stage_ = 0;
+  int tie_peer_stage_ = 0;
 };
 
 }  // namespace pipetrain::worker

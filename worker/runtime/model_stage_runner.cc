@@ -164,9 +164,46 @@ absl::Status ModelStageRunner::CheckNoneInFlight() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<model::Parameter*> ModelStageRunner::RemoteTiedParameter() {
+  model::GptChunk* first = chunk(0);
+  model::GptChunk* last = chunk(config_.num_stages - 1);
+  if (!config_.model.tie_embeddings || (first == nullptr) == (last == nullptr)) {
+    return absl::FailedPreconditionError(
+        "no tied embedding shared with another worker (the tie is off, or this worker holds both "
+        "copies or neither)");
+  }
+  return first != nullptr ? first->tied_embedding() : last->tied_head_copy();
+}
+
+absl::StatusOr<std::vector<float>> ModelStageRunner::TiedGradient() {
+  PT_RETURN_IF_ERROR(CheckNoneInFlight());
+  PT_ASSIGN_OR_RETURN(model::Parameter * p, RemoteTiedParameter());
+  return backend_->ToVector(p->grad);
+}
+
+absl::Status ModelStageRunner::AddTiedGradient(const std::vector<float>& other) {
+  PT_ASSIGN_OR_RETURN(model::Parameter * p, RemoteTiedParameter());
+  PT_ASSIGN_OR_RETURN(kernels::Tensor t,
+                      backend_->FromHost(p->grad.shape(), other, "tied embedding gradient"));
+  return backend_->AddInPlace(t, &p->grad);
+}
+
 absl::StatusOr<bool> ModelStageRunner::SumGradientSquares() {
   // A missing W would leave gradients incomplete: say so rather than sum them.
   PT_RETURN_IF_ERROR(CheckNoneInFlight());
+  // Tied embeddings with both copies here: one sum, in both (the reference's wte + head).
+  model::GptChunk* first = chunk(0);
+  model::GptChunk* last = chunk(config_.num_stages - 1);
+  if (config_.model.tie_embeddings && first != nullptr && last != nullptr) {
+    if (first == last) {
+      PT_RETURN_IF_ERROR(first->TieGradients());
+    } else {
+      model::Parameter* wte = first->tied_embedding();
+      model::Parameter* copy = last->tied_head_copy();
+      PT_RETURN_IF_ERROR(backend_->AddInPlace(copy->grad, &wte->grad));
+      PT_RETURN_IF_ERROR(backend_->Copy(wte->grad, &copy->grad));
+    }
+  }
   grad_squares_.clear();
   for (auto& [stage, c] : chunks_) {
     PT_ASSIGN_OR_RETURN(grad_squares_[stage], c->GradientSquares());

@@ -36,6 +36,10 @@
 // BeginStep zeroes them. Either way the weights after SettleUpdate are bitwise those of the
 // update the complete verdict asks for.
 //
+// Tied embeddings: SumGradientSquares first sums the gradients of the two copies of the token
+// embedding when this worker holds both (one chunk, or stage 0 and the last stage of a V);
+// across two workers the executor exchanges them (TiedGradient, AddTiedGradient).
+//
 // Checkpoints: SaveCheckpoint writes every held stage's chunk to
 // <dir>/step-<N>/stage-<s>.ckpt (model/checkpoint_layout.h) between steps; LoadCheckpoint, before the
 // first step of a resumed run, loads them and takes the AdamW step count from the files. The data
@@ -94,6 +98,9 @@ class ModelStageRunner final : public StageRunner {
   absl::Status Offload(int stage, int microbatch, bool explicit_release = false) override;
   absl::Status Reload(int stage, int microbatch) override;
   absl::Status Release(int stage, int microbatch) override;
+  bool ties_embeddings() const override { return config_.model.tie_embeddings; }
+  absl::StatusOr<std::vector<float>> TiedGradient() override;
+  absl::Status AddTiedGradient(const std::vector<float>& other) override;
   absl::StatusOr<bool> SumGradientSquares() override;
   absl::StatusOr<double> AddGradientSquares(int stage, double running) override;
   absl::StatusOr<StepEnd> EndStep(std::optional<GradientNormPart> norm) override;
@@ -146,6 +153,8 @@ class ModelStageRunner final : public StageRunner {
   absl::Status CheckNoneInFlight();
   // After every compute action: measure, then free the device copies of finished offloads.
   void ComputeEnded(bool forward);
+  // The tied matrix's parameter this worker holds when the other copy is on another worker.
+  absl::StatusOr<model::Parameter*> RemoteTiedParameter();
   // Every held chunk's AdamW step optimizer_steps_, gradients scaled first unless scale == 1.
   absl::Status ApplyUpdate(float scale);
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -63,6 +64,17 @@ class StageRunner {
   virtual absl::Status Reload(int stage, int microbatch) = 0;
   // RELEASE: waits for the stash's offload copy and frees its device copy.
   virtual absl::Status Release(int stage, int microbatch) = 0;
+  // Tied embeddings (model.tie_embeddings) whose embedding (stage 0) and head (the last stage)
+  // sit on two workers: each sends the gradient of its copy of the shared matrix to the other
+  // (TiedGradient) and adds the other's (AddTiedGradient), before SumGradientSquares; both then
+  // hold the same sum (float addition commutes). Runners without the tie keep the defaults.
+  virtual bool ties_embeddings() const { return false; }
+  virtual absl::StatusOr<std::vector<float>> TiedGradient() {
+    return absl::FailedPreconditionError("this runner does not tie embeddings");
+  }
+  virtual absl::Status AddTiedGradient(const std::vector<float>& /*other*/) {
+    return absl::FailedPreconditionError("this runner does not tie embeddings");
+  }
   // After the step's last action: computes the squared-gradient terms of every held stage
   // (worker/model/gradient_clipping.h). False for a runner that keeps no gradients (emulated
   // compute), which then takes no part in the gradient-norm exchange (executor.h). All ranks of

@@ -89,6 +89,13 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
       }
     }
   }
+  // Tied embeddings: the ranks of the first and the last stage swap their copies' gradients
+  // every step (executor.h), so they need a link even where they are not neighbours.
+  const int first_rank = sched.WorkerOf(0), last_rank = sched.WorkerOf(sched.num_stages - 1);
+  if (request.spec().model().tie_embeddings() && first_rank != last_rank &&
+      (rank == first_rank || rank == last_rank)) {
+    peers.insert(rank == first_rank ? last_rank : first_rank);
+  }
 
   // Only the embedding (first stage) and the loss (last stage) read training data: the other
   // workers never open it (docs/data.md).
