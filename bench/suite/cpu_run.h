@@ -25,13 +25,15 @@ struct CpuJob {
 struct CpuRun {
   std::string name;  // the schedule
   std::string error;
-  std::vector<double> measured;  // fastest step per repetition, seconds
+  // Fastest step per repetition, seconds: the slowest rank's whole step (its actions, the
+  // end-of-step gradient-norm pass and the optimizer update).
+  std::vector<double> measured;
   double simulated = 0, sim_bubble = 0, measured_bubble = 0;
   double sim_peak = 0, measured_peak = 0;  // bytes, max over workers
   std::vector<double> losses;
-  // The fastest step of the last repetition: its duration on the slowest rank (everything the
-  // step did, optimizer and gradient-norm exchange included), seconds.
-  double fastest_full_step = 0;
+  // The fastest step of the last repetition: the latest end of a rank's last action, seconds
+  // (the step without its end-of-step work).
+  double fastest_actions_end = 0;
   std::vector<double> grad_norms;  // per step (warm-up included), from the rank of stage 0
   int clipped_steps = 0;           // of those
   int64_t rolled_back = 0;         // updates rolled back, over every rank and step

@@ -115,8 +115,9 @@ TEST_F(BenchSuiteSmokeTest, QuickRunWritesTablesAndFigures) {
   EXPECT_EQ(Count(again, "## Schedule generation speed"), 1);
   EXPECT_EQ(Count(again, "## Offload"), 1);
   EXPECT_EQ(Count(again, "## Throughput-memory frontier"), 1);
+  EXPECT_EQ(Count(again, "## Gradient clipping with optimizer post-validation"), 1);
   EXPECT_LT(again.find("## Schedule generation speed"), again.find("## Offload"));
-  EXPECT_NE(again.find("the other sections (gen, emulated, frontier, cpu) are kept"),
+  EXPECT_NE(again.find("the other sections (gen, emulated, frontier, cpu, clip) are kept"),
             std::string::npos)
       << again;
   const size_t gen = again.find("## Schedule generation speed");
