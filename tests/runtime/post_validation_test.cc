@@ -21,7 +21,9 @@
 #include "schedule/passes.h"
 #include "tests/runtime/training_fixtures.h"
 #include "worker/runtime/emulated_stage_runner.h"
+#include "worker/model/gradient_clipping.h"
 #include "worker/runtime/in_process_pipeline.h"
+#include "worker/runtime/model_stage_runner.h"
 
 namespace pipetrain::worker {
 namespace {
@@ -182,6 +184,104 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PostValidationTest,
                            }
                            return n;
                          });
+
+// A real runner that does not hold stage 0, driven by hand through the three ways it can end a
+// step from a partial sum, and settled: a speculative update kept or rolled back and redone
+// clipped (bitwise what clipping with the verdict from the start gives), a deferred one, and a
+// verdict that contradicts the partial sum. No checkpoint while an update is open.
+class OpenUpdateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    schedule::PipelineSpec spec;
+    spec.num_workers = 2;
+    spec.num_microbatches = 2;
+    auto plan = schedule::AddTransfers(*schedule::Generate("1f1b", spec));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    plan_ = *std::move(plan);
+  }
+  // Rank 1's runner (stage 1 of 2) with clip_grad_norm `clip`, its gradients set to fixed
+  // pseudo-random values; returns the partial sum of squares of its stage.
+  double Make(double clip) {
+    model::OptimizerSettings settings = testing::Constant();
+    settings.clip_grad_norm = clip;
+    // The runners hold tensors of their backends: free them first.
+    workers_.raw.clear();
+    workers_.runners.clear();
+    auto workers = testing::MakeModelWorkers(plan_, testing::SmallModel(2), 2, 0, settings);
+    EXPECT_TRUE(workers.ok()) << workers.status();
+    workers_ = *std::move(workers);
+    runner_ = workers_.runners[1].get();
+    EXPECT_TRUE(runner_->BeginStep(0).ok());
+    for (model::Parameter* p : runner_->chunk(1)->parameters()) {
+      EXPECT_TRUE(workers_.backends[1]
+                      ->Upload(model::NormalValues(5, p->global_layer, p->name, p->grad.numel(),
+                                                   0.5f),
+                               &p->grad)
+                      .ok());
+    }
+    EXPECT_TRUE(*runner_->SumGradientSquares());
+    return *runner_->AddGradientSquares(1, 0.0);
+  }
+  std::vector<std::vector<float>> Values() {
+    return testing::Weights(*workers_.backends[1], *runner_->chunk(1));
+  }
+  schedule::Schedule plan_;
+  testing::ModelWorkers workers_;
+  ModelStageRunner* runner_ = nullptr;
+};
+
+TEST_F(OpenUpdateTest, RollbackRedoesTheStepClippedBitwise) {
+  // The verdict clips (total = 16 x partial: norm 4 x the partial's; threshold 2 x).
+  const double partial = Make(0.0);
+  const double clip = 2 * std::sqrt(partial);
+  Make(clip);
+  const std::vector<std::vector<float>> before = Values();
+  auto end = runner_->EndStep(GradientNormPart{partial, false});
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_FALSE(end->verdict.has_value());
+  EXPECT_EQ(runner_->update_counts().speculated, 1);
+  EXPECT_NE(Values(), before);  // updated, unclipped
+  const absl::Status save = runner_->SaveCheckpoint(::testing::TempDir() + "/open", 1);
+  EXPECT_EQ(save.code(), absl::StatusCode::kFailedPrecondition) << save;
+  ASSERT_TRUE(runner_->SettleUpdate(16 * partial).ok());
+  EXPECT_EQ(runner_->update_counts().rolled_back, 1);
+  const std::vector<std::vector<float>> settled = Values();
+  // What the step is with the verdict known: the same gradients scaled, then AdamW step 1.
+  Make(clip);
+  const model::ClipVerdict verdict = model::DecideClip(16 * partial, clip);
+  ASSERT_TRUE(verdict.clipped);
+  ASSERT_TRUE(runner_->chunk(1)->ScaleGradients(verdict.scale).ok());
+  ASSERT_TRUE(runner_->chunk(1)->OptimizerStep(testing::Constant(), 1).ok());
+  EXPECT_EQ(settled, Values());
+}
+
+TEST_F(OpenUpdateTest, AVerdictThatNeedsNothingKeepsTheSpeculativeUpdate) {
+  const double partial = Make(0.0);
+  Make(100 * std::sqrt(partial));
+  ASSERT_TRUE(runner_->EndStep(GradientNormPart{partial, false}).ok());
+  const std::vector<std::vector<float>> updated = Values();
+  ASSERT_TRUE(runner_->SettleUpdate(4 * partial).ok());  // norm 2 x: under the threshold
+  EXPECT_EQ(runner_->update_counts().rolled_back, 0);
+  EXPECT_EQ(Values(), updated);
+  EXPECT_TRUE(runner_->SaveCheckpoint(::testing::TempDir() + "/settled", 1).ok());
+}
+
+TEST_F(OpenUpdateTest, ACertainClipIsDeferredAndAContradictionIsAnError) {
+  const double partial = Make(0.0);
+  Make(std::sqrt(partial) / 2);  // the partial sum alone is over the threshold
+  const std::vector<std::vector<float>> before = Values();
+  ASSERT_TRUE(runner_->EndStep(GradientNormPart{partial, false}).ok());
+  EXPECT_EQ(runner_->update_counts().deferred, 1);
+  EXPECT_EQ(Values(), before);  // nothing yet, and no copy
+  ASSERT_TRUE(runner_->SettleUpdate(partial * 1.5).ok());
+  EXPECT_NE(Values(), before);
+  // A verdict under the threshold cannot follow a partial sum over it.
+  Make(std::sqrt(partial) / 2);
+  ASSERT_TRUE(runner_->EndStep(GradientNormPart{partial, false}).ok());
+  const absl::Status bad = runner_->SettleUpdate(0.0);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInternal) << bad;
+  EXPECT_NE(bad.message().find("contradicts"), std::string::npos) << bad;
+}
 
 // Emulated compute keeps no gradients: no norm, nothing exchanged, nothing skipped.
 TEST(PostValidation, EmulatedRunnersExchangeNothing) {
