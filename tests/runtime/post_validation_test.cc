@@ -20,8 +20,8 @@
 #include "schedule/generator.h"
 #include "schedule/passes.h"
 #include "tests/runtime/training_fixtures.h"
-#include "worker/runtime/emulated_stage_runner.h"
 #include "worker/model/gradient_clipping.h"
+#include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/in_process_pipeline.h"
 #include "worker/runtime/model_stage_runner.h"
 
@@ -213,11 +213,11 @@ class OpenUpdateTest : public ::testing::Test {
     runner_ = workers_.runners[1].get();
     EXPECT_TRUE(runner_->BeginStep(0).ok());
     for (model::Parameter* p : runner_->chunk(1)->parameters()) {
-      EXPECT_TRUE(workers_.backends[1]
-                      ->Upload(model::NormalValues(5, p->global_layer, p->name, p->grad.numel(),
-                                                   0.5f),
-                               &p->grad)
-                      .ok());
+      EXPECT_TRUE(
+          workers_.backends[1]
+              ->Upload(model::NormalValues(5, p->global_layer, p->name, p->grad.numel(), 0.5f),
+                       &p->grad)
+              .ok());
     }
     EXPECT_TRUE(*runner_->SumGradientSquares());
     return *runner_->AddGradientSquares(1, 0.0);
