@@ -50,6 +50,14 @@ std::string FormatJobStatus(const v1::Job& job) {
                           job.skipped_steps_size() > kShown ? ", newest:" : ":",
                           absl::StrJoin(shown, ", "));
   }
+  if (job.grad_norms_size() > 0) {
+    const double max_norm = job.spec().training().optimizer().clip_grad_norm();
+    absl::StrAppendFormat(
+        &out, "  gradient norm: %.4g (last step)%s\n", job.grad_norms(job.grad_norms_size() - 1),
+        max_norm > 0 ? absl::StrFormat("; clipped at %g: %d of %d steps", max_norm,
+                                       job.clipped_steps_size(), job.grad_norms_size())
+                     : std::string("; no clipping"));
+  }
   const v1::Plan& plan = job.plan();
   if (plan.num_stages() > 0) {
     const int p = plan.workers_size();

@@ -29,10 +29,11 @@ std::string FormatModelLine(const v1::JobSpec& spec) {
   const int64_t params = model::ModelParameterCount(*c);
   const std::string& preset = spec.model().preset();
   return absl::StrFormat(
-      "model: %s%d layers x %d hidden, %d heads, ffn %d, seq %d, vocab %d; %s parameters "
+      "model: %s%d layers x %d hidden, %d heads, ffn %d, seq %d, vocab %d%s; %s parameters "
       "(%.1fM)",
       preset.empty() ? "" : absl::StrCat(preset, ", "), c->num_layers, c->hidden, c->heads, c->ffn,
-      c->seq_len, c->vocab, WithThousands(params), static_cast<double>(params) / 1e6);
+      c->seq_len, c->vocab, c->tie_embeddings ? ", tied embeddings" : "",
+      WithThousands(params), static_cast<double>(params) / 1e6);
 }
 
 std::string FormatLearningRateLine(const v1::JobSpec& spec, int steps_done) {

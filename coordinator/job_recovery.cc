@@ -53,6 +53,11 @@ void JobManager::RewindLocked(Record& r, const std::string& reason, bool counted
   skipped->erase(std::remove_if(skipped->begin(), skipped->end(),
                                 [resume](int32_t step) { return step >= resume; }),
                  skipped->end());
+  if (r.job.grad_norms_size() > resume) r.job.mutable_grad_norms()->Truncate(resume);
+  auto* clipped = r.job.mutable_clipped_steps();
+  clipped->erase(std::remove_if(clipped->begin(), clipped->end(),
+                                [resume](int32_t step) { return step >= resume; }),
+                 clipped->end());
   r.finished.clear();
 }
 

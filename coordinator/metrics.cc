@@ -49,6 +49,17 @@ struct CoordinatorMetrics::Impl {
           .Name("pipetrain_job_loss")
           .Help("Training loss of the last completed step.")
           .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& grad_norm =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_grad_norm")
+          .Help("Global L2 norm of the weight gradients of the last completed step, before "
+                "clipping.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& clipped_steps =
+      prometheus::BuildCounter()
+          .Name("pipetrain_job_clipped_steps_total")
+          .Help("Completed steps whose gradients were scaled down by clip_grad_norm.")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& tokens =
       prometheus::BuildGauge()
           .Name("pipetrain_job_tokens_per_second")
@@ -190,6 +201,14 @@ void CoordinatorMetrics::JobStep(const v1::Job& job) {
   impl_->steps.Add({{"job_id", id}}).Increment();
   impl_->step_duration.Add({{"job_id", id}}).Set(job.last_step_s());
   impl_->loss.Add({{"job_id", id}}).Set(job.last_loss());
+  if (job.grad_norms_size() > 0) {
+    impl_->grad_norm.Add({{"job_id", id}}).Set(job.grad_norms(job.grad_norms_size() - 1));
+  }
+  prometheus::Counter& clipped = impl_->clipped_steps.Add({{"job_id", id}});
+  if (job.clipped_steps_size() > 0 &&
+      job.clipped_steps(job.clipped_steps_size() - 1) == job.steps_done() - 1) {
+    clipped.Increment();
+  }
   impl_->tokens.Add({{"job_id", id}}).Set(job.tokens_per_s());
   impl_->bubble.Add({{"job_id", id}, {"kind", "measured"}}).Set(job.measured_bubble_ratio());
   for (int r = 0; r < job.measured_peak_activation_bytes_size(); ++r) {

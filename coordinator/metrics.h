@@ -8,6 +8,10 @@
 //   pipetrain_job_step_duration_seconds{job_id}            gauge: the last completed step
 //   pipetrain_job_predicted_step_seconds{job_id}           gauge: the plan's predicted step (makespan)
 //   pipetrain_job_loss{job_id}                             gauge: the last step's loss
+//   pipetrain_job_grad_norm{job_id}                        gauge: the last step's global gradient
+//                                                          norm, before clipping
+//   pipetrain_job_clipped_steps_total{job_id}              counter: steps whose gradients were
+//                                                          scaled down (clip_grad_norm)
 //   pipetrain_job_tokens_per_second{job_id}                gauge
 //   pipetrain_job_bubble_ratio{job_id,kind}                gauge: kind="predicted" | "measured"
 //   pipetrain_worker_peak_activation_bytes{job_id,rank,kind} gauge: predicted | measured

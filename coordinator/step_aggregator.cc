@@ -85,6 +85,13 @@ void StepAggregator::Apply(const std::vector<std::optional<RankStep>>& ranks, v1
                   [](const auto& r) { return r->report.update_skipped(); })) {
     job->add_skipped_steps(ranks.front()->report.step());
   }
+  // The rank holding stage 0 reports the global gradient norm and the clipping.
+  for (const auto& r : ranks) {
+    if (!r->report.has_grad_norm()) continue;
+    job->add_grad_norms(r->report.grad_norm());
+    if (r->report.grad_clipped()) job->add_clipped_steps(r->report.step());
+    break;
+  }
   const double step_s = static_cast<double>(max_duration_ns) * 1e-9;
   job->set_last_step_s(step_s);
   const double tokens = static_cast<double>(work_.tokens_per_step);

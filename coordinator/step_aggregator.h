@@ -1,11 +1,11 @@
 // StepAggregator: turns the per-rank StepReports of one running job into per-step results. A step
-// is complete when every rank has reported it; complete steps are applied to the Job in step
-// order: steps_done, losses / last_loss / last_accuracy (from the rank whose report has_loss),
+// is complete when every rank has reported it; complete steps are applied to the Job in step order:
+// steps_done, losses / last_loss / last_accuracy (from the rank whose report has_loss),
 // measured_peak_activation_bytes (per rank, max over steps), last_step_s (slowest rank),
 // tokens_per_s (tokens_per_step / last_step_s) and measured_bubble_ratio (1 - max over ranks of
 // the summed compute-action time / the longest rank's step duration; only from reports that
-// carry timings) and skipped_steps (steps whose optimizer update the ranks skipped for
-// non-finite gradients). Each completed step also comes back whole (every rank's report with its
+// carry timings), skipped_steps (steps whose optimizer update the ranks skipped for
+// non-finite gradients), grad_norms and clipped_steps (from the report that has_grad_norm). Each completed step also comes back whole (every rank's report with its
 // action timings) for the job's trace keeper (step_traces.h).
 // Also the numbers users compare (docs/training.md, "Metrics"): learning_rate (of the step;
 // learning_rates keeps every step's, like losses),

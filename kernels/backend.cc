@@ -309,4 +309,21 @@ absl::StatusOr<bool> Backend::AllFinite(absl::Span<const Tensor* const> tensors)
   return DoAllFinite(tensors);
 }
 
+absl::StatusOr<double> Backend::SumOfSquares(const Tensor& t) {
+  PT_RETURN_IF_ERROR(CheckDevice("SumOfSquares", "tensor", t));
+  return DoSumOfSquares(t);
+}
+
+absl::Status Backend::Scale(float scale, Tensor* t) {
+  if (t == nullptr) return absl::InvalidArgumentError("Scale: the tensor is null");
+  PT_RETURN_IF_ERROR(CheckDevice("Scale", "tensor", *t));
+  return DoScale(scale, t);
+}
+
+double HostSumOfSquares(absl::Span<const float> values) {
+  double sum = 0;
+  for (const float x : values) sum += static_cast<double>(x) * static_cast<double>(x);
+  return sum;
+}
+
 }  // namespace pipetrain::kernels

@@ -53,6 +53,9 @@ inline constexpr float kLayerNormEps = 1e-5f;
 // Target id meaning "no loss at this position" in CrossEntropy*.
 inline constexpr int32_t kIgnoreTarget = -1;
 
+// The sum of squares as Backend::SumOfSquares defines it, over host memory.
+double HostSumOfSquares(absl::Span<const float> values);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -164,6 +167,12 @@ class Backend {
   // Inf. The optimizer's check before an update; returns a host value, so it waits for what it
   // reads (CUDA: one wait for all the tensors).
   absl::StatusOr<bool> AllFinite(absl::Span<const Tensor* const> tensors);
+  // The sum of the squares of t's elements (a device tensor), each squared and added in element
+  // order into a double: the same value on every backend (CUDA sums on the host after one copy;
+  // a host value, so it waits for what it reads). Gradient clipping's per-parameter norm term.
+  absl::StatusOr<double> SumOfSquares(const Tensor& t);
+  // t *= scale, elementwise in float (gradient clipping).
+  absl::Status Scale(float scale, Tensor* t);
 
  private:
   // The implementations behind the ops above. The public op has already checked every argument
@@ -210,6 +219,8 @@ class Backend {
   virtual absl::Status DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
                                      Tensor* param, Tensor* m, Tensor* v) = 0;
   virtual absl::StatusOr<bool> DoAllFinite(absl::Span<const Tensor* const> tensors) = 0;
+  virtual absl::StatusOr<double> DoSumOfSquares(const Tensor& t) = 0;
+  virtual absl::Status DoScale(float scale, Tensor* t) = 0;
 };
 
 }  // namespace pipetrain::kernels

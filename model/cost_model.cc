@@ -43,7 +43,10 @@ ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
 }
 
 int64_t ModelParameterCount(const GptConfig& config) {
-  return EstimateChunkCost(config, WholeModel(config), 1).parameter_bytes / 4;
+  const int64_t count = EstimateChunkCost(config, WholeModel(config), 1).parameter_bytes / 4;
+  // A tied head holds a copy of the token embedding, not a parameter of its own.
+  return config.tie_embeddings ? count - static_cast<int64_t>(config.vocab) * config.hidden
+                               : count;
 }
 
 double TrainingStepFlops(const GptConfig& config, int64_t microbatch_size, int64_t microbatches) {

@@ -32,8 +32,9 @@ struct ChunkCost {
 ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
                             int64_t microbatch_size);
 
-// Trainable parameters of the whole model (the whole-model chunk's parameter bytes / 4): what
-// `pipetrain plan` and `pipetrain status` report.
+// Trainable parameters of the whole model (the whole-model chunk's parameter bytes / 4, less
+// the head's copy of the token embedding when tied): what `pipetrain plan` and `pipetrain
+// status` report.
 int64_t ModelParameterCount(const GptConfig& config);
 
 // Model FLOPs of one training step: F + B + W of the whole model for `microbatches`

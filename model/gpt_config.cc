@@ -23,7 +23,8 @@ absl::Status GptConfig::Validate() const {
 
 std::string GptConfig::DebugString() const {
   return absl::StrCat("GptConfig{layers=", num_layers, " hidden=", hidden, " heads=", heads,
-                      " ffn=", ffn, " seq_len=", seq_len, " vocab=", vocab, "}");
+                      " ffn=", ffn, " seq_len=", seq_len, " vocab=", vocab,
+                      tie_embeddings ? " tied" : "", "}");
 }
 
 std::string ChunkSpec::DebugString() const {

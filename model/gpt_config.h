@@ -22,6 +22,8 @@ struct GptConfig {
   int ffn = 256;
   int seq_len = 16;
   int vocab = 16;
+  // The LM head's weight is the token embedding (wte, [vocab, hidden]) (docs/training.md).
+  bool tie_embeddings = false;
 
   // InvalidArgument naming the field unless all are positive and hidden % heads == 0.
   absl::Status Validate() const;

@@ -45,8 +45,8 @@ v1::JobSpec WithDefaults(const v1::JobSpec& spec) {
   if (o->beta1() == 0) o->set_beta1(kDefaultBeta1);
   if (o->beta2() == 0) o->set_beta2(kDefaultBeta2);
   if (o->epsilon() == 0) o->set_epsilon(kDefaultEpsilon);
-  // The schedule (model/lr_schedule.h); warmup_steps, min_lr_ratio and the decay groups'
-  // defaults are their zeros.
+  // The schedule (model/lr_schedule.h); warmup_steps, min_lr_ratio, the decay groups' and
+  // clip_grad_norm's (no clipping) defaults are their zeros.
   if (o->lr_schedule().empty()) o->set_lr_schedule(kDefaultLrSchedule);
   v1::ParallelismSpec* p = s.mutable_parallelism();
   if (p->schedule().empty()) p->set_schedule(kDefaultSchedule);
@@ -106,6 +106,7 @@ absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec) {
   c.ffn = m.ffn_hidden();
   c.seq_len = m.seq_len();
   c.vocab = m.vocab_size();
+  c.tie_embeddings = m.tie_embeddings();
   const std::string& source = s.training().data().source();
   if (c.seq_len != data->seq_len) {
     // A preset's sequence length is overridden by setting the field (it cannot be left 0).

@@ -104,6 +104,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (!std::isfinite(o.min_lr_ratio()) || o.min_lr_ratio() < 0 || o.min_lr_ratio() > 1) {
     return Bad("training.optimizer.min_lr_ratio", o.min_lr_ratio(), "allowed: 0..1");
   }
+  if (!std::isfinite(o.clip_grad_norm()) || o.clip_grad_norm() < 0) {
+    return Bad("training.optimizer.clip_grad_norm", o.clip_grad_norm(),
+               "allowed: a finite number >= 0 (0 = no clipping)");
+  }
 
   const v1::DataSpec& d = t.data();
   if (!d.source().empty() && d.source() != "default" && d.source() != "text" &&

@@ -5,7 +5,8 @@
 #   scripts/bench.sh              full run (about 5-10 minutes on 2 cores), into docs/
 #   scripts/bench.sh --quick      smoke run (seconds), into $BUILD_DIR/bench-quick/
 #   scripts/bench.sh --out DIR    write somewhere else; other flags go to pipetrain_bench
-#                                 (--repeats N, --sections gen,emulated,cpu,frontier,offload,external)
+#                                 (--repeats N,
+#                                 --sections gen,emulated,cpu,clip,frontier,offload,external)
 # CMake flags for the configure step can be given in $BENCH_CMAKE_ARGS (e.g. the ccache launcher).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -71,6 +71,8 @@ struct Comparison {
 Section GenerationSpeed(const SuiteOptions& options);
 Section EmulatedComparison(const SuiteOptions& options, std::vector<Comparison>* results);
 Section CpuComparison(const SuiteOptions& options);
+// Clipping on vs off for V-ZB and ZB-H1 with real CPU compute (clip_comparison.cc).
+Section ClippingComparison(const SuiteOptions& options);
 Section Frontier(const SuiteOptions& options, const std::vector<Comparison>& emulated);
 Section Offload(const SuiteOptions& options);
 Section TransportAndKernels(const SuiteOptions& options);

@@ -7,8 +7,8 @@
 // keeps the others from the previous run, each with its own provenance line.
 //
 // Usage: pipetrain_bench --out DIR [--quick] [--repeats N] [--transport-bench PATH]
-//                        [--kernels-bench PATH] [--offload-bench PATH] [--sections gen,emulated,cpu,frontier,offload,
-//                        external] [--command "what to record as the command"]
+//                        [--kernels-bench PATH] [--offload-bench PATH] [--sections gen,emulated,cpu,clip,
+//                        frontier,offload,external] [--command "what to record as the command"]
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -59,6 +59,7 @@ constexpr SectionKind kSections[] = {
     {"emulated", "## Every schedule side by side: emulated backend"},
     {"frontier", "## Throughput-memory frontier"},
     {"cpu", "## Every schedule side by side: real CPU compute"},
+    {"clip", "## Gradient clipping with optimizer post-validation"},
     {"offload", "## Offload"},
     {"external", "## Transport bandwidth and kernel efficiency"},
 };
@@ -108,7 +109,8 @@ int Usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: pipetrain_bench --out DIR [--quick] [--repeats N] "
                "[--transport-bench PATH] [--kernels-bench PATH] [--offload-bench PATH] [--sections LIST] "
-               "[--command TEXT]\n  sections: gen, emulated, cpu, frontier, offload, external\n",
+               "[--command TEXT]\n"
+               "  sections: gen, emulated, cpu, clip, frontier, offload, external\n",
                message);
   return 2;
 }
@@ -140,10 +142,11 @@ int main(int argc, char** argv) {
     } else if (a == "--sections") {
       options.sections = absl::StrSplit(value(), ',', absl::SkipEmpty());
       for (const std::string& s : options.sections) {
-        if (s != "gen" && s != "emulated" && s != "cpu" && s != "frontier" && s != "offload" &&
-            s != "external") {
+        if (s != "gen" && s != "emulated" && s != "cpu" && s != "clip" && s != "frontier" &&
+            s != "offload" && s != "external") {
           return Usage(("--sections: unknown section '" + s +
-                        "'; allowed: gen, emulated, cpu, frontier, offload, external").c_str());
+                        "'; allowed: gen, emulated, cpu, clip, frontier, offload, external")
+                           .c_str());
         }
       }
     } else {
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
   }
   if (Wanted(options, "frontier")) add("frontier", "frontier", Frontier(options, emulated));
   if (Wanted(options, "cpu")) add("cpu", "cpu comparison", CpuComparison(options));
+  if (Wanted(options, "clip")) add("clip", "clipping comparison", ClippingComparison(options));
   if (Wanted(options, "offload")) add("offload", "offload", Offload(options));
   if (Wanted(options, "external")) {
     add("external", "transport and kernels", TransportAndKernels(options));

@@ -137,4 +137,14 @@ absl::StatusOr<bool> CpuBackend::DoAllFinite(absl::Span<const Tensor* const> ten
   return true;
 }
 
+absl::StatusOr<double> CpuBackend::DoSumOfSquares(const Tensor& t) {
+  return HostSumOfSquares(absl::MakeConstSpan(t.data(), t.numel()));
+}
+
+absl::Status CpuBackend::DoScale(float scale, Tensor* t) {
+  float* x = t->data();
+  for (int64_t i = 0; i < t->numel(); ++i) x[i] *= scale;
+  return absl::OkStatus();
+}
+
 }  // namespace pipetrain::kernels

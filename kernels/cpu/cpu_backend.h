@@ -80,6 +80,8 @@ class CpuBackend : public Backend {
                                       float grad_scale, Tensor* dlogits) override;
 
   absl::StatusOr<bool> DoAllFinite(absl::Span<const Tensor* const> tensors) override;
+  absl::StatusOr<double> DoSumOfSquares(const Tensor& t) override;
+  absl::Status DoScale(float scale, Tensor* t) override;
   absl::Status DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
                              Tensor* param, Tensor* m, Tensor* v) override;
 

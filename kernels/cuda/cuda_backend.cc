@@ -274,4 +274,18 @@ absl::StatusOr<bool> CudaBackend::DoAllFinite(absl::Span<const Tensor* const> te
   return host_flag == 0;
 }
 
+absl::StatusOr<double> CudaBackend::DoSumOfSquares(const Tensor& t) {
+  // On the host, in element order: bitwise the CPU backend's sum (a deterministic device
+  // reduction would add in another order). One copy of the tensor per call.
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  PT_RETURN_IF_ERROR(DoDownload(t, absl::MakeSpan(host)));
+  return HostSumOfSquares(host);
+}
+
+absl::Status CudaBackend::DoScale(float scale, Tensor* t) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  PT_CUDA_RETURN_IF_ERROR(LaunchScale(t->data(), t->numel(), scale, impl_->stream));
+  return absl::OkStatus();
+}
+
 }  // namespace pipetrain::kernels::cuda

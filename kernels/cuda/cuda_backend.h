@@ -123,6 +123,8 @@ class CudaBackend : public Backend {
   absl::Status DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
                              Tensor* param, Tensor* m, Tensor* v) override;
   absl::StatusOr<bool> DoAllFinite(absl::Span<const Tensor* const> tensors) override;
+  absl::StatusOr<double> DoSumOfSquares(const Tensor& t) override;
+  absl::Status DoScale(float scale, Tensor* t) override;
 
   // One scratch buffer per use, so that buffers used by one op never alias another's.
   enum ScratchSlot : int {

@@ -59,6 +59,7 @@ __device__ void BlockArgMax(float v, int idx, float* sv, int* si, float* out_v, 
 }
 
 __global__ void FillK(float* p, int64_t n, float v) { PT_GRID_LOOP(i, n) p[i] = v; }
+__global__ void ScaleK(float* p, int64_t n, float s) { PT_GRID_LOOP(i, n) p[i] *= s; }
 __global__ void AddK(const float* a, const float* b, float* out, int64_t n) {
   PT_GRID_LOOP(i, n) out[i] = a[i] + b[i];
 }
@@ -313,6 +314,11 @@ __global__ void ToBf16K(const float* x, __nv_bfloat16* y, int64_t n) {
 
 cudaError_t LaunchFill(float* p, int64_t n, float v, cudaStream_t stream) {
   FillK<<<Blocks(n), kThreads, 0, stream>>>(p, n, v);
+  return cudaGetLastError();
+}
+cudaError_t LaunchScale(float* p, int64_t n, float s, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ScaleK<<<Blocks(n), kThreads, 0, stream>>>(p, n, s);
   return cudaGetLastError();
 }
 cudaError_t LaunchAdd(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {

@@ -19,6 +19,8 @@
 namespace pipetrain::kernels::cuda {
 
 cudaError_t LaunchFill(float* p, int64_t n, float v, cudaStream_t stream);
+// p[i] *= s.
+cudaError_t LaunchScale(float* p, int64_t n, float s, cudaStream_t stream);
 cudaError_t LaunchAdd(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 cudaError_t LaunchAddInPlace(const float* x, float* y, int64_t n, cudaStream_t stream);
 cudaError_t LaunchAddBias(const float* bias, float* y, int64_t rows, int64_t cols,

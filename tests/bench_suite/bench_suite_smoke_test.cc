@@ -51,14 +51,24 @@ TEST_F(BenchSuiteSmokeTest, QuickRunWritesTablesAndFigures) {
     std::ofstream seed(dir_ / "BENCHMARKS.md");
     seed << "# old title\n\nHand-written fact: 42 widgets.\n";
   }
-  ASSERT_EQ(RunSuite("--sections gen,emulated,cpu,frontier,offload"), 0)
+  ASSERT_EQ(RunSuite("--sections gen,emulated,cpu,clip,frontier,offload"), 0)
       << Read(dir_ / "stderr.txt");
   const std::string md = Read(dir_ / "BENCHMARKS.md");
   for (const char* heading :
        {"## Schedule generation speed", "## Every schedule side by side: emulated backend",
         "## Every schedule side by side: real CPU compute, p = 2",
-        "## Throughput-memory frontier", "## Offload"}) {
+        "## Throughput-memory frontier", "## Offload",
+        "## Gradient clipping with optimizer post-validation"}) {
     EXPECT_NE(md.find(heading), std::string::npos) << heading;
+  }
+  // Clipping on vs off for the two zero-bubble schedules: rows for each setting, and the
+  // every-step setting clipped every step (3 = the warm-up and 2 measured steps).
+  for (const char* name : {"v-zb", "zb-h1"}) {
+    EXPECT_NE(md.find(absl::StrCat("| ", name, " | off | - | 0 of 3 | 0 / 0 |")),
+              std::string::npos)
+        << name << "\n" << md;
+    EXPECT_NE(md.find(absl::StrCat("| ", name, " | on, every step clipped |")), std::string::npos)
+        << name;
   }
   // Provenance beside every section: date, machine (cores, memory), load, command.
   EXPECT_GE(Count(md, "*Measured 20"), 5);
@@ -105,8 +115,9 @@ TEST_F(BenchSuiteSmokeTest, QuickRunWritesTablesAndFigures) {
   EXPECT_EQ(Count(again, "## Schedule generation speed"), 1);
   EXPECT_EQ(Count(again, "## Offload"), 1);
   EXPECT_EQ(Count(again, "## Throughput-memory frontier"), 1);
+  EXPECT_EQ(Count(again, "## Gradient clipping with optimizer post-validation"), 1);
   EXPECT_LT(again.find("## Schedule generation speed"), again.find("## Offload"));
-  EXPECT_NE(again.find("the other sections (gen, emulated, frontier, cpu) are kept"),
+  EXPECT_NE(again.find("the other sections (gen, emulated, frontier, cpu, clip) are kept"),
             std::string::npos)
       << again;
   const size_t gen = again.find("## Schedule generation speed");

@@ -116,6 +116,24 @@ TEST(JobViewTest, StatusShowsTheModelTheLearningRateAndSkippedUpdates) {
   job.set_steps_done(20);
   EXPECT_THAT(FormatJobStatus(job), HasSubstr("  lr: cosine from 0.001, warmup 2, floor 0.1 x "
                                               "peak at step 20\n"));
+  // Tied embeddings: one 50257 x 768 matrix less, GPT-2's published 124M.
+  spec->mutable_model()->set_tie_embeddings(true);
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("vocab 50257, tied embeddings; 124,439,808 parameters (124.4M)\n"));
+}
+
+// The gradient norm of the last step, and how many steps clipping scaled down.
+TEST(JobViewTest, StatusShowsTheGradientNormAndTheClippedSteps) {
+  v1::Job job = RunningJob();
+  EXPECT_THAT(FormatJobStatus(job), Not(HasSubstr("gradient norm")));  // no report yet
+  job.add_grad_norms(3.5);
+  job.add_grad_norms(0.8125);
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("  gradient norm: 0.8125 (last step); no clipping\n"));
+  job.mutable_spec()->mutable_training()->mutable_optimizer()->set_clip_grad_norm(1.0);
+  job.add_clipped_steps(0);
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("  gradient norm: 0.8125 (last step); clipped at 1: 1 of 2 steps\n"));
 }
 
 }  // namespace

@@ -82,9 +82,11 @@ TEST_F(JobManagerTest, StepFailureResumesFromTheLastCompleteCheckpoint) {
   fail.start_delay = absl::Milliseconds(60);
   // Steps 1 and 4 skip their update (non-finite gradients): step 4 is done twice, counted once.
   fail.skipped_updates = {1, 4};
+  fail.clipped_steps = {2, 5};  // step 5 is clipped in both attempts, counted once
   workers_.SetBehavior("127.0.0.1:20001", fail);
   FakeWorkerClient::Behavior skips;
   skips.skipped_updates = {1, 4};
+  skips.clipped_steps = {2, 5};
   workers_.SetBehavior("127.0.0.1:20000", skips);
   const std::string dir = ::testing::TempDir() + "/resume-ckpt";
   std::filesystem::remove_all(dir);
@@ -102,6 +104,10 @@ TEST_F(JobManagerTest, StepFailureResumesFromTheLastCompleteCheckpoint) {
   for (int s = 0; s < 8; ++s) expected.push_back(2.0 / (s + 1));
   EXPECT_THAT(job.losses(), ::testing::ElementsAreArray(expected));
   EXPECT_THAT(job.skipped_steps(), ::testing::ElementsAre(1, 4));
+  EXPECT_THAT(job.clipped_steps(), ::testing::ElementsAre(2, 5));
+  std::vector<double> norms;
+  for (int s = 0; s < 8; ++s) norms.push_back(1.0 + s / 4.0);
+  EXPECT_THAT(job.grad_norms(), ::testing::ElementsAreArray(norms));
   EXPECT_EQ(job.restarts(), 1);
   ASSERT_EQ(job.recoveries_size(), 1);
   EXPECT_EQ(job.recoveries(0).resume_step(), 4);

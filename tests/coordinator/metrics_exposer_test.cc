@@ -71,6 +71,9 @@ TEST(MetricsExposerTest, ScrapeHasPipetrainSeries) {
   EXPECT_THAT(body, HasSubstr("pipetrain_job_step_duration_seconds{job_id=\"job-000001\"} 0.002"));
   EXPECT_THAT(body, HasSubstr("pipetrain_job_predicted_step_seconds{job_id=\"job-000001\"}"));
   EXPECT_THAT(body, HasSubstr("pipetrain_job_loss{job_id=\"job-000001\"} 0.666"));
+  // The fake's rank 0 reports norm 1 + step / 4 and clips nothing.
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_grad_norm{job_id=\"job-000001\"} 1.5"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_clipped_steps_total{job_id=\"job-000001\"} 0"));
   EXPECT_THAT(body, HasSubstr("pipetrain_job_tokens_per_second{job_id=\"job-000001\"} 16000"));
   EXPECT_THAT(
       body, HasSubstr("pipetrain_job_bubble_ratio{job_id=\"job-000001\",kind=\"measured\"} 0.75"));

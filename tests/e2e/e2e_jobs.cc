@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kernels/cpu/cpu_backend.h"
 #include "model/checkpoint_layout.h"
 #include "model/job_model.h"
@@ -41,6 +43,16 @@ v1::JobSpec WithRecipe(v1::JobSpec spec) {
   return spec;
 }
 
+v1::JobSpec WithClipping(v1::JobSpec spec) {
+  spec.mutable_training()->mutable_optimizer()->set_clip_grad_norm(0);
+  const ReferenceRun unclipped = RunReference(spec);
+  if (unclipped.grad_norms.empty()) return spec;
+  const auto [lo, hi] =
+      std::minmax_element(unclipped.grad_norms.begin(), unclipped.grad_norms.end());
+  spec.mutable_training()->mutable_optimizer()->set_clip_grad_norm((*lo + *hi) / 2);
+  return spec;
+}
+
 ReferenceRun RunReference(const v1::JobSpec& spec) {
   ReferenceRun run;
   auto dataset = worker::OpenJobData(spec);
@@ -66,6 +78,8 @@ ReferenceRun RunReference(const v1::JobSpec& spec) {
     if (!stats.ok()) return run;
     run.losses.push_back(stats->loss);
     run.skipped.push_back(stats->update_skipped);
+    run.grad_norms.push_back(stats->grad_norm);
+    run.clipped.push_back(stats->grad_clipped);
     if (worker::EvaluationDue(spec, s + 1)) {
       const int batches = model::WithDefaults(spec).eval().batches();
       absl::StatusOr<model::StepStats> val =

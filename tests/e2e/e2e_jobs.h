@@ -27,10 +27,17 @@ v1::JobSpec WithRecipe(v1::JobSpec spec);
 struct ReferenceRun {
   std::vector<double> losses;
   std::vector<bool> skipped;
+  std::vector<double> grad_norms;  // global gradient norm per step, before clipping
+  std::vector<bool> clipped;
   std::vector<std::vector<float>> weights;
   std::map<int, double> validation;
 };
 ReferenceRun RunReference(const v1::JobSpec& spec);
+
+// `spec` with training.optimizer.clip_grad_norm halfway between the smallest and the largest
+// gradient norm of its unclipped reference run, so that some steps are clipped and others not
+// (callers assert it from the clipped run).
+v1::JobSpec WithClipping(v1::JobSpec spec);
 
 // Every parameter value, stage by stage in model order, of the checkpoint step-`step` the
 // job's ranks wrote under `dir` (stage s is the s-th of `num_stages` even splits). Fails the

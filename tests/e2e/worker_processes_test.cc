@@ -1,15 +1,20 @@
 // Real worker processes over TCP on loopback: for every schedule, p = 2 and 4 pipetrain-worker
-// processes train the default task from a plan file with the full training recipe (warmup,
-// cosine decay, weight decay on every group) and report, step by step, exactly the reference
-// trainer's losses (bitwise: printed with 17 significant digits) and the planner's predicted
-// peak activation bytes; the weights they checkpoint after the last step are bitwise the
-// reference's. A worker killed mid-run makes its neighbour fail the step with a clear error
-// within a bounded time. A job on the "tokens" source (a corpus prepared from the repository's
-// docs by `pipetrain data prepare`) matches the reference trainer too.
+// processes train the default task from a plan file with the full training recipe (warmup, cosine
+// decay, weight decay on every group, gradient clipping by the global norm at a threshold that
+// clips some steps and not others, and tied input/output embeddings: in V schedules both copies sit
+// on rank 0, elsewhere two ranks swap their gradients) and report, step by step, exactly the
+// reference trainer's losses and gradient norms (bitwise: printed with 17 significant digits),
+// which steps were clipped, and the planner's predicted peak activation bytes; the weights they
+// checkpoint after the last step are bitwise the reference's (the ranks that update before the
+// clipping verdict reaches them roll back and redo those steps: docs/training.md). A worker killed
+// mid-run makes its neighbour fail the step with a clear error within a bounded time. A job on the
+// "tokens" source (a corpus prepared from the repository's docs by `pipetrain data prepare`)
+// matches the reference trainer too.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -19,6 +24,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "planner/planner.h"
 #include "schedule/codec/plan_proto.h"
@@ -46,7 +52,9 @@ class WorkerProcessesTest : public ::testing::TestWithParam<Case> {};
 TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
   const Case& c = GetParam();
   const std::string dir = testing::TempDir();
-  v1::JobSpec spec = testing::WithRecipe(testing::SmallJob(c.schedule, c.p, c.m, kSteps));
+  v1::JobSpec base = testing::WithRecipe(testing::SmallJob(c.schedule, c.p, c.m, kSteps));
+  base.mutable_model()->set_tie_embeddings(true);
+  v1::JobSpec spec = testing::WithClipping(base);
   spec.mutable_checkpoint()->set_dir(dir + "/ckpt");
   spec.mutable_checkpoint()->set_interval_steps(kSteps);  // once, after the last step
   auto planned = planner::PlanJob(spec);
@@ -56,7 +64,8 @@ TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
   for (int r = 0; r < c.p; ++r) {
     workers.push_back(testing::Spawn(
         {PIPETRAIN_WORKER_BIN, "--plan", plan_path, "--rank", std::to_string(r),
-         "--connect-timeout", "20", "--recv-timeout", "30"},
+         "--connect-timeout", "20", "--recv-timeout", "30", "--report",
+         absl::StrCat(dir, "/report", r, ".jsonl")},
         absl::StrCat(dir, "/rank", r)));
   }
   for (int r = 0; r < c.p; ++r) {
@@ -84,6 +93,25 @@ TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
     }
   }
   EXPECT_LT(reference.back(), reference.front());
+  // Clipping: some steps clipped, some not; the rank of stage 0 reports each step's norm and
+  // whether it was clipped, as the reference computes them.
+  ASSERT_EQ(ref.clipped.size(), static_cast<size_t>(kSteps));
+  EXPECT_NE(std::count(ref.clipped.begin(), ref.clipped.end(), true), 0) << "no step clipped";
+  EXPECT_NE(std::count(ref.clipped.begin(), ref.clipped.end(), false), 0) << "all steps clipped";
+  const int verdict_rank = planned->schedule.WorkerOf(0);
+  const std::vector<std::string> report = absl::StrSplit(
+      testing::ReadFile(absl::StrCat(dir, "/report", verdict_rank, ".jsonl")), '\n',
+      absl::SkipEmpty());
+  ASSERT_EQ(report.size(), static_cast<size_t>(kSteps));
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NE(report[s].find(absl::StrCat("\"grad_norm\":",
+                                          absl::StrFormat("%.17g", ref.grad_norms[s]), ",")),
+              std::string::npos)
+        << "step " << s << ": " << report[s] << " vs " << ref.grad_norms[s];
+    EXPECT_NE(report[s].find(absl::StrCat("\"grad_clipped\":", ref.clipped[s] ? "true" : "false")),
+              std::string::npos)
+        << "step " << s << ": " << report[s];
+  }
   const std::vector<std::vector<float>> weights =
       testing::CheckpointWeights(spec, dir + "/ckpt", kSteps, planned->schedule.num_stages);
   ASSERT_EQ(weights.size(), ref.weights.size());

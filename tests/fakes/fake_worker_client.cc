@@ -202,6 +202,11 @@ void FakeWorkerClient::Run(const std::string& address, v1::PrepareRequest prepar
     r->set_peak_activation_bytes(1000 * (rank + 1) + step);
     r->set_device_peak_bytes(100000 * (rank + 1) + step);
     r->set_update_skipped(b.skipped_updates.count(step) > 0);
+    if (rank == 0) {
+      r->set_has_grad_norm(true);
+      r->set_grad_norm(1.0 + step / 4.0);
+      r->set_grad_clipped(b.clipped_steps.count(step) > 0);
+    }
     if (rank == last_stage_rank) {
       r->set_has_loss(true);
       r->set_loss(2.0 / (step + 1));

@@ -50,6 +50,9 @@ class FakeWorkerClient : public coordinator::WorkerClient {
     // auto-run: the steps whose report says the optimizer update was skipped (non-finite
     // gradients; real ranks agree, so give every rank the same set).
     std::set<int> skipped_updates;
+    // auto-run: the steps whose gradients rank 0 (the rank of stage 0) reports clipped; it
+    // reports every step's gradient norm as 1 + step / 4.
+    std::set<int> clipped_steps;
   };
 
   ~FakeWorkerClient() override;

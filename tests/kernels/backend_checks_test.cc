@@ -269,6 +269,13 @@ TEST_F(BackendChecksTest, AllFiniteTakesDeviceTensorsOnly) {
   const absl::Status null = backend_.AllFinite({nullptr}).status();
   EXPECT_THAT(std::string(null.message()), HasSubstr("AllFinite: a tensor is null"));
   EXPECT_TRUE(backend_.AllFinite({&dev}).ok());
+  EXPECT_THAT(std::string(backend_.SumOfSquares(host).status().message()),
+              HasSubstr("SumOfSquares: tensor is a host tensor"));
+  EXPECT_THAT(std::string(backend_.Scale(2.0f, &host).message()),
+              HasSubstr("Scale: tensor is a host tensor"));
+  EXPECT_THAT(std::string(backend_.Scale(2.0f, nullptr).message()),
+              HasSubstr("Scale: the tensor is null"));
+  EXPECT_TRUE(backend_.SumOfSquares(dev).ok());
 }
 
 }  // namespace

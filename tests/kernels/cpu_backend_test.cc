@@ -304,6 +304,33 @@ TEST_F(CpuBackendTest, AllFiniteSeesOneNanOrInfInAnyTensor) {
   EXPECT_TRUE(*backend_.AllFinite({}));
 }
 
+TEST_F(CpuBackendTest, SumOfSquaresAddsInElementOrderInDouble) {
+  Tensor t = Make({4}, {3.0f, 4.0f, -1.0f, 0.5f});
+  absl::StatusOr<double> sum = backend_.SumOfSquares(t);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(*sum, 26.25);
+  // Element order, in double: the squares of float max do not overflow, and a tiny square
+  // after a big one is lost exactly as the sequential sum loses it.
+  const float big = std::numeric_limits<float>::max();
+  Tensor huge = Make({2}, {big, big});
+  EXPECT_EQ(*backend_.SumOfSquares(huge), 2.0 * static_cast<double>(big) * big);
+  Tensor r = Random({7, 13}, 65);
+  double want = 0;
+  for (float x : Get(r)) want += static_cast<double>(x) * x;
+  EXPECT_EQ(*backend_.SumOfSquares(r), want);
+  EXPECT_EQ(HostSumOfSquares(Get(r)), want);
+  Tensor nan = Make({2}, {1.0f, std::numeric_limits<float>::quiet_NaN()});
+  EXPECT_TRUE(std::isnan(*backend_.SumOfSquares(nan)));
+}
+
+TEST_F(CpuBackendTest, ScaleMultipliesEveryElementInFloat) {
+  Tensor t = Random({5, 3}, 66);
+  const std::vector<float> before = Get(t);
+  ASSERT_TRUE(backend_.Scale(0.37f, &t).ok());
+  const std::vector<float> after = Get(t);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i] * 0.37f) << i;
+}
+
 TEST_F(CpuBackendTest, HostDeviceRoundTripIsCounted) {
   Tensor d = Random({10, 10}, 70);
   const std::vector<float> want = Get(d);

@@ -320,6 +320,19 @@ TEST_F(CudaVsCpuTest, AllFiniteAgreesWithTheCpu) {
   }
 }
 
+// Gradient clipping's ops: the sum of squares is bitwise the CPU's (it sums on the host in the
+// same order), and Scale is one float multiply per element on both.
+TEST_F(CudaVsCpuTest, SumOfSquaresAndScaleAreBitwiseTheCpus) {
+  Pair a = Random({257, 33}, 48);
+  absl::StatusOr<double> cpu = cpu_.SumOfSquares(a.cpu);
+  absl::StatusOr<double> gpu = gpu_->SumOfSquares(a.gpu);
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << cpu.status() << " " << gpu.status();
+  EXPECT_EQ(*gpu, *cpu);
+  ASSERT_TRUE(cpu_.Scale(0.3f, &a.cpu).ok());
+  ASSERT_TRUE(gpu_->Scale(0.3f, &a.gpu).ok());
+  EXPECT_EQ(*gpu_->ToVector(a.gpu), *cpu_.ToVector(a.cpu));
+}
+
 TEST_F(CudaVsCpuTest, ScratchIsCountedAndABudgetRefusesItNamingTheOp) {
   CountingAllocator& dev = gpu_->device_allocator();
   // The cuBLAS workspace is scratch from the start.

@@ -153,7 +153,8 @@ TEST(JobDefaultsTest, RecipeFieldsStateTheirDefaults) {
   const std::map<std::string, std::string> documented = DocumentedDefaults();
   for (const char* field :
        {"OptimizerSpec.lr_schedule", "OptimizerSpec.warmup_steps", "OptimizerSpec.min_lr_ratio",
-        "OptimizerSpec.decay_embeddings", "OptimizerSpec.decay_norms_and_biases"}) {
+        "OptimizerSpec.decay_embeddings", "OptimizerSpec.decay_norms_and_biases",
+        "OptimizerSpec.clip_grad_norm"}) {
     EXPECT_EQ(documented.count(field), 1u) << field << " states no literal default in job.proto";
   }
   EXPECT_EQ(WithDefaults(v1::JobSpec()).training().optimizer().lr_schedule(), "constant");

@@ -221,7 +221,11 @@ TEST(RecipeValidationTest, TheNewFieldsAcceptTheirRanges) {
   o->set_min_lr_ratio(1);
   o->set_decay_embeddings(true);
   o->set_decay_norms_and_biases(true);
+  o->set_clip_grad_norm(1.0);
   EXPECT_TRUE(planner::ValidateJobSpec(spec).ok()) << planner::ValidateJobSpec(spec);
+  o->set_clip_grad_norm(1e-9);
+  EXPECT_TRUE(planner::ValidateJobSpec(spec).ok());
+  o->set_clip_grad_norm(0);
   o->set_lr_schedule("constant");
   o->set_warmup_steps(0);
   o->set_min_lr_ratio(0);
@@ -257,6 +261,13 @@ TEST(RecipeValidationTest, BadValuesNameTheFieldAndTheAllowedValues) {
     spec = ValidSpec();
     spec.mutable_training()->mutable_optimizer()->set_min_lr_ratio(bad);
     ExpectRejected(spec, "training.optimizer.min_lr_ratio", "allowed: 0..1");
+  }
+  for (double bad : {-0.5, std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity()}) {
+    spec = ValidSpec();
+    spec.mutable_training()->mutable_optimizer()->set_clip_grad_norm(bad);
+    ExpectRejected(spec, "training.optimizer.clip_grad_norm",
+                   "allowed: a finite number >= 0 (0 = no clipping)");
   }
 }
 

@@ -4,7 +4,9 @@
 // run steps 3..5. Their losses and final weights and AdamW moments must be BITWISE those of the
 // uninterrupted run. A checkpoint whose step count disagrees with the resume step is refused.
 // With the full recipe (warmup, cosine over the 6 steps, every decay group) the resume lands
-// mid-cosine: the resumed run must take the schedule up at step 4, not start it again.
+// mid-cosine: the resumed run must take the schedule up at step 4, not start it again. With tied
+// embeddings and gradient clipping as well, both copies of the token embedding and the clipped
+// updates resume exactly too.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -47,8 +49,11 @@ model::OptimizerSettings Scheduled() {
   return s;
 }
 
+// Clipping threshold of the tied cases (the test checks that it clips some steps).
+constexpr double kClipGradNorm = 0.5;
+
 Pipeline MakePipeline(const schedule::Schedule& plan, const model::GptConfig& config, int m,
-                      uint64_t seed, bool scheduled) {
+                      uint64_t seed, bool scheduled, double clip_grad_norm = 0) {
   Pipeline p;
   for (int r = 0; r < plan.num_workers; ++r) {
     ModelStageConfig mc;
@@ -57,6 +62,7 @@ Pipeline MakePipeline(const schedule::Schedule& plan, const model::GptConfig& co
     mc.optimizer.adamw = {
         .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
     if (scheduled) mc.optimizer = Scheduled();
+    mc.optimizer.clip_grad_norm = clip_grad_norm;
     mc.num_stages = plan.num_stages;
     mc.num_microbatches = m;
     for (int s = 0; s < plan.num_stages; ++s) {
@@ -71,11 +77,14 @@ Pipeline MakePipeline(const schedule::Schedule& plan, const model::GptConfig& co
   return p;
 }
 
-// Runs steps [first, last) on every worker thread (like WorkerSession::Run); each rank writes
-// its checkpoint to `dir` after the step that completes `checkpoint_at` steps. Returns the loss
+// Runs steps [first, last) on every worker thread (like WorkerSession::Run); each rank settles
+// its update (post-validation, executor.h) and writes its checkpoint to `dir` after the step that
+// completes `checkpoint_at` steps, and settles after the last step. Counts the clipped steps
+// (the rank of stage 0 reports them) into *clipped if given. Returns the loss
 // of each step (from the rank holding the last stage).
 absl::StatusOr<std::vector<double>> Train(const schedule::Schedule& plan, Pipeline& p, int first,
-                                          int last, const std::string& dir, int checkpoint_at) {
+                                          int last, const std::string& dir, int checkpoint_at,
+                                          int* clipped = nullptr) {
   const int workers = plan.num_workers;
   FakeTransportHub hub(workers);
   std::vector<absl::Status> status(workers);
@@ -86,8 +95,11 @@ absl::StatusOr<std::vector<double>> Train(const schedule::Schedule& plan, Pipeli
       Executor executor(plan, r, p.runners[r].get(), hub.endpoint(r));
       for (int step = first; step < last; ++step) {
         absl::StatusOr<StepResult> result = executor.RunStep(step);
-        if (result.ok() && step + 1 == checkpoint_at) {
-          absl::Status s = p.runners[r]->SaveCheckpoint(dir, checkpoint_at);
+        if (result.ok() && (step + 1 == checkpoint_at || step + 1 == last)) {
+          absl::Status s = executor.SettlePendingUpdate();
+          if (s.ok() && step + 1 == checkpoint_at) {
+            s = p.runners[r]->SaveCheckpoint(dir, checkpoint_at);
+          }
           if (!s.ok()) result = s;
         }
         if (!result.ok()) {
@@ -101,6 +113,9 @@ absl::StatusOr<std::vector<double>> Train(const schedule::Schedule& plan, Pipeli
   }
   for (std::thread& t : threads) t.join();
   for (const absl::Status& s : status) PT_RETURN_IF_ERROR(s);
+  if (clipped != nullptr) {
+    for (const StepResult& r : results[plan.WorkerOf(0)]) *clipped += r.grad_clipped ? 1 : 0;
+  }
   std::vector<double> losses;
   for (const StepResult& r : results[plan.WorkerOf(plan.num_stages - 1)]) {
     if (!r.loss) return absl::InternalError("no loss on the last stage's rank");
@@ -128,6 +143,7 @@ struct Case {
   int p;
   int m;
   bool scheduled = false;  // the full recipe instead of a constant rate
+  bool tied_clipped = false;  // + tied embeddings and clipping at kClipGradNorm
 };
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.schedule << " p=" << c.p << (c.scheduled ? " scheduled" : "");
@@ -156,17 +172,23 @@ TEST_P(CheckpointResumeTest, ResumedRunIsBitwiseTheUninterruptedRun) {
   ASSERT_TRUE(compute.ok()) << compute.status();
   auto plan = schedule::AddTransfers(*compute);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  const model::GptConfig config = SmallModel(plan->num_stages);
+  model::GptConfig config = SmallModel(plan->num_stages);
+  config.tie_embeddings = c.tied_clipped;
+  const double clip = c.tied_clipped ? kClipGradNorm : 0;
 
-  Pipeline full = MakePipeline(*plan, config, c.m, /*seed=*/1234, c.scheduled);
-  auto losses = Train(*plan, full, 0, kSteps, dir_, kCheckpointStep);
+  Pipeline full = MakePipeline(*plan, config, c.m, /*seed=*/1234, c.scheduled, clip);
+  int clipped = 0;
+  auto losses = Train(*plan, full, 0, kSteps, dir_, kCheckpointStep, &clipped);
   ASSERT_TRUE(losses.ok()) << losses.status();
+  if (c.tied_clipped) {
+    EXPECT_GT(clipped, 0);
+  }
   ASSERT_EQ(losses->size(), static_cast<size_t>(kSteps));
   ASSERT_LT(losses->back(), losses->front()) << "did not train";
   ASSERT_EQ(model::LatestCompleteCheckpointStep(dir_, plan->num_stages), kCheckpointStep);
 
   // Fresh runners from another seed: only the checkpoint can make them match.
-  Pipeline resumed = MakePipeline(*plan, config, c.m, /*seed=*/777, c.scheduled);
+  Pipeline resumed = MakePipeline(*plan, config, c.m, /*seed=*/777, c.scheduled, clip);
   for (auto& runner : resumed.runners) {
     ASSERT_TRUE(runner->LoadCheckpoint(dir_, kCheckpointStep).ok());
     EXPECT_EQ(runner->optimizer_steps(), kCheckpointStep);
@@ -199,11 +221,14 @@ TEST_P(CheckpointResumeTest, ResumedRunIsBitwiseTheUninterruptedRun) {
 
 INSTANTIATE_TEST_SUITE_P(Schedules, CheckpointResumeTest,
                          ::testing::Values(Case{"1f1b", 2, 4}, Case{"v-half", 4, 8},
-                                           Case{"1f1b", 2, 4, true}, Case{"v-half", 4, 8, true}),
+                                           Case{"1f1b", 2, 4, true}, Case{"v-half", 4, 8, true},
+                                           Case{"1f1b", 4, 8, true, true},
+                                           Case{"v-half", 4, 8, true, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string n = info.param.schedule + "_p" +
                                            std::to_string(info.param.p) +
-                                           (info.param.scheduled ? "_scheduled" : "");
+                                           (info.param.scheduled ? "_scheduled" : "") +
+                                           (info.param.tied_clipped ? "_tied_clipped" : "");
                            for (char& ch : n) {
                              if (ch == '-') ch = '_';
                            }

@@ -452,7 +452,7 @@ TEST(OffloadTimingTest, BackwardOnAnOffloadedStashIsAnError) {
   ASSERT_TRUE(runner.Reload(0, 0).ok());
   EXPECT_EQ(runner.Reload(0, 0).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(runner.Backward(0, 0, kernels::Tensor()).ok());
-  ASSERT_TRUE(runner.EndStep(/*apply_update=*/true).ok());
+  ASSERT_TRUE(runner.EndStep(std::nullopt).ok());
 }
 
 // ---------------------------------------------------------------------------------------------

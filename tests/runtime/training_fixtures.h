@@ -77,11 +77,20 @@ class ForwardingStageRunner : public StageRunner {
   }
   absl::Status Reload(int stage, int mb) override { return inner_->Reload(stage, mb); }
   absl::Status Release(int stage, int mb) override { return inner_->Release(stage, mb); }
-  absl::StatusOr<std::optional<bool>> GradientsFinite() override {
-    return inner_->GradientsFinite();
+  bool ties_embeddings() const override { return inner_->ties_embeddings(); }
+  absl::StatusOr<std::vector<float>> TiedGradient() override { return inner_->TiedGradient(); }
+  absl::Status AddTiedGradient(const std::vector<float>& other) override {
+    return inner_->AddTiedGradient(other);
   }
-  absl::StatusOr<std::optional<double>> EndStep(bool apply_update) override {
-    return inner_->EndStep(apply_update);
+  absl::StatusOr<bool> SumGradientSquares() override { return inner_->SumGradientSquares(); }
+  absl::StatusOr<double> AddGradientSquares(int stage, double running) override {
+    return inner_->AddGradientSquares(stage, running);
+  }
+  absl::StatusOr<StepEnd> EndStep(std::optional<GradientNormPart> norm) override {
+    return inner_->EndStep(norm);
+  }
+  absl::Status SettleUpdate(double sum_squares) override {
+    return inner_->SettleUpdate(sum_squares);
   }
   absl::Status BeginValidation(int completed_steps) override {
     return inner_->BeginValidation(completed_steps);

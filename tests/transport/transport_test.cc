@@ -214,11 +214,13 @@ TEST(FrameHeaderTest, SenderAndReceiverChecks) {
   bad.magic = 0x12345678;
   rejected(bad, "magic");
   bad = h;
-  bad.role = 4;  // 1..3: activation, gradient, step status
+  bad.role = 5;  // 1..4: activation, gradient, step status, tied embedding gradient
   rejected(bad, "role");
-  FrameHeader status = h;
-  status.role = static_cast<uint8_t>(TensorRole::kStepStatus);
-  EXPECT_TRUE(CheckReceivedHeader(status, 1 << 20, "rank 1").ok());
+  for (TensorRole role : {TensorRole::kStepStatus, TensorRole::kTiedGradient}) {
+    FrameHeader status = h;
+    status.role = static_cast<uint8_t>(role);
+    EXPECT_TRUE(CheckReceivedHeader(status, 1 << 20, "rank 1").ok());
+  }
   bad = h;
   bad.ndim = 5;
   rejected(bad, "rank");

@@ -337,6 +337,79 @@ absl::StatusOr<bool> GptChunk::GradientsFinite() {
   return backend_->AllFinite(grads);
 }
 
+absl::StatusOr<std::vector<double>> GptChunk::GradientSquares() {
+  PT_RETURN_IF_ERROR(CheckNoBufferedGrads("GradientSquares"));
+  std::vector<double> squares;
+  const Parameter* copy = tied_head_copy();
+  for (Parameter* p : parameters()) {
+    if (p == copy) {
+      squares.push_back(0.0);  // x + 0.0 == x: the running sum is unchanged
+      continue;
+    }
+    PT_ASSIGN_OR_RETURN(const double s, backend_->SumOfSquares(p->grad));
+    squares.push_back(s);
+  }
+  return squares;
+}
+
+Parameter* GptChunk::tied_embedding() {
+  return config_.tie_embeddings && embedding_ ? embedding_->params().front() : nullptr;
+}
+
+Parameter* GptChunk::tied_head_copy() {
+  return config_.tie_embeddings && head_ ? head_->projection() : nullptr;
+}
+
+absl::Status GptChunk::TieGradients() {
+  Parameter* wte = tied_embedding();
+  Parameter* copy = tied_head_copy();
+  if (wte == nullptr || copy == nullptr) return absl::OkStatus();
+  PT_RETURN_IF_ERROR(CheckNoBufferedGrads("TieGradients"));
+  PT_RETURN_IF_ERROR(backend_->AddInPlace(copy->grad, &wte->grad));
+  return backend_->Copy(wte->grad, &copy->grad);
+}
+
+absl::Status GptChunk::ScaleGradients(float scale) {
+  for (Parameter* p : parameters()) PT_RETURN_IF_ERROR(backend_->Scale(scale, &p->grad));
+  return absl::OkStatus();
+}
+
+absl::Status GptChunk::SaveOptimizerState(std::vector<Tensor>* copy) {
+  const std::vector<Parameter*> params = parameters();
+  if (copy->empty()) {
+    for (Parameter* p : params) {
+      for (const Tensor* t : {&p->value, &p->adam_m, &p->adam_v}) {
+        PT_ASSIGN_OR_RETURN(Tensor c, backend_->Empty(t->shape(), "optimizer state copy"));
+        copy->push_back(std::move(c));
+      }
+    }
+  }
+  if (copy->size() != 3 * params.size()) {
+    return absl::InvalidArgumentError("SaveOptimizerState: the copy belongs to another chunk");
+  }
+  size_t i = 0;
+  for (Parameter* p : params) {
+    for (const Tensor* t : {&p->value, &p->adam_m, &p->adam_v}) {
+      PT_RETURN_IF_ERROR(backend_->Copy(*t, &(*copy)[i++]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GptChunk::RestoreOptimizerState(const std::vector<Tensor>& copy) {
+  const std::vector<Parameter*> params = parameters();
+  if (copy.size() != 3 * params.size()) {
+    return absl::InvalidArgumentError("RestoreOptimizerState: the copy belongs to another chunk");
+  }
+  size_t i = 0;
+  for (Parameter* p : params) {
+    for (Tensor* t : {&p->value, &p->adam_m, &p->adam_v}) {
+      PT_RETURN_IF_ERROR(backend_->Copy(copy[i++], t));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GptChunk::OptimizerStep(const OptimizerSettings& settings, int64_t step) {
   PT_RETURN_IF_ERROR(CheckNoBufferedGrads("OptimizerStep"));
   for (Parameter* p : parameters()) {

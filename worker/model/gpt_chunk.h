@@ -115,6 +115,27 @@ class GptChunk {
   // must not update (the caller skips OptimizerStep). FailedPrecondition if ordered W results
   // are still buffered.
   absl::StatusOr<bool> GradientsFinite();
+  // Per parameter (parameters() order), the sum of its squared gradient elements
+  // (Backend::SumOfSquares): the terms of the global gradient norm (gradient_clipping.h). A
+  // tied head's copy of the token embedding contributes 0 (the embedding counts the matrix
+  // once). FailedPrecondition if ordered W results are still buffered.
+  absl::StatusOr<std::vector<double>> GradientSquares();
+  // Tied embeddings (GptConfig::tie_embeddings): the token embedding (wte) if this chunk holds
+  // the embedding, and the head's copy of it if this chunk holds the head; null otherwise. The
+  // two are one matrix: every step both take the sum of their gradients (wte's + the head's;
+  // TieGradients when one chunk holds both, the stage runner otherwise) and then the same
+  // AdamW update, so their values and moments stay bitwise equal.
+  Parameter* tied_embedding();
+  Parameter* tied_head_copy();
+  // Both in this chunk: each gradient becomes their sum. Nothing otherwise.
+  absl::Status TieGradients();
+  // Multiplies every gradient by `scale` (gradient clipping).
+  absl::Status ScaleGradients(float scale);
+  // Copies every parameter's value and AdamW moments into `copy` (allocated on first use, from
+  // the device allocator, and reused), and back: the rollback of an optimizer step taken before
+  // its verdict was known (worker/runtime/executor.h).
+  absl::Status SaveOptimizerState(std::vector<kernels::Tensor>* copy);
+  absl::Status RestoreOptimizerState(const std::vector<kernels::Tensor>& copy);
   // AdamW step `step` (>= 1) on every parameter, at the schedule's learning rate for `step` and
   // with weight decay on the parameters of the decayed groups (optimizer_settings.h).
   // FailedPrecondition if ordered W results are still buffered.

@@ -15,9 +15,16 @@ absl::StatusOr<std::unique_ptr<LmHead>> LmHead::Create(kernels::Backend* backend
                                                ParameterKind::kNorm, {H}, Init::kOnes));
   PT_ASSIGN_OR_RETURN(h->lnf_b_, MakeParameter(backend, seed, layer, "lnf.beta",
                                                ParameterKind::kNorm, {H}, Init::kZeros));
-  PT_ASSIGN_OR_RETURN(
-      h->w_, MakeParameter(backend, seed, layer, "lm_head.weight", ParameterKind::kLinearWeight,
-                           {H, config.vocab}, Init::kNormal, 0.02f));
+  if (config.tie_embeddings) {
+    // Bitwise the embedding's wte: the same key, kind, shape and scale (embedding_layer.cc).
+    PT_ASSIGN_OR_RETURN(
+        h->w_, MakeParameter(backend, seed, config.embedding_layer(), "wte",
+                             ParameterKind::kEmbedding, {config.vocab, H}, Init::kNormal, 0.02f));
+  } else {
+    PT_ASSIGN_OR_RETURN(
+        h->w_, MakeParameter(backend, seed, layer, "lm_head.weight", ParameterKind::kLinearWeight,
+                             {H, config.vocab}, Init::kNormal, 0.02f));
+  }
   return h;
 }
 
@@ -39,7 +46,7 @@ absl::StatusOr<LmHead::Output> LmHead::Forward(Tensor x, absl::Span<const int32_
   PT_ASSIGN_OR_RETURN(s->probs, be.Empty({N, config_.vocab}, "head probs"));
   // Logits are scratch: only the probabilities are kept for B.
   PT_ASSIGN_OR_RETURN(Tensor logits, be.Empty({N, config_.vocab}, "head logits (scratch)"));
-  PT_RETURN_IF_ERROR(be.Gemm(s->lnf, false, w_.value, false, 1, 0, &logits));
+  PT_RETURN_IF_ERROR(be.Gemm(s->lnf, false, w_.value, config_.tie_embeddings, 1, 0, &logits));
   PT_ASSIGN_OR_RETURN(auto ce, be.CrossEntropyForward(logits, s->targets, &s->probs));
   Output out;
   out.loss = ce.loss;
@@ -56,7 +63,8 @@ absl::StatusOr<Tensor> LmHead::BackwardInput(Stash* s) {
   PT_RETURN_IF_ERROR(be.CrossEntropyBackward(s->probs, s->targets, s->loss_scale, &s->dlogits));
   s->probs.Reset();
   PT_ASSIGN_OR_RETURN(s->dlnf, be.Empty({N, H}, "head dlnf"));
-  PT_RETURN_IF_ERROR(be.Gemm(s->dlogits, false, w_.value, true, 1, 0, &s->dlnf));
+  PT_RETURN_IF_ERROR(
+      be.Gemm(s->dlogits, false, w_.value, !config_.tie_embeddings, 1, 0, &s->dlnf));
   PT_ASSIGN_OR_RETURN(Tensor dx, be.Empty({N, H}, "head input grad"));
   PT_RETURN_IF_ERROR(be.LayerNormBackwardInput(s->dlnf, s->x, lnf_g_.value, s->mean, s->rstd, &dx));
   return dx;
@@ -68,8 +76,13 @@ absl::Status LmHead::BackwardWeight(Stash* s, absl::Span<Tensor* const> grads, b
   if (s->dlnf.empty()) return absl::FailedPreconditionError("head W before B");
   PT_RETURN_IF_ERROR(
       be.LayerNormBackwardWeight(s->dlnf, s->x, s->mean, s->rstd, accumulate, grads[0], grads[1]));
-  PT_RETURN_IF_ERROR(
-      be.Gemm(s->lnf, true, s->dlogits, false, 1, accumulate ? 1.0f : 0.0f, grads[2]));
+  if (config_.tie_embeddings) {  // dwte [vocab, hidden] = dlogits^T lnf
+    PT_RETURN_IF_ERROR(
+        be.Gemm(s->dlogits, true, s->lnf, false, 1, accumulate ? 1.0f : 0.0f, grads[2]));
+  } else {  // dW [hidden, vocab] = lnf^T dlogits
+    PT_RETURN_IF_ERROR(
+        be.Gemm(s->lnf, true, s->dlogits, false, 1, accumulate ? 1.0f : 0.0f, grads[2]));
+  }
   s->ForEachTensor([](Tensor* t) { t->Reset(); });
   s->targets.clear();
   return absl::OkStatus();

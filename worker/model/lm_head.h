@@ -1,7 +1,10 @@
 // LmHead: final layernorm, LM head projection W [hidden, vocab] (no bias) and the cross-entropy
-// loss (global layer num_layers + 1). F takes the last block's output and the targets and returns
-// the microbatch's mean token loss; its gradient is scaled by `loss_scale` (1 / num_microbatches
-// for gradient accumulation). B returns dL/dx; W accumulates dW and the layernorm's gradients.
+// loss (global layer num_layers + 1). With config.tie_embeddings the projection is the token
+// embedding instead: logits = x wte^T with wte [vocab, hidden], held here as a copy that is
+// initialised (as layer 0's "wte") and updated like the embedding's (GptChunk keeps them equal). F
+// takes the last block's output and the targets and returns the microbatch's mean token loss; its
+// gradient is scaled by `loss_scale` (1 / num_microbatches for gradient accumulation). B returns
+// dL/dx; W accumulates dW and the layernorm's gradients.
 // Thread-safety: not thread-safe; driven by its chunk's thread.
 #ifndef PIPETRAIN_WORKER_MODEL_LM_HEAD_H_
 #define PIPETRAIN_WORKER_MODEL_LM_HEAD_H_
@@ -45,6 +48,8 @@ class LmHead {
   // grads = {dgamma, dbeta, dW}.
   absl::Status BackwardWeight(Stash* s, absl::Span<kernels::Tensor* const> grads, bool accumulate);
   std::vector<Parameter*> params() { return {&lnf_g_, &lnf_b_, &w_}; }
+  // The projection's parameter (lm_head.weight, or the copy of wte when tied).
+  Parameter* projection() { return &w_; }
 
  private:
   LmHead(kernels::Backend* backend, const GptConfig& config) : backend_(backend), config_(config) {}

@@ -29,6 +29,8 @@ struct OptimizerSettings {
   kernels::AdamWConfig adamw;  // lr: the peak learning rate
   LrSchedule lr_schedule;      // default: constant (adamw.lr at every step)
   WeightDecayGroups decay;     // default: linear weights only
+  // Gradient clipping by the global norm (gradient_clipping.h); 0 = none.
+  double clip_grad_norm = 0;
 };
 
 // Whether weight decay applies to a parameter of `kind` under `groups`.

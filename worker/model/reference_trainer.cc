@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/model/gradient_clipping.h"
 
 namespace pipetrain::model {
 
@@ -43,9 +44,10 @@ absl::StatusOr<StepStats> ReferenceTrainer::Step() {
     PT_ASSIGN_OR_RETURN(kernels::Tensor dx, chunk_->Backward(m, kernels::Tensor()));
   }
   // The pipeline's rule (worker/runtime/executor.h): non-finite gradients skip the update.
-  PT_ASSIGN_OR_RETURN(const bool finite, chunk_->GradientsFinite());
-  if (finite) PT_RETURN_IF_ERROR(chunk_->OptimizerStep(config_.optimizer, step));
-  stats.update_skipped = !finite;
+  PT_ASSIGN_OR_RETURN(const ClipVerdict verdict, ClipAndStep(*chunk_, config_.optimizer, step));
+  stats.update_skipped = !verdict.finite;
+  stats.grad_norm = verdict.norm;
+  stats.grad_clipped = verdict.clipped;
   step_ = step;
   stats.token_accuracy = acc.token_accuracy();
   stats.exact_match = acc.exact_match();

@@ -3,13 +3,15 @@
 // One step (step numbers start at 1):
 //   ZeroGrad; for m = 0..M-1: mb = dataset.Get(step, m, microbatch_size);
 //     F(m, tokens, targets, loss_scale = 1/M); BW(m)       (so W runs in microbatch order)
-//   if every gradient is finite: OptimizerStep(optimizer, step)   (else the update is skipped,
-//   as every pipeline rank skips it; the step still counts, for the schedule and AdamW's t)
+//   ClipAndStep (gradient_clipping.h): the global gradient norm; if every gradient is finite,
+//   the gradients scaled by the clip coefficient (when optimizer.clip_grad_norm > 0) and
+//   OptimizerStep(optimizer, step); else the update is skipped, as every pipeline rank skips it
+//   (the step still counts, for the schedule and AdamW's t)
 // Reported loss = sum_m loss_m / M (loss_m = mean token loss of microbatch m), i.e. the mean loss
 // when microbatches have equal target counts. With GradAccumulation::kMicrobatchOrdered (the
 // default) the gradients are summed per parameter in microbatch order no matter in which order
 // W runs, so a pipelined run with the same config, seed and the same ordered mode reproduces the
-// weights bitwise (given the same backend and BLAS thread count). No gradient clipping.
+// weights bitwise (given the same backend and BLAS thread count).
 // Thread-safety: not thread-safe.
 #ifndef PIPETRAIN_WORKER_MODEL_REFERENCE_TRAINER_H_
 #define PIPETRAIN_WORKER_MODEL_REFERENCE_TRAINER_H_
@@ -42,6 +44,8 @@ struct StepStats {
   double exact_match = 0;     // fraction of sequences with every scored position right
   double seconds = 0;
   bool update_skipped = false;  // a gradient held a NaN or Inf: no update this step
+  double grad_norm = 0;         // global L2 norm of the gradients, before clipping
+  bool grad_clipped = false;    // the gradients were scaled down (optimizer.clip_grad_norm)
 };
 
 class ReferenceTrainer {

@@ -95,9 +95,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "step failed: %s\n", st.status().ToString().c_str());
       return 1;
     }
-    std::printf("step %5lld  loss %.4f  token_acc %.3f  exact %.3f  %.1f ms%s\n",
+    std::printf("step %5lld  loss %.4f  token_acc %.3f  exact %.3f  grad_norm %.4g  %.1f ms%s\n",
                 static_cast<long long>(st->step), st->loss, st->token_accuracy, st->exact_match,
-                st->seconds * 1e3, st->update_skipped ? "  (non-finite gradients: no update)" : "");
+                st->grad_norm, st->seconds * 1e3,
+                st->update_skipped ? "  (non-finite gradients: no update)" : "");
     if (eval_every > 0 && st->step % eval_every == 0) {
       auto ev = (*trainer)->Evaluate(4);
       if (ev.ok()) {

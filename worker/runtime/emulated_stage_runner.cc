@@ -163,7 +163,7 @@ absl::Status EmulatedStageRunner::Release(int stage, int microbatch) {
 
 void EmulatedStageRunner::ComputeEnded() { Account(-offloads_.ReleaseAtComputeEnd()); }
 
-absl::StatusOr<std::optional<double>> EmulatedStageRunner::EndStep(bool /*apply_update*/) {
+absl::StatusOr<StepEnd> EmulatedStageRunner::EndStep(std::optional<GradientNormPart> /*norm*/) {
   const int64_t held = offloads_.held_device_bytes();
   absl::Status status = offloads_.EndStep();
   Account(-(held - offloads_.held_device_bytes()));
@@ -172,7 +172,7 @@ absl::StatusOr<std::optional<double>> EmulatedStageRunner::EndStep(bool /*apply_
     return absl::FailedPreconditionError(absl::StrCat(
         store_.size(), " (stage, microbatch) activation sets were never released by a W/BW"));
   }
-  return std::optional<double>();
+  return StepEnd();
 }
 
 }  // namespace pipetrain::worker

@@ -54,9 +54,13 @@ class EmulatedStageRunner final : public StageRunner {
   absl::Status Offload(int stage, int microbatch, bool explicit_release = false) override;
   absl::Status Reload(int stage, int microbatch) override;
   absl::Status Release(int stage, int microbatch) override;
-  // No gradients: nullopt (no agreement on them), and EndStep has no update to apply or skip.
-  absl::StatusOr<std::optional<bool>> GradientsFinite() override { return std::optional<bool>(); }
-  absl::StatusOr<std::optional<double>> EndStep(bool apply_update) override;
+  // No gradients: no norm exchange, and EndStep has no update to apply, hold open or skip.
+  absl::StatusOr<bool> SumGradientSquares() override { return false; }
+  absl::StatusOr<double> AddGradientSquares(int /*stage*/, double running) override {
+    return running;
+  }
+  absl::StatusOr<StepEnd> EndStep(std::optional<GradientNormPart> norm) override;
+  absl::Status SettleUpdate(double /*sum_squares*/) override { return absl::OkStatus(); }
   // Validation: F's time, nothing stored, no loss.
   absl::Status BeginValidation(int /*completed_steps*/) override { return absl::OkStatus(); }
   absl::StatusOr<kernels::Tensor> ValidationForward(int stage, int microbatch,

@@ -1,5 +1,6 @@
 #include "worker/runtime/executor.h"
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,15 @@ absl::Status Annotate(const absl::Status& status, const Action& action, int step
                                                   status.message()));
 }
 
+// The stages placed on `rank`, ascending.
+std::vector<int> StagesOf(const schedule::Schedule& schedule, int rank) {
+  std::vector<int> stages;
+  for (int s = 0; s < schedule.num_stages; ++s) {
+    if (schedule.WorkerOf(s) == rank) stages.push_back(s);
+  }
+  return stages;
+}
+
 }  // namespace
 
 Executor::Executor(const schedule::Schedule& schedule, int rank, StageRunner* runner,
@@ -30,6 +40,29 @@ Executor::Executor(const schedule::Schedule& schedule, int rank, StageRunner* ru
   for (const Action& a : schedule_.worker_actions[rank_]) {
     if (a.kind == ActionKind::kRelease) {
       explicit_release_.insert((static_cast<int64_t>(a.stage) << 32) | a.microbatch);
+    }
+  }
+  const int last = schedule_.num_stages - 1;
+  if (runner_->ties_embeddings() && schedule_.WorkerOf(0) != schedule_.WorkerOf(last)) {
+    if (rank_ == schedule_.WorkerOf(0)) {
+      tie_peer_ = schedule_.WorkerOf(last);
+      tie_stage_ = 0;
+      tie_peer_stage_ = last;
+    } else if (rank_ == schedule_.WorkerOf(last)) {
+      tie_peer_ = schedule_.WorkerOf(0);
+      tie_stage_ = last;
+      tie_peer_stage_ = 0;
+    }
+  }
+  my_stages_ = StagesOf(schedule_, rank_);
+  if (!my_stages_.empty() && my_stages_.front() > 0) {
+    verdict_parent_ = schedule_.WorkerOf(my_stages_.front() - 1);
+  }
+  for (int r = 0; r < schedule_.num_workers; ++r) {
+    const std::vector<int> theirs = StagesOf(schedule_, r);
+    if (r != rank_ && !theirs.empty() && theirs.front() > 0 &&
+        schedule_.WorkerOf(theirs.front() - 1) == rank_) {
+      verdict_children_.push_back(r);
     }
   }
 }
@@ -150,56 +183,111 @@ absl::Status Executor::Run(const Action& action, int step, int64_t* bytes) {
   return absl::InternalError("unknown action kind");
 }
 
-// The two passes of the agreement are told apart by the microbatch field of the key.
-constexpr int kStatusUp = 0;
-constexpr int kStatusDown = 1;
+namespace {
 
-absl::Status Executor::SendStepStatus(int step, int from_stage, int to_stage, bool finite) {
+// The two passes are told apart by the microbatch field of the key.
+constexpr int kSumPass = 0;
+constexpr int kVerdictPass = 1;
+
+// A double travels as its 64 bits in four 16-bit pieces, each exactly representable as a float
+// (no NaN payload or rounding can change it on the way).
+std::vector<float> EncodeDouble(double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  std::vector<float> out(4);
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<float>((bits >> (16 * i)) & 0xFFFF);
+  return out;
+}
+
+absl::StatusOr<double> DecodeDouble(const Message& message) {
+  if (message.data.size() != 4) {
+    return absl::DataLossError(absl::StrCat(ToString(message.key), ": ", message.data.size(),
+                                            " values, expected 4"));
+  }
+  uint64_t bits = 0;
+  for (int i = 0; i < 4; ++i) {
+    const float piece = message.data[i];
+    if (!(piece >= 0.0f && piece <= 65535.0f) ||
+        piece != static_cast<float>(static_cast<int>(piece))) {
+      return absl::DataLossError(absl::StrCat(ToString(message.key), ": malformed value"));
+    }
+    bits |= static_cast<uint64_t>(piece) << (16 * i);
+  }
+  double value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+}  // namespace
+
+absl::Status Executor::SendSum(int step, int peer, int key_stage, int pass, double sum) {
   Message message;
-  message.key = MessageKey{step, from_stage, to_stage > from_stage ? kStatusUp : kStatusDown,
-                           TensorRole::kStepStatus};
-  message.shape = {1};
-  message.data = {finite ? 1.0f : 0.0f};
-  return transport_->Send(schedule_.WorkerOf(to_stage), std::move(message));
+  message.key = MessageKey{step, key_stage, pass, TensorRole::kStepStatus};
+  message.data = EncodeDouble(sum);
+  message.shape = {static_cast<int64_t>(message.data.size())};
+  return transport_->Send(peer, std::move(message));
 }
 
-absl::StatusOr<bool> Executor::RecvStepStatus(int step, int from_stage, int to_stage) {
-  const MessageKey key{step, from_stage, to_stage > from_stage ? kStatusUp : kStatusDown,
-                       TensorRole::kStepStatus};
-  PT_ASSIGN_OR_RETURN(Message message, transport_->Recv(schedule_.WorkerOf(from_stage), key,
-                                                        absl::Now() + options_.recv_timeout));
-  if (message.data.size() != 1) {
-    return absl::DataLossError(
-        absl::StrCat(ToString(key), ": ", message.data.size(), " values, expected 1"));
-  }
-  return message.data[0] != 0.0f;
+absl::StatusOr<double> Executor::RecvSum(int step, int peer, int key_stage, int pass) {
+  const MessageKey key{step, key_stage, pass, TensorRole::kStepStatus};
+  PT_ASSIGN_OR_RETURN(Message message,
+                      transport_->Recv(peer, key, absl::Now() + options_.recv_timeout));
+  return DecodeDouble(message);
 }
 
-absl::StatusOr<bool> Executor::AgreeGradientsFinite(int step, bool local_finite) {
+absl::StatusOr<GradientNormPart> Executor::SumGradientNorm(int step) {
   const int last = schedule_.num_stages - 1;
-  std::vector<int> mine;
-  for (int s = 0; s <= last; ++s) {
-    if (schedule_.WorkerOf(s) == rank_) mine.push_back(s);
-  }
   auto remote = [&](int s) { return s >= 0 && s <= last && schedule_.WorkerOf(s) != rank_; };
-  bool finite = local_finite;
-  for (int s : mine) {  // up
-    if (remote(s - 1)) {
-      PT_ASSIGN_OR_RETURN(const bool before, RecvStepStatus(step, s - 1, s));
-      finite = finite && before;
-    }
-    if (remote(s + 1)) PT_RETURN_IF_ERROR(SendStepStatus(step, s, s + 1, finite));
-  }
-  for (auto it = mine.rbegin(); it != mine.rend(); ++it) {  // down
+  double sum = 0;
+  for (auto it = my_stages_.rbegin(); it != my_stages_.rend(); ++it) {
     const int s = *it;
-    // The rank of stage s + 1 has the AND over every rank by now (it finished the up pass).
     if (remote(s + 1)) {
-      PT_ASSIGN_OR_RETURN(finite, RecvStepStatus(step, s + 1, s));
+      PT_ASSIGN_OR_RETURN(sum, RecvSum(step, schedule_.WorkerOf(s + 1), s + 1, kSumPass));
     }
-    if (remote(s - 1)) PT_RETURN_IF_ERROR(SendStepStatus(step, s, s - 1, finite));
+    PT_ASSIGN_OR_RETURN(sum, runner_->AddGradientSquares(s, sum));
+    if (remote(s - 1)) {
+      PT_RETURN_IF_ERROR(SendSum(step, schedule_.WorkerOf(s - 1), s, kSumPass, sum));
+    }
   }
-  PT_RETURN_IF_ERROR(transport_->Flush(absl::Now() + options_.recv_timeout));
-  return finite;
+  return GradientNormPart{sum, my_stages_.front() == 0};
+}
+
+absl::Status Executor::SendVerdict(int step, double sum_squares) {
+  for (int child : verdict_children_) {
+    const int key_stage = StagesOf(schedule_, child).front() - 1;
+    PT_RETURN_IF_ERROR(SendSum(step, child, key_stage, kVerdictPass, sum_squares));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::ExchangeTiedGradient(int step) {
+  PT_ASSIGN_OR_RETURN(std::vector<float> mine, runner_->TiedGradient());
+  Message message;
+  message.key = MessageKey{step, tie_stage_, 0, TensorRole::kTiedGradient};
+  message.shape = {static_cast<int64_t>(mine.size())};
+  message.data = std::move(mine);
+  PT_RETURN_IF_ERROR(transport_->Send(tie_peer_, std::move(message)));
+  const MessageKey key{step, tie_peer_stage_, 0, TensorRole::kTiedGradient};
+  PT_ASSIGN_OR_RETURN(Message theirs,
+                      transport_->Recv(tie_peer_, key, absl::Now() + options_.recv_timeout));
+  PT_RETURN_IF_ERROR(runner_->AddTiedGradient(theirs.data));
+  transport_->Recycle(std::move(theirs.data));
+  return absl::OkStatus();
+}
+
+absl::Status Executor::SettlePendingUpdate() {
+  if (!pending_step_.has_value()) return absl::OkStatus();
+  const int step = *pending_step_;
+  pending_step_.reset();
+  absl::StatusOr<double> sum = RecvSum(step, verdict_parent_, my_stages_.front() - 1, kVerdictPass);
+  absl::Status status = sum.status();
+  if (status.ok()) status = SendVerdict(step, *sum);
+  if (status.ok()) status = runner_->SettleUpdate(*sum);
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("step ", step, ", settling its update: ",
+                                                    status.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ValidationResult> Executor::RunValidation(int completed_steps) {
@@ -260,8 +348,10 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
   const int64_t offloaded_before = runner_->offloaded_bytes();
   runner_->ResetActivationPeak();
   runner_->backend().device_allocator().ResetPeak();
-  PT_RETURN_IF_ERROR(runner_->BeginStep(step));
   const int64_t step_start = options_.clock->NowNs();
+  // The verdict on the last step's update (file comment); counted in this step's time.
+  PT_RETURN_IF_ERROR(SettlePendingUpdate());
+  PT_RETURN_IF_ERROR(runner_->BeginStep(step));
   const std::vector<Action>& actions = schedule_.worker_actions[rank_];
   result.timings.reserve(actions.size());
   for (const Action& action : actions) {
@@ -286,20 +376,34 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
         "step ", step, ": ", inbox_.size(), " received and ", outbox_.size(),
         " produced tensor(s) were never consumed (a RECV or SEND is missing from the plan)"));
   }
-  PT_ASSIGN_OR_RETURN(const std::optional<bool> finite, runner_->GradientsFinite());
-  bool apply_update = true;
-  if (finite.has_value()) {
-    result.gradients_finite = *finite;
-    absl::StatusOr<bool> agreed = AgreeGradientsFinite(step, *finite);
-    if (!agreed.ok()) {
-      return absl::Status(agreed.status().code(),
-                          absl::StrCat("step ", step, ", agreeing on finite gradients: ",
-                                       agreed.status().message()));
+  if (tie_peer_ >= 0) {
+    if (absl::Status tied = ExchangeTiedGradient(step); !tied.ok()) {
+      return absl::Status(tied.code(), absl::StrCat("step ", step, ", exchanging the tied "
+                                                    "embedding's gradient: ", tied.message()));
     }
-    apply_update = *agreed;
   }
-  result.update_skipped = !apply_update;
-  PT_ASSIGN_OR_RETURN(result.loss, runner_->EndStep(apply_update));
+  PT_ASSIGN_OR_RETURN(const bool has_gradients, runner_->SumGradientSquares());
+  std::optional<GradientNormPart> norm;
+  if (has_gradients) {
+    absl::StatusOr<GradientNormPart> part = SumGradientNorm(step);
+    if (!part.ok()) {
+      return absl::Status(part.status().code(),
+                          absl::StrCat("step ", step, ", summing the gradient norm: ",
+                                       part.status().message()));
+    }
+    norm = *part;
+    // The rank of stage 0 knows the verdict now: pass it on before updating.
+    if (norm->complete) PT_RETURN_IF_ERROR(SendVerdict(step, norm->sum_squares));
+  }
+  PT_ASSIGN_OR_RETURN(StepEnd end, runner_->EndStep(norm));
+  if (norm.has_value() && !norm->complete) pending_step_ = step;
+  if (has_gradients) PT_RETURN_IF_ERROR(transport_->Flush(absl::Now() + options_.recv_timeout));
+  result.loss = end.loss;
+  if (end.verdict.has_value()) {
+    result.update_skipped = !end.verdict->finite;
+    result.grad_norm = end.verdict->norm;
+    result.grad_clipped = end.verdict->clipped;
+  }
   result.duration_ns = options_.clock->NowNs() - step_start;
   result.peak_activation_bytes = runner_->peak_activation_bytes();
   result.device_peak_bytes = runner_->backend().device_allocator().stats().peak_bytes;

@@ -4,23 +4,41 @@
 // SEND of a tensor that was never produced, or a tensor left over at the end of the step is a
 // FailedPrecondition naming the action and the step.
 //
-// End of step: after the last action, the ranks agree on whether every weight gradient of the
-// step is finite, and only then update (StageRunner::EndStep). A NaN or Inf in any rank's
-// gradients skips the update on EVERY rank: updating some stages and not others would leave a
-// model that no single-process run computes. Each rank knows only its own gradients, so the
-// ranks exchange one flag along the stage chain, over the links the pipeline already has:
-//   up:   for stages s = 0..S-1 in order, the rank holding s takes the flag from the rank of
-//         s - 1 (if that is another rank), ANDs in its own, and passes it to the rank of s + 1;
-//         the rank of the last stage then holds the AND over all ranks (every rank holds some
-//         stage, and a flag once cleared stays cleared);
-//   down: for s = S-1..0, the same chain backwards hands that result to every rank.
-// Each rank walks its own stages in that order (up ascending, then down descending), so every
-// receive waits only on an earlier link of the one chain: no cycle, no deadlock. A boundary
-// between two stages of one rank carries nothing. It costs 2 x (cross-rank boundaries) one-float
-// messages in sequence at the end of each step, and nothing when the runner keeps no gradients
-// (emulated compute) or p = 1. The skipped step is reported (StepResult::update_skipped) and
-// still counts as a step.
-//
+// End of step: optimizer post-validation. The update of a step depends on the global norm of
+// every rank's weight gradients (clipping; a NaN or Inf anywhere skips it on EVERY rank:
+// updating some stages and not others would leave a model that no single-process run
+// computes). The norm is a running sum over the stages from the last to stage 0
+// (worker/model/gradient_clipping.h), so after the last action the ranks hand it along the
+// stage chain, over the links the pipeline already has:
+//   sum:     for stages s = S-1..0, the rank holding s takes the partial sum from the rank of
+//            s + 1 (if that is another rank), adds its stage's terms and passes it to the rank of
+//            s - 1. Each rank walks its own stages in that order, so every receive waits only
+//            on an earlier link of the one chain: no cycle, no deadlock. The rank of stage 0 ends
+//            with the complete sum and so knows the verdict (norm, clip coefficient, skip) at
+//            once; it updates for good and sends the sum on (below).
+//   others:  a rank that does not hold stage 0 does NOT wait for the verdict: it updates with
+//            what its partial sum tells it (StageRunner::EndStep, model_stage_runner.h: in the
+//            common case an unclipped update with a copy of the old state kept) and goes on.
+//   verdict: the complete sum travels from the rank of stage 0 to every other rank along a tree:
+//            rank R's parent is the rank of stage (lowest stage of R) - 1. A rank receives it at
+//            the start of its next step (or at SettlePendingUpdate), forwards it to its
+//            children, and settles its update (StageRunner::SettleUpdate): kept, or rolled back
+//            from the copy and redone scaled or skipped.
+// Why the verdict costs no waiting in the next step: rank R's first compute action of a step is
+// an F of its lowest stage, whose input activation comes from R's parent, and the parent sends
+// the verdict on before it starts that step's actions; so the verdict is in R's inbox no later
+// than the activation it waits for anyway (the rank of stage 0 needs nothing). What remains on
+// the critical path is the sum pass at the end of the step (one small message per cross-rank
+// stage boundary, in sequence) and, on a rolled-back step, the restore and the redone update.
+// Messages: kStepStatus keys, the double split into four 16-bit pieces held exactly as floats.
+// Tied embeddings (model.tie_embeddings) whose embedding and head sit on two ranks: before the
+// sum pass those two ranks swap the gradients of their copies of the token embedding
+// (kTiedGradient, vocab x hidden floats each way) and both add the other's, so both copies take
+// the same update and the matrix counts once in the norm (StageRunner::TiedGradient).
+// A runner without gradients (emulated) sends nothing; with p = 1 nothing travels either.
+// Reports: the rank holding stage 0 sets StepResult::grad_norm, grad_clipped and
+// update_skipped; the other ranks learn the verdict a step later and report none of them.
+
 // Tensor flow: F/B produce a tensor for the neighbouring stage. If that stage lives on this
 // worker the tensor is handed over directly (no transfer, e.g. the V's turn on the last
 // worker); otherwise it waits in the outbox for the matching SEND action. RECV actions put what
@@ -73,14 +91,16 @@ struct StepResult {
   int64_t received_bytes = 0;
   int64_t offloaded_bytes = 0;
   std::vector<ActionTiming> timings;  // one per action, in list order
-  // This rank's own weight gradients were all finite (true for a runner without gradients).
-  bool gradients_finite = true;
-  // Some rank's were not, so every rank skipped this step's optimizer update.
+  // Set on the rank holding stage 0 only (file comment): some rank's gradients were not finite,
+  // so every rank skipped this step's optimizer update; the global gradient norm before
+  // clipping; whether the gradients were scaled down.
   bool update_skipped = false;
   // The learning rate of this step's update (model::LearningRate; set by the session).
   double learning_rate = 0;
   // A validation pass ran after this step (set by the session, not by RunStep).
   std::optional<ValidationResult> validation;
+  std::optional<double> grad_norm;
+  bool grad_clipped = false;
 };
 
 struct ExecutorOptions {
@@ -105,6 +125,10 @@ class Executor {
   // One validation pass after `completed_steps` (>= 1) training steps; the schedule must be
   // forward-only (FailedPrecondition otherwise), and RunStep is refused on one that is.
   absl::StatusOr<ValidationResult> RunValidation(int completed_steps);
+  // Waits for the verdict on the last step's update, forwards it and settles the update (file
+  // comment); nothing when none is open. RunStep does it first; call it after the last step,
+  // and before saving a checkpoint or reading weights.
+  absl::Status SettlePendingUpdate();
 
  private:
   enum class Slot : uint8_t { kActivation, kGradient };
@@ -124,10 +148,13 @@ class Executor {
   void Deliver(int from_stage, int to_stage, int microbatch, Slot slot, kernels::Tensor tensor);
   absl::StatusOr<kernels::Tensor> TakeInput(const schedule::Action& action, Slot slot,
                                             const char* what);
-  // The end-of-step agreement (file comment): true iff every rank's gradients are finite.
-  absl::StatusOr<bool> AgreeGradientsFinite(int step, bool local_finite);
-  absl::Status SendStepStatus(int step, int from_stage, int to_stage, bool finite);
-  absl::StatusOr<bool> RecvStepStatus(int step, int from_stage, int to_stage);
+  // The end-of-step sum pass (file comment): this rank's view of the global sum of squares.
+  absl::StatusOr<GradientNormPart> SumGradientNorm(int step);
+  absl::Status SendSum(int step, int peer, int key_stage, int pass, double sum);
+  absl::StatusOr<double> RecvSum(int step, int peer, int key_stage, int pass);
+  absl::Status SendVerdict(int step, double sum_squares);
+  // Tied embeddings across two ranks (file comment).
+  absl::Status ExchangeTiedGradient(int step);
 
   const schedule::Schedule& schedule_;
   const int rank_;
@@ -138,6 +165,16 @@ class Executor {
   absl::flat_hash_map<Key, kernels::Tensor> outbox_;  // keyed by the producing stage
   // (stage, microbatch) of this rank's RELEASE actions: their OFFLOADs are released by them.
   absl::flat_hash_set<int64_t> explicit_release_;
+  std::vector<int> my_stages_;  // ascending
+  // The verdict tree: the parent's rank (-1 for the rank of stage 0) and the children's ranks.
+  int verdict_parent_ = -1;
+  std::vector<int> verdict_children_;
+  std::optional<int> pending_step_;  // the step whose update waits for its verdict
+  // Tied embeddings split between the ranks of stage 0 and the last stage: the other one's
+  // rank (-1: no exchange on this rank), and the stages the two copies belong to.
+  int tie_peer_ = -1;
+  int tie_stage_ = 0;
+  int tie_peer_stage_ = 0;
 };
 
 }  // namespace pipetrain::worker

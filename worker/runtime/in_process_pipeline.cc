@@ -29,6 +29,11 @@ absl::StatusOr<std::vector<std::vector<StepResult>>> RunInProcess(
         }
         results[r].push_back(std::move(*result));
       }
+      // The last step's verdict, so the runners' weights are final when this returns.
+      if (absl::Status settled = executor.SettlePendingUpdate(); !settled.ok()) {
+        status[r] = settled;
+        hub->Kill(r);
+      }
     });
   }
   for (std::thread& t : threads) t.join();

@@ -17,8 +17,9 @@
 
 namespace pipetrain::worker {
 
-// Runs `steps` steps; returns results indexed [worker][step]. If any worker fails, the others
-// are unblocked (the failed rank is killed on the hub) and the first error is returned.
+// Runs `steps` steps and settles the last one's update (Executor::SettlePendingUpdate), so the
+// runners hold the final weights; returns results indexed [worker][step]. If any worker fails, the
+// others are unblocked (the failed rank is killed on the hub) and the first error is returned.
 absl::StatusOr<std::vector<std::vector<StepResult>>> RunInProcess(
     const schedule::Schedule& schedule, const std::vector<StageRunner*>& runners, int steps,
     FakeTransportHub* hub, ExecutorOptions options = {});

@@ -108,6 +108,7 @@ absl::StatusOr<model::OptimizerSettings> OptimizerSettingsOf(const v1::JobSpec& 
   const v1::OptimizerSpec& o = spec.training().optimizer();
   settings.decay.embeddings = o.decay_embeddings();
   settings.decay.norms_and_biases = o.decay_norms_and_biases();
+  settings.clip_grad_norm = o.clip_grad_norm();
   return settings;
 }
 

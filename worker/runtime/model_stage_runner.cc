@@ -164,31 +164,138 @@ absl::Status ModelStageRunner::CheckNoneInFlight() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<bool>> ModelStageRunner::GradientsFinite() {
-  // A missing W would leave gradients incomplete: say so rather than check them.
-  PT_RETURN_IF_ERROR(CheckNoneInFlight());
-  bool finite = true;
-  for (auto& [stage, c] : chunks_) {
-    PT_ASSIGN_OR_RETURN(const bool chunk_finite, c->GradientsFinite());
-    finite = finite && chunk_finite;
+absl::StatusOr<model::Parameter*> ModelStageRunner::RemoteTiedParameter() {
+  model::GptChunk* first = chunk(0);
+  model::GptChunk* last = chunk(config_.num_stages - 1);
+  if (!config_.model.tie_embeddings || (first == nullptr) == (last == nullptr)) {
+    return absl::FailedPreconditionError(
+        "no tied embedding shared with another worker (the tie is off, or this worker holds both "
+        "copies or neither)");
   }
-  return std::optional<bool>(finite);
+  return first != nullptr ? first->tied_embedding() : last->tied_head_copy();
 }
 
-absl::StatusOr<std::optional<double>> ModelStageRunner::EndStep(bool apply_update) {
-  PT_RETURN_IF_ERROR(offloads_.EndStep());
+absl::StatusOr<std::vector<float>> ModelStageRunner::TiedGradient() {
   PT_RETURN_IF_ERROR(CheckNoneInFlight());
-  ++optimizer_steps_;
-  if (apply_update) {
-    for (auto& [stage, c] : chunks_) {
-      PT_RETURN_IF_ERROR(c->OptimizerStep(config_.optimizer, optimizer_steps_));
+  PT_ASSIGN_OR_RETURN(model::Parameter * p, RemoteTiedParameter());
+  return backend_->ToVector(p->grad);
+}
+
+absl::Status ModelStageRunner::AddTiedGradient(const std::vector<float>& other) {
+  PT_ASSIGN_OR_RETURN(model::Parameter * p, RemoteTiedParameter());
+  PT_ASSIGN_OR_RETURN(kernels::Tensor t,
+                      backend_->FromHost(p->grad.shape(), other, "tied embedding gradient"));
+  return backend_->AddInPlace(t, &p->grad);
+}
+
+absl::StatusOr<bool> ModelStageRunner::SumGradientSquares() {
+  // A missing W would leave gradients incomplete: say so rather than sum them.
+  PT_RETURN_IF_ERROR(CheckNoneInFlight());
+  // Tied embeddings with both copies here: one sum, in both (the reference's wte + head).
+  model::GptChunk* first = chunk(0);
+  model::GptChunk* last = chunk(config_.num_stages - 1);
+  if (config_.model.tie_embeddings && first != nullptr && last != nullptr) {
+    if (first == last) {
+      PT_RETURN_IF_ERROR(first->TieGradients());
+    } else {
+      model::Parameter* wte = first->tied_embedding();
+      model::Parameter* copy = last->tied_head_copy();
+      PT_RETURN_IF_ERROR(backend_->AddInPlace(copy->grad, &wte->grad));
+      PT_RETURN_IF_ERROR(backend_->Copy(wte->grad, &copy->grad));
     }
   }
-  if (losses_.empty()) return std::optional<double>();
-  // The same arithmetic, in the same order, as the reference trainer: sum of loss / m.
-  double loss = 0;
-  for (const auto& [mb, l] : losses_) loss += l / config_.num_microbatches;
-  return std::optional<double>(loss);
+  grad_squares_.clear();
+  for (auto& [stage, c] : chunks_) {
+    PT_ASSIGN_OR_RETURN(grad_squares_[stage], c->GradientSquares());
+  }
+  return true;
+}
+
+absl::StatusOr<double> ModelStageRunner::AddGradientSquares(int stage, double running) {
+  auto it = grad_squares_.find(stage);
+  if (it == grad_squares_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stage ", stage, ": no gradient squares (not on this worker, or not summed this step)"));
+  }
+  return model::AddSquaresLastFirst(it->second, running);
+}
+
+absl::Status ModelStageRunner::ApplyUpdate(float scale) {
+  for (auto& [stage, c] : chunks_) {
+    if (scale != 1.0f) PT_RETURN_IF_ERROR(c->ScaleGradients(scale));
+    PT_RETURN_IF_ERROR(c->OptimizerStep(config_.optimizer, optimizer_steps_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepEnd> ModelStageRunner::EndStep(std::optional<GradientNormPart> norm) {
+  PT_RETURN_IF_ERROR(offloads_.EndStep());
+  PT_RETURN_IF_ERROR(CheckNoneInFlight());
+  if (open_update_ != OpenUpdate::kNone) {
+    return absl::FailedPreconditionError("the previous step's update was never settled");
+  }
+  if (!norm.has_value()) {
+    return absl::FailedPreconditionError("EndStep needs the step's gradient norm");
+  }
+  ++optimizer_steps_;
+  StepEnd end;
+  const double max_norm = config_.optimizer.clip_grad_norm;
+  const model::ClipVerdict known = model::DecideClip(norm->sum_squares, max_norm);
+  if (norm->complete) {
+    end.verdict = known;
+    ++update_counts_.final_at_step_end;
+    if (known.finite) PT_RETURN_IF_ERROR(ApplyUpdate(known.scale));
+  } else if (!known.finite) {
+    open_update_ = OpenUpdate::kSkipped;
+    ++update_counts_.skipped_early;
+  } else if (known.clipped) {
+    open_update_ = OpenUpdate::kDeferred;
+    ++update_counts_.deferred;
+  } else {
+    for (auto& [stage, c] : chunks_) {
+      PT_RETURN_IF_ERROR(c->SaveOptimizerState(&saved_state_[stage]));
+    }
+    PT_RETURN_IF_ERROR(ApplyUpdate(1.0f));
+    open_update_ = OpenUpdate::kSpeculated;
+    ++update_counts_.speculated;
+  }
+  if (!losses_.empty()) {
+    // The same arithmetic, in the same order, as the reference trainer: sum of loss / m.
+    double loss = 0;
+    for (const auto& [mb, l] : losses_) loss += l / config_.num_microbatches;
+    end.loss = loss;
+  }
+  return end;
+}
+
+absl::Status ModelStageRunner::SettleUpdate(double sum_squares) {
+  const model::ClipVerdict verdict =
+      model::DecideClip(sum_squares, config_.optimizer.clip_grad_norm);
+  const OpenUpdate open = open_update_;
+  open_update_ = OpenUpdate::kNone;
+  switch (open) {
+    case OpenUpdate::kNone:
+      return absl::FailedPreconditionError("SettleUpdate: no update is open");
+    case OpenUpdate::kSpeculated:
+      if (verdict.finite && !verdict.clipped) return absl::OkStatus();
+      for (auto& [stage, c] : chunks_) {
+        PT_RETURN_IF_ERROR(c->RestoreOptimizerState(saved_state_[stage]));
+      }
+      ++update_counts_.rolled_back;
+      return verdict.finite ? ApplyUpdate(verdict.scale) : absl::OkStatus();
+    case OpenUpdate::kDeferred:
+    case OpenUpdate::kSkipped:
+      // A partial sum is a lower bound of the whole: what it made certain must hold (another
+      // rank's NaN may still turn a deferred update into a skipped one).
+      if (open == OpenUpdate::kDeferred ? verdict.finite && !verdict.clipped : verdict.finite) {
+        return absl::InternalError(absl::StrCat(
+            "the step's gradient norm verdict (sum of squares ", sum_squares,
+            ") contradicts this worker's partial sum"));
+      }
+      return open == OpenUpdate::kDeferred && verdict.finite ? ApplyUpdate(verdict.scale)
+                                                             : absl::OkStatus();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ModelStageRunner::BeginValidation(int completed_steps) {
@@ -239,6 +346,10 @@ absl::StatusOr<std::optional<double>> ModelStageRunner::EndValidation() {
 }
 
 absl::Status ModelStageRunner::SaveCheckpoint(const std::string& dir, int64_t step) {
+  if (open_update_ != OpenUpdate::kNone) {
+    return absl::FailedPreconditionError(
+        "SaveCheckpoint: the last step's update is not settled yet (its verdict has not arrived)");
+  }
   for (auto& [stage, c] : chunks_) {
     PT_RETURN_IF_ERROR(model::SaveChunkCheckpoint(*c, optimizer_steps_,
                                                   model::StageCheckpointPath(dir, step, stage)));

@@ -18,9 +18,27 @@
 // false; this runner's OffloadTable is the authority on what is off the device.
 //
 // Optimizer: EndStep applies every held chunk's AdamW step at the schedule's rate for the step
-// (model/lr_schedule.h), unless the ranks agreed to skip it (non-finite gradients on some rank;
-// executor.h); a skipped step still counts as an optimizer step, so the schedule and AdamW's t
-// stay aligned with the step number, and a resumed run continues both from the checkpoint's.
+// (model/lr_schedule.h), with the gradients scaled by the clip coefficient, or skips it
+// (non-finite gradients on some rank), as the step's global gradient norm decides
+// (worker/model/gradient_clipping.h). A skipped step still counts as an optimizer step, so the
+// schedule and AdamW's t stay aligned with the step number, and a resumed run continues both
+// from the checkpoint's.
+// Post-validation (executor.h): a worker that does not hold stage 0 ends its step knowing only a
+// partial sum of squares, a lower bound of the global one. From it, EndStep
+//   - partial sum not finite: the step is certain to be skipped; nothing to do;
+//   - partial sum already clipped: the step is certain to be clipped, by a coefficient not yet
+//     known; the update is deferred to SettleUpdate (no copy needed);
+//   - otherwise (the common case): copies every held chunk's values and AdamW moments
+//     (GptChunk::SaveOptimizerState; 3 floats per parameter, allocated once and kept) and
+//     updates unclipped. SettleUpdate keeps that update when the verdict is "finite, not
+//     clipped"; else it restores the copy (a rollback) and redoes the step scaled, or skips it.
+// The gradients stay untouched until SettleUpdate, which the executor calls before the next
+// BeginStep zeroes them. Either way the weights after SettleUpdate are bitwise those of the
+// update the complete verdict asks for.
+//
+// Tied embeddings: SumGradientSquares first sums the gradients of the two copies of the token
+// embedding when this worker holds both (one chunk, or stage 0 and the last stage of a V);
+// across two workers the executor exchanges them (TiedGradient, AddTiedGradient).
 //
 // Validation (executor.h, RunValidation): ValidationForward runs a chunk's F on a validation
 // microbatch and drops its stash at once (GptChunk::Discard); EndValidation sums the losses in
@@ -89,8 +107,13 @@ class ModelStageRunner final : public StageRunner {
   absl::Status Offload(int stage, int microbatch, bool explicit_release = false) override;
   absl::Status Reload(int stage, int microbatch) override;
   absl::Status Release(int stage, int microbatch) override;
-  absl::StatusOr<std::optional<bool>> GradientsFinite() override;
-  absl::StatusOr<std::optional<double>> EndStep(bool apply_update) override;
+  bool ties_embeddings() const override { return config_.model.tie_embeddings; }
+  absl::StatusOr<std::vector<float>> TiedGradient() override;
+  absl::Status AddTiedGradient(const std::vector<float>& other) override;
+  absl::StatusOr<bool> SumGradientSquares() override;
+  absl::StatusOr<double> AddGradientSquares(int stage, double running) override;
+  absl::StatusOr<StepEnd> EndStep(std::optional<GradientNormPart> norm) override;
+  absl::Status SettleUpdate(double sum_squares) override;
   absl::Status BeginValidation(int completed_steps) override;
   absl::StatusOr<kernels::Tensor> ValidationForward(int stage, int microbatch,
                                                     kernels::Tensor input) override;
@@ -114,6 +137,16 @@ class ModelStageRunner final : public StageRunner {
   // AdamW steps applied so far (from the checkpoint, or the first step's index, plus steps run).
   int64_t optimizer_steps() const { return optimizer_steps_; }
 
+  // How this worker's updates went under post-validation (file comment).
+  struct UpdateCounts {
+    int64_t final_at_step_end = 0;  // the complete sum was known (this worker holds stage 0)
+    int64_t speculated = 0;         // updated unclipped with a copy kept
+    int64_t rolled_back = 0;        // of those: restored and redone scaled, or skipped
+    int64_t deferred = 0;           // certain to be clipped: updated at SettleUpdate
+    int64_t skipped_early = 0;      // certain to be skipped at the step's end
+  };
+  const UpdateCounts& update_counts() const { return update_counts_; }
+
   // Copy-engine counters and the time compute spent waiting for late reloads.
   CopierStats copier_stats() const { return copier_.stats(); }
   int64_t reload_wait_ns() const { return offloads_.wait_ns(); }
@@ -133,6 +166,12 @@ class ModelStageRunner final : public StageRunner {
   absl::Status CheckNoneInFlight();
   // After every compute action: measure, then free the device copies of finished offloads.
   void ComputeEnded(bool forward);
+  // The tied matrix's parameter this worker holds when the other copy is on another worker.
+  absl::StatusOr<model::Parameter*> RemoteTiedParameter();
+  // Every held chunk's AdamW step optimizer_steps_, gradients scaled first unless scale == 1.
+  absl::Status ApplyUpdate(float scale);
+
+  enum class OpenUpdate { kNone, kSpeculated, kDeferred, kSkipped };
 
   kernels::Backend* backend_;
   ModelStageConfig config_;
@@ -147,6 +186,10 @@ class ModelStageRunner final : public StageRunner {
   int validation_step_ = 0;
   std::map<int, MicrobatchData> validation_inputs_;
   std::map<int, double> validation_losses_;
+  std::map<int, std::vector<double>> grad_squares_;  // per held stage, this step's terms
+  OpenUpdate open_update_ = OpenUpdate::kNone;
+  std::map<int, std::vector<kernels::Tensor>> saved_state_;  // per held stage (kSpeculated)
+  UpdateCounts update_counts_;
   int64_t peak_bytes_ = 0;
   int64_t offloaded_bytes_ = 0;
   // Declared after chunks_: destroyed first, so every copy into a stash finishes before it dies.

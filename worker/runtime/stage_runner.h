@@ -13,13 +13,28 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
 #include "kernels/tensor.h"
+#include "worker/model/gradient_clipping.h"
 
 namespace pipetrain::worker {
+
+// What a worker knows of a step's global sum of squared gradients when its part of the
+// exchange is done (executor.h).
+struct GradientNormPart {
+  double sum_squares = 0;  // over the stages from the last one down to this worker's lowest
+  bool complete = false;   // covers every stage (this worker holds stage 0)
+};
+
+struct StepEnd {
+  std::optional<double> loss;  // the worker holding the last stage
+  // With a complete sum: the step's verdict (norm, clipped, skipped).
+  std::optional<model::ClipVerdict> verdict;
+};
 
 class StageRunner {
  public:
@@ -49,14 +64,33 @@ class StageRunner {
   virtual absl::Status Reload(int stage, int microbatch) = 0;
   // RELEASE: waits for the stash's offload copy and frees its device copy.
   virtual absl::Status Release(int stage, int microbatch) = 0;
-  // After the step's last action: whether every weight gradient this worker accumulated is
-  // finite (no NaN or Inf); nullopt for a runner that keeps no gradients (emulated compute),
-  // which then takes no part in the ranks' agreement on it (executor.h). All ranks of a pipeline
-  // run the same kind of runner.
-  virtual absl::StatusOr<std::optional<bool>> GradientsFinite() = 0;
-  // Then: the optimizer step, or none when `apply_update` is false (the ranks agreed to skip
-  // it). Returns the step's loss (mean over microbatches) if this worker holds the last stage.
-  virtual absl::StatusOr<std::optional<double>> EndStep(bool apply_update) = 0;
+  // Tied embeddings (model.tie_embeddings) whose embedding (stage 0) and head (the last stage)
+  // sit on two workers: each sends the gradient of its copy of the shared matrix to the other
+  // (TiedGradient) and adds the other's (AddTiedGradient), before SumGradientSquares; both then
+  // hold the same sum (float addition commutes). Runners without the tie keep the defaults.
+  virtual bool ties_embeddings() const { return false; }
+  virtual absl::StatusOr<std::vector<float>> TiedGradient() {
+    return absl::FailedPreconditionError("this runner does not tie embeddings");
+  }
+  virtual absl::Status AddTiedGradient(const std::vector<float>& /*other*/) {
+    return absl::FailedPreconditionError("this runner does not tie embeddings");
+  }
+  // After the step's last action: computes the squared-gradient terms of every held stage
+  // (worker/model/gradient_clipping.h). False for a runner that keeps no gradients (emulated
+  // compute), which then takes no part in the gradient-norm exchange (executor.h). All ranks of
+  // a pipeline run the same kind of runner.
+  virtual absl::StatusOr<bool> SumGradientSquares() = 0;
+  // `running` plus the terms of `stage` (held here), its last parameter first.
+  virtual absl::StatusOr<double> AddGradientSquares(int stage, double running) = 0;
+  // Then the optimizer step, with what this worker knows of the step's global sum of squared
+  // gradients (nullopt when SumGradientSquares returned false). With the complete sum the
+  // update is final; with a partial one the runner decides as the executor's file comment says
+  // and holds the update open until SettleUpdate. Returns the step's loss (mean over
+  // microbatches) if this worker holds the last stage, and the verdict with the complete sum.
+  virtual absl::StatusOr<StepEnd> EndStep(std::optional<GradientNormPart> norm) = 0;
+  // The step's complete sum of squared gradients, for the update EndStep held open; called
+  // before the next BeginStep (and before weights are read or saved).
+  virtual absl::Status SettleUpdate(double sum_squares) = 0;
 
   // ---- Validation passes (a forward-only plan; executor.h, RunValidation) ----
   // Called before the pass's first action, once `completed_steps` training steps are done.

@@ -158,6 +158,13 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
       }
     }
   }
+  // Tied embeddings: the ranks of the first and the last stage swap their copies' gradients
+  // every step (executor.h), so they need a link even where they are not neighbours.
+  const int first_rank = sched.WorkerOf(0), last_rank = sched.WorkerOf(sched.num_stages - 1);
+  if (request.spec().model().tie_embeddings() && first_rank != last_rank &&
+      (rank == first_rank || rank == last_rank)) {
+    peers.insert(rank == first_rank ? last_rank : first_rank);
+  }
 
   // Only the embedding (first stage) and the loss (last stage) read training data: the other
   // workers never open it (docs/data.md).
@@ -331,17 +338,23 @@ absl::Status WorkerSession::Run(int num_steps,
     ++next_step_;
     if (model_runner_ != nullptr && checkpoint_interval_ > 0 &&
         next_step_ % checkpoint_interval_ == 0) {
+      // A checkpoint holds settled weights: wait for the step's verdict (executor.h).
+      PT_RETURN_IF_ERROR(executor_->SettlePendingUpdate());
       if (next_step_ == crash_in_checkpoint_) CrashWhileWritingCheckpoint();
       PT_RETURN_IF_ERROR(model_runner_->SaveCheckpoint(checkpoint_dir_, next_step_));
       last_checkpoint_step_ = next_step_;
     }
     if (validation_executor_ != nullptr && EvaluationDue(spec_, next_step_)) {
       if (cancelled_) return absl::CancelledError("the run was cancelled");
+      // The pass must see the step's final weights, not a speculative update that the verdict
+      // may still roll back (clipping, non-finite gradients).
+      PT_RETURN_IF_ERROR(executor_->SettlePendingUpdate());
       PT_ASSIGN_OR_RETURN(result.validation, validation_executor_->RunValidation(next_step_));
     }
     PT_RETURN_IF_ERROR(on_step(result));
   }
-  return absl::OkStatus();
+  // The last step's update is final once its verdict is in.
+  return executor_->SettlePendingUpdate();
 }
 
 }  // namespace pipetrain::worker

@@ -1,5 +1,6 @@
 #include "worker/service/plan_file_run.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -48,9 +49,14 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
       report << absl::StrFormat(
                     "{\"rank\":%d,\"step\":%d,\"loss\":%s,\"duration_ns\":%d,"
                     "\"peak_activation_bytes\":%d,\"sent_bytes\":%d,\"received_bytes\":%d,"
-                    "\"checkpoint_step\":%d,\"update_skipped\":%s}",
+                    "\"checkpoint_step\":%d,\"update_skipped\":%s,\"grad_norm\":%s,"
+                    "\"grad_clipped\":%s}",
                     rank, r.step, loss, r.duration_ns, r.peak_activation_bytes, r.sent_bytes,
-                    r.received_bytes, checkpoint, r.update_skipped ? "true" : "false")
+                    r.received_bytes, checkpoint, r.update_skipped ? "true" : "false",
+                    r.grad_norm && std::isfinite(*r.grad_norm)
+                        ? absl::StrFormat("%.17g", *r.grad_norm)
+                        : "null",
+                    r.grad_clipped ? "true" : "false")
              << std::endl;
     }
     if (!config.trace_dir.empty()) {

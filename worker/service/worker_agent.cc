@@ -39,6 +39,9 @@ v1::StepReport ToReport(const StepResult& r, const std::string& job_id,
     report.set_val_loss(r.validation->loss.value_or(0.0));
     report.set_eval_duration_ns(r.validation->duration_ns);
   }
+  report.set_has_grad_norm(r.grad_norm.has_value());
+  report.set_grad_norm(r.grad_norm.value_or(0.0));
+  report.set_grad_clipped(r.grad_clipped);
   for (const ActionTiming& t : r.timings) {
     v1::ActionTiming* pt = report.add_timings();
     v1::Action* a = pt->mutable_action();

@@ -61,7 +61,8 @@ absl::Status CheckReceivedHeader(const FrameHeader& h, int64_t max_message_bytes
   if (!HasMessage(h)) return absl::OkStatus();
   if (h.ndim > kMaxFrameDims || (h.role != static_cast<uint8_t>(TensorRole::kActivation) &&
                                  h.role != static_cast<uint8_t>(TensorRole::kGradient) &&
-                                 h.role != static_cast<uint8_t>(TensorRole::kStepStatus))) {
+                                 h.role != static_cast<uint8_t>(TensorRole::kStepStatus) &&
+                                 h.role != static_cast<uint8_t>(TensorRole::kTiedGradient))) {
     return absl::DataLossError(absl::StrCat("malformed frame header from ", from));
   }
   int64_t elements = 1;

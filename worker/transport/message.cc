@@ -10,6 +10,7 @@ std::string ToString(const MessageKey& key) {
   const char* role = "gradient";
   if (key.role == TensorRole::kActivation) role = "activation";
   if (key.role == TensorRole::kStepStatus) role = "step status";
+  if (key.role == TensorRole::kTiedGradient) role = "tied embedding gradient";
   return absl::StrFormat("step %d %s of stage %d microbatch %d", key.step, role, key.stage,
                          key.microbatch);
 }

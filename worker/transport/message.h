@@ -14,9 +14,12 @@ namespace pipetrain::worker {
 enum class TensorRole : uint8_t {
   kActivation = 1,  // forward: output of `stage`, input of stage + 1
   kGradient = 2,    // backward: input gradient of `stage`, output gradient of stage - 1
-  // End of step: the ranks' agreement on whether every gradient was finite (executor.h); one
-  // float, 1 = all finite so far, 0 = not.
+  // End of step: the global gradient norm's partial and complete sums of squares (executor.h);
+  // one double as four 16-bit pieces.
   kStepStatus = 3,
+  // End of step, tied embeddings split over two ranks: the gradient of one rank's copy of the
+  // token embedding, for the other (executor.h).
+  kTiedGradient = 4,
 };
 
 struct MessageKey {
