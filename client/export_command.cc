@@ -22,6 +22,7 @@ absl::Status ExportCommand(const JobCommandOptions& options, const std::string& 
   request.job_id = job.id();
   request.spec = job.spec();
   request.num_stages = job.plan().num_stages();
+  request.output = output;
   // Default: the coordinator's committed checkpoint (every rank reported it).
   request.step = step > 0 ? step : job.checkpoint_step();
   if (request.step == 0 && !job.spec().checkpoint().dir().empty()) {
