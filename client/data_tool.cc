@@ -11,7 +11,11 @@
 namespace pipetrain::client {
 
 absl::Status ExecDataTool(const std::vector<std::string>& args) {
-  absl::StatusOr<std::string> binary = FindBinary("pipetrain-data");
+  return ExecTool("pipetrain-data", args);
+}
+
+absl::Status ExecTool(const std::string& binary_name, const std::vector<std::string>& args) {
+  absl::StatusOr<std::string> binary = FindBinary(binary_name);
   if (!binary.ok()) return binary.status();
   std::vector<char*> argv = {binary->data()};
   std::vector<std::string> copies = args;  // execv takes char*

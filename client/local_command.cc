@@ -13,9 +13,41 @@
 #include "client/job_file.h"
 #include "client/job_view.h"
 #include "client/local_cluster.h"
+#include "client/model_export.h"
+#include "client/model_samples.h"
 #include "common/status_macros.h"
 
 namespace pipetrain::client {
+
+namespace {
+
+// The trained model exported from the job's newest checkpoint and, for the addition task, a few
+// sampled additions; problems are reported in the text (the job itself succeeded).
+std::string ExportAndSample(const v1::Job& job, const std::string& dir) {
+  ExportRequest request;
+  request.job_id = job.id();
+  request.spec = job.spec();
+  request.num_stages = job.plan().num_stages();
+  request.step = job.checkpoint_step();
+  request.output = dir + "/model.safetensors";
+  absl::StatusOr<ExportResult> exported = ExportCheckpoint(request);
+  if (!exported.ok()) {
+    return absl::StrCat("\nexport: ", exported.status().message(), "\n");
+  }
+  std::string text = absl::StrCat("\nexported step ", exported->step, " to ", request.output,
+                                  " (", exported->parameters, " parameters; `pipetrain generate "
+                                  "--weights ", request.output, " --prompt ...`)\n");
+  const std::string& source = job.spec().training().data().source();
+  if (!source.empty() && source != "default") return text;
+  absl::StatusOr<std::vector<AdditionSample>> samples = SampleAdditions(request.output, 6);
+  if (!samples.ok()) {
+    return absl::StrCat(text, "sampling: ", samples.status().message(), "\n");
+  }
+  return absl::StrCat(text, "sampled additions (greedy `pipetrain generate` on the export):\n",
+                      FormatAdditionSamples(*samples));
+}
+
+}  // namespace
 
 absl::Status LocalCommand(const LocalOptions& options, std::ostream& out, std::ostream& err) {
   v1::JobSpec spec = DefaultJobSpec();
@@ -35,6 +67,14 @@ absl::Status LocalCommand(const LocalOptions& options, std::ostream& out, std::o
   out << "coordinator on " << cluster->coordinator_address() << " (metrics "
       << cluster->coordinator_metrics_address() << "), " << workers
       << " workers; logs and database in " << cluster->dir() << "\n";
+
+  // A job without checkpoints writes one after its last step, so that the trained model can be
+  // exported and sampled below.
+  const bool checkpoint_for_export = !options.emulate && spec.checkpoint().dir().empty();
+  if (checkpoint_for_export) {
+    spec.mutable_checkpoint()->set_dir(cluster->dir() + "/checkpoints");
+    spec.mutable_checkpoint()->set_interval_steps(spec.training().steps());
+  }
 
   JobClient client(cluster->coordinator_address(), "");
   PT_ASSIGN_OR_RETURN(v1::Job job, client.Submit(spec));
@@ -67,6 +107,9 @@ absl::Status LocalCommand(const LocalOptions& options, std::ostream& out, std::o
   signals.join();
   if (final_job.ok()) {
     out << "\n" << FormatJobStatus(*final_job) << FormatLossCurve(*final_job);
+    if (final_job->state() == v1::JOB_STATE_SUCCEEDED && !options.emulate) {
+      out << ExportAndSample(*final_job, cluster->dir());
+    }
   }
   cluster->Stop();
   out << "local cluster stopped\n";

@@ -1,7 +1,9 @@
 // `pipetrain local`: the whole system on this machine. Starts a coordinator and N CPU workers
 // on 127.0.0.1 (LocalCluster), submits a job (the embedded default unless a job file is given),
 // watches it with a progress bar, prints the loss curve and the predicted-vs-measured summary,
-// and shuts everything down. Ctrl-C (SIGINT; also SIGTERM, SIGHUP) cancels the job and still
+// exports the trained model (a job without checkpoints gets one after its last step) to
+// <dir>/model.safetensors and, for the addition task, shows a few additions it completes next to
+// the true sums (model_samples.h), and shuts everything down. Ctrl-C (SIGINT; also SIGTERM, SIGHUP) cancels the job and still
 // shuts down cleanly: the result is then CANCELLED (exit code 4).
 //
 // Thread-safety: call once per process; it takes over SIGINT/SIGTERM/SIGHUP/SIGUSR1 while it

@@ -2,13 +2,15 @@
 // hands it everything after `data`) or on its own. A binary of its own because it links
 // libsentencepiece, which must not share a process with protobuf
 // (client/sentencepiece_tokenizer.h). Only flag parsing lives here; the logic is
-// client/data_prepare.h. Exit codes: 0 ok, 1 runtime failure, 2 bad input (a flag, an unreadable
+// client/data_prepare.h and client/tokenize_command.h (`encode`/`decode`, which `pipetrain
+// generate` runs). Exit codes: 0 ok, 1 runtime failure, 2 bad input (a flag, an unreadable
 // corpus).
 #include <iostream>
 #include <string>
 
 #include "CLI/CLI.hpp"
 #include "client/data_prepare.h"
+#include "client/tokenize_command.h"
 #include "common/version.h"
 
 int main(int argc, char** argv) {
@@ -41,9 +43,20 @@ int main(int argc, char** argv) {
       ->add_option("--threads", options.threads,
                    "Threads for training and encoding; 0 = all hardware threads")
       ->capture_default_str();
+  std::string tokenizer, text, ids;
+  CLI::App* encode = app.add_subcommand(
+      "encode", "Print the ids of --text under a SentencePiece --tokenizer, space-separated");
+  encode->add_option("--tokenizer", tokenizer, "A tokenizer.model file")->required();
+  encode->add_option("--text", text, "The text to encode")->required();
+  CLI::App* decode = app.add_subcommand(
+      "decode", "Print the text of --ids (space-separated) under a SentencePiece --tokenizer");
+  decode->add_option("--tokenizer", tokenizer, "A tokenizer.model file")->required();
+  decode->add_option("--ids", ids, "Space-separated ids")->required();
   // CLI11 would only say that a subcommand is required.
-  if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "prepare") {
-    std::cerr << "pipetrain data: unknown subcommand \"" << argv[1] << "\"; allowed: prepare\n";
+  if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "prepare" &&
+      std::string(argv[1]) != "encode" && std::string(argv[1]) != "decode") {
+    std::cerr << "pipetrain data: unknown subcommand \"" << argv[1]
+              << "\"; allowed: prepare, encode, decode\n";
     return 2;
   }
   try {
@@ -58,8 +71,18 @@ int main(int argc, char** argv) {
     std::cerr << "pipetrain data: " << e.what() << " (run with --help for usage)\n";
     return 2;
   }
-  const absl::Status status = pipetrain::client::DataPrepareCommand(options, std::cout, std::cerr);
+  const char* name = "pipetrain data prepare";
+  absl::Status status;
+  if (encode->parsed()) {
+    name = "pipetrain data encode";
+    status = pipetrain::client::EncodeCommand(tokenizer, text, std::cout);
+  } else if (decode->parsed()) {
+    name = "pipetrain data decode";
+    status = pipetrain::client::DecodeCommand(tokenizer, ids, std::cout);
+  } else {
+    status = pipetrain::client::DataPrepareCommand(options, std::cout, std::cerr);
+  }
   if (status.ok()) return 0;
-  std::cerr << "pipetrain data prepare: " << status.message() << "\n";
+  std::cerr << name << ": " << status.message() << "\n";
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }

@@ -2,8 +2,9 @@
 // this file; `pipetrain data` is pipetrain_data_main.cc's);
 // each subcommand's logic is a library: plan_command.h (offline planning), job_commands.h
 // (submit, status, list, cancel, watch against a coordinator), trace_command.h (a step's measured
-// timeline), local_command.h (a whole local cluster), data_tool.h (`pipetrain data`, which runs
-// the pipetrain-data binary). Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 job failed,
+// timeline), local_command.h (a whole local cluster), export_command.h (`pipetrain export`),
+// data_tool.h (`pipetrain data` and `pipetrain generate`, which run the pipetrain-data and
+// pipetrain-generate binaries). Exit codes: 0 ok, 1 runtime failure, 2 bad input, 3 job failed,
 // 4 job cancelled.
 #include <signal.h>
 
@@ -16,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "client/data_tool.h"
 #include "client/default_job.h"
+#include "client/export_command.h"
 #include "client/job_commands.h"
 #include "client/job_file.h"
 #include "client/local_command.h"
@@ -194,6 +196,19 @@ int main(int argc, char** argv) {
   report_cmd->add_option("--output,-o", report_output, "SVG file (default <job>-step-<N>.svg)");
   add_common(report_cmd, false);
 
+  int64_t export_step = 0;
+  std::string export_output;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export",
+      "Write a job's checkpoint as one safetensors file with GPT-2 tensor names "
+      "(docs/export.md); the checkpoint directory must be readable here");
+  export_cmd->add_option("job_id", job_id, "Job id")->required();
+  export_cmd->add_option("--step", export_step,
+                         "Checkpoint step to export (>= 1); default: the newest complete one");
+  export_cmd->add_option("--output,-o", export_output, "The .safetensors file to write")
+      ->required();
+  add_common(export_cmd, false);
+
   // A whole local cluster.
   pipetrain::client::LocalOptions local;
   bool print_default_job = false;
@@ -221,6 +236,15 @@ int main(int argc, char** argv) {
       "`pipetrain data prepare --help`)");
   data_cmd->prefix_command();
   data_cmd->set_help_flag();
+  // Sampling from an exported model: the pipetrain-generate binary (a worker-side tool: it
+  // computes), which parses its own flags and answers --help.
+  CLI::App* generate_cmd = app.add_subcommand(
+      "generate",
+      "Sample text from a model written by `pipetrain export`: `pipetrain generate --weights "
+      "model.safetensors --prompt TEXT [--max-tokens N --temperature T --seed S]` "
+      "(docs/export.md; `pipetrain generate --help`)");
+  generate_cmd->prefix_command();
+  generate_cmd->set_help_flag();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -237,6 +261,12 @@ int main(int argc, char** argv) {
   if (data_cmd->parsed()) {
     const absl::Status exec = pipetrain::client::ExecDataTool(data_cmd->remaining());
     std::cerr << "pipetrain data: " << exec.message() << "\n";  // only on failure
+    return 1;
+  }
+  if (generate_cmd->parsed()) {
+    const absl::Status exec =
+        pipetrain::client::ExecTool("pipetrain-generate", generate_cmd->remaining());
+    std::cerr << "pipetrain generate: " << exec.message() << "\n";  // only on failure
     return 1;
   }
   if (!token_file.empty()) {
@@ -275,6 +305,10 @@ int main(int argc, char** argv) {
     name = "pipetrain trace";
     status = pipetrain::client::TraceCommand(job_options, job_id, trace_step, trace_output,
                                              std::cout, std::cerr);
+  } else if (export_cmd->parsed()) {
+    name = "pipetrain export";
+    status = pipetrain::client::ExportCommand(job_options, job_id, export_step, export_output,
+                                              std::cout);
   } else if (local_cmd->parsed()) {
     if (print_default_job) {
       std::cout << pipetrain::client::JobSpecToYamlWithEveryField(

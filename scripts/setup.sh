@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs pipetrain's build dependencies from Debian 12's packages. Idempotent: installs only
-# what is missing, so a second run takes a second.
+# Installs pipetrain's build dependencies from Debian 12's packages, and the Python environment
+# of the exported-model check (build/pyenv: Debian's numpy plus `safetensors` from PyPI).
+# Idempotent: installs only what is missing, so a second run takes a second.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
   build-essential cmake ninja-build pkg-config
@@ -11,6 +13,7 @@ packages=(
   libsentencepiece-dev  # `pipetrain data prepare`: the BPE tokenizer
   prometheus yamllint python3-yaml openssl
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer
+  python3-numpy python3-venv  # tests/export: the numpy forward pass of an exported model
 )
 # deploy/check.sh needs a kubectl with `kubectl kustomize`; Debian's kubernetes-client
 # conflicts with a kubectl package that some images already carry, so only add it if missing.
@@ -22,13 +25,25 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The exported-model check (tests/export/numpy_forward_check.py) reads safetensors files with
+# Hugging Face's `safetensors` package, which Debian does not package: a virtual environment
+# that sees Debian's numpy gets it from PyPI once. CMake finds its interpreter there.
+pyenv="$root/build/pyenv"
+if "$pyenv/bin/python3" -c 'import numpy, safetensors.numpy' 2>/dev/null; then
+  echo "setup: $pyenv has numpy and safetensors"
+else
+  echo "setup: creating $pyenv (numpy from Debian, safetensors from PyPI)"
+  /usr/bin/python3 -m venv --system-site-packages --clear "$pyenv"
+  "$pyenv/bin/python3" -m pip install --quiet --disable-pip-version-check 'safetensors>=0.4,<1'
+  "$pyenv/bin/python3" -c 'import numpy, safetensors.numpy'
+fi
 echo "setup: done"

@@ -8,6 +8,7 @@
 #include "model/checkpoint_layout.h"
 #include "model/job_model.h"
 #include "worker/model/chunk_checkpoint.h"
+#include "worker/model/exported_weights.h"
 #include "worker/model/reference_trainer.h"
 #include "worker/runtime/job_config.h"
 
@@ -72,6 +73,13 @@ ReferenceRun RunReference(const v1::JobSpec& spec) {
   auto trainer = model::ReferenceTrainer::Create(&backend, dataset->train.get(), rc);
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   if (!trainer.ok()) return run;
+  if (const std::string& init_from = spec.model().init_from(); !init_from.empty()) {
+    model::GptChunk* whole = (*trainer)->model();
+    const absl::Status loaded =
+        model::LoadExportedWeights(init_from, absl::MakeSpan(&whole, 1));
+    EXPECT_TRUE(loaded.ok()) << loaded;
+    if (!loaded.ok()) return run;
+  }
   for (int s = 0; s < spec.training().steps(); ++s) {
     absl::StatusOr<model::StepStats> stats = (*trainer)->Step();
     EXPECT_TRUE(stats.ok()) << stats.status();

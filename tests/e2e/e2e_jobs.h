@@ -20,8 +20,9 @@ std::vector<double> ReferenceLosses(const v1::JobSpec& spec);
 // decay 0.05 on every group (embeddings, norms and biases too).
 v1::JobSpec WithRecipe(v1::JobSpec spec);
 
-// The reference trainer's run of `spec`: per-step losses, whether each step's update was
-// skipped, and every parameter value of the whole model at the end (parameters() order).
+// The reference trainer's run of `spec` (from model.init_from's weights when it is set):
+// per-step losses, whether each step's update was skipped, and every parameter value of the
+// whole model at the end (parameters() order).
 // When the spec evaluates (eval.interval_steps > 0), also the validation loss of every pass:
 // completed steps -> ReferenceTrainer::Validate on the job's held-out data.
 struct ReferenceRun {

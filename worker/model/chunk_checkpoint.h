@@ -2,12 +2,7 @@
 // optimizer steps applied, in one self-checking file. Where the files go (<dir>/step-<N>/
 // stage-<s>.ckpt) and the manifest that marks a step complete are model/checkpoint_layout.h.
 //
-// File format (little-endian, version 1):
-//   "PTCKPT\r\n" (8 bytes), u32 version, GptConfig (6 x i32), ChunkSpec (4 x i32),
-//   u64 config fingerprint (FNV-1a over the config and spec fields), i64 optimizer step,
-//   u32 parameter count, then per parameter: u32 name length, name, i32 global layer, u32 rank,
-//   rank x i64 dims, value, adam_m, adam_v (numel floats each);
-//   trailer: u64 total file length, u32 CRC-32 of every preceding byte, "PTCKEND\n".
+// File format: model/stage_checkpoint_file.h, whose reader the loader uses.
 // Gradients are not saved (a checkpoint is taken between steps, where they are dead).
 //
 // Atomicity: SaveChunkCheckpoint writes a temp file in the destination directory
@@ -29,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "model/stage_checkpoint_file.h"
 #include "worker/model/gpt_chunk.h"
 
 namespace pipetrain::model {
@@ -46,9 +42,6 @@ absl::Status SaveChunkCheckpoint(GptChunk& chunk, int64_t optimizer_step, const 
 // Loads `path` into `chunk` (values and moments; gradients are zeroed) and returns the
 // optimizer step stored in the file.
 absl::StatusOr<int64_t> LoadChunkCheckpoint(const std::string& path, GptChunk& chunk);
-
-// Fingerprint of a model config + chunk spec (stored in the header).
-uint64_t CheckpointFingerprint(const GptConfig& config, const ChunkSpec& spec);
 
 }  // namespace pipetrain::model
 

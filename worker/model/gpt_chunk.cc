@@ -300,6 +300,23 @@ absl::Status GptChunk::ForEachStashedTensor(int mb, const std::function<void(Ten
 
 void GptChunk::Discard(int mb) { states_.erase(mb); }
 
+absl::StatusOr<std::vector<float>> GptChunk::OutputProbabilities(int mb, int64_t row) {
+  if (!spec_.has_head) {
+    return absl::FailedPreconditionError("OutputProbabilities: this chunk has no LM head");
+  }
+  PT_ASSIGN_OR_RETURN(MicrobatchState * st,
+                      Find(mb, MicrobatchPhase::kForwardDone, "OutputProbabilities"));
+  const kernels::Tensor& probs = st->head.probs;
+  const int64_t rows = probs.numel() / config_.vocab;
+  if (row < 0 || row >= rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("OutputProbabilities: row ", row, " is outside 0..", rows - 1));
+  }
+  PT_ASSIGN_OR_RETURN(std::vector<float> all, backend_->ToVector(probs));
+  return std::vector<float>(all.begin() + row * config_.vocab,
+                            all.begin() + (row + 1) * config_.vocab);
+}
+
 std::vector<Parameter*> GptChunk::parameters() {
   std::vector<Parameter*> out;
   if (embedding_) {

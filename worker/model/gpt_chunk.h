@@ -105,6 +105,9 @@ class GptChunk {
   absl::Status ForEachStashedTensor(int mb, const std::function<void(kernels::Tensor*)>& fn);
   // Drops mb's stash without computing gradients (aborted step, evaluation-only forward).
   void Discard(int mb);
+  // Last chunk only, between F and B of mb: the softmax over the vocabulary at position `row`
+  // (0..batch*seq_len-1) of that forward pass (what sampling from the model draws from).
+  absl::StatusOr<std::vector<float>> OutputProbabilities(int mb, int64_t row);
 
   // ---- Parameters and optimizer ----
   // Embedding (if any), blocks in order, head (if any); each layer's params in a fixed order.

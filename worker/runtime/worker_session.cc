@@ -19,6 +19,7 @@
 #include "schedule/codec/plan_proto.h"
 #include "worker/device/compute_backend.h"
 #include "worker/model/chunk_checkpoint.h"
+#include "worker/model/exported_weights.h"
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/job_config.h"
 #include "worker/runtime/model_stage_runner.h"
@@ -196,6 +197,10 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
       return absl::InvalidArgumentError(
           "checkpoint_path: emulated compute has no weights to resume from");
     }
+    if (!request.spec().model().init_from().empty()) {
+      return absl::InvalidArgumentError(
+          "model.init_from: emulated compute has no weights to load");
+    }
   } else {
     PT_RETURN_IF_ERROR(CheckMemoryFits(request, config, my_stages, sched.num_stages, options));
     ModelStageConfig mc;
@@ -229,6 +234,12 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     }
     if (!request.checkpoint_path().empty()) {
       PT_RETURN_IF_ERROR(runner->LoadCheckpoint(request.checkpoint_path(), request.start_step()));
+    } else if (const std::string& init_from = request.spec().model().init_from();
+               !init_from.empty()) {
+      // A fresh start from exported weights (a resumed run has its own checkpoint instead).
+      std::vector<model::GptChunk*> chunks;
+      for (int s : my_stages) chunks.push_back(runner->chunk(s));
+      PT_RETURN_IF_ERROR(model::LoadExportedWeights(init_from, chunks));
     }
     const v1::CheckpointSpec& ckpt = request.spec().checkpoint();
     if (!ckpt.dir().empty() && ckpt.interval_steps() > 0) {
