@@ -59,7 +59,8 @@ std::vector<std::string> ExpectedNames(const model::GptConfig& config) {
       names.push_back(absl::StrCat("h.", b, ".", n));
     }
   }
-  for (const char* n : {"ln_f.weight", "ln_f.bias", "lm_head.weight"}) names.push_back(n);
+  for (const char* n : {"ln_f.weight", "ln_f.bias"}) names.push_back(n);
+  if (!config.tie_embeddings) names.push_back("lm_head.weight");  // tied: the head uses wte
   return names;
 }
 
@@ -174,6 +175,12 @@ absl::StatusOr<ExportResult> ExportCheckpoint(const ExportRequest& request) {
     for (const model::StageCheckpointFile::Parameter& p : stage->parameters()) {
       PT_ASSIGN_OR_RETURN(const model::ExportedTensor exported,
                           model::ExportedTensorFor(config, p.global_layer, p.name));
+      // A tied model's last stage holds a copy of wte for its head, bitwise the embedding's
+      // (worker/model/lm_head.cc): written once, as GPT-2 files do.
+      if (config.tie_embeddings && exported.name == "wte.weight" &&
+          written.count(exported.name) > 0) {
+        continue;
+      }
       if (!written.insert(exported.name).second) {
         return absl::FailedPreconditionError(absl::StrCat(
             "step ", step, ": ", exported.name, " appears in more than one stage file (",

@@ -64,7 +64,7 @@ std::map<std::string, std::string> ExportMetadata(const GptConfig& config,
       {"vocab_size", absl::StrCat(config.vocab)},
       {"layer_norm_epsilon", "1e-05"},
       {"activation_function", "gelu_new"},
-      {"tie_word_embeddings", "false"},
+      {"tie_word_embeddings", config.tie_embeddings ? "true" : "false"},
   };
   const std::string& source = spec.training().data().source();
   m[kMetaDataSource] = source.empty() ? "default" : source;
@@ -94,6 +94,14 @@ absl::StatusOr<GptConfig> ConfigFromMetadata(const std::map<std::string, std::st
           it == metadata.end() ? "missing" : absl::StrCat("\"", it->second, "\""),
           "; a positive integer is needed"));
     }
+  }
+  // GPT-2's own flag: the head uses wte (no lm_head.weight in the file).
+  if (auto tie = metadata.find("tie_word_embeddings"); tie != metadata.end()) {
+    if (tie->second != "true" && tie->second != "false") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metadata \"tie_word_embeddings\" is \"", tie->second, "\"; true or false is needed"));
+    }
+    c.tie_embeddings = tie->second == "true";
   }
   if (absl::Status s = c.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("metadata: ", s.message()));

@@ -100,8 +100,8 @@ int main(int argc, char** argv) {
   app.add_option("--recv-timeout", recv_timeout_s, "seconds to wait for any one tensor")
       ->capture_default_str();
   app.add_option("--data-root", session.allowed_paths.data_root,
-                 "jobs' training.data.path must lie under this directory (after symlinks and "
-                 "..); / allows any path")
+                 "jobs' training.data.path and model.init_from must lie under this directory "
+                 "(after symlinks and ..); / allows any path")
       ->capture_default_str();
   app.add_option("--checkpoint-root", session.allowed_paths.checkpoint_root,
                  "jobs' checkpoint.dir and resumed checkpoints must lie under this directory; / "

@@ -236,6 +236,44 @@ TEST_F(ExportTest, GathersEveryStageBitwiseWithGpt2NamesAndConfig) {
   EXPECT_EQ(config->DebugString(), config_.DebugString());
 }
 
+// A tied model (model.tie_embeddings): the last stage's copy of wte is written once, as GPT-2
+// files have it (no lm_head.weight), and the metadata says so, so generate and init_from build
+// the tied head.
+TEST_F(ExportTest, TiedModelIsExportedAsGpt2WithOneWte) {
+  spec_.mutable_model()->set_tie_embeddings(true);
+  config_.tie_embeddings = true;
+  chunks_.clear();
+  auto specs = model::SplitEvenly(config_, 2);
+  ASSERT_TRUE(specs.ok());
+  const std::string ckpt = dir_ + "/tied";
+  spec_.mutable_checkpoint()->set_dir(ckpt);
+  for (int s = 0; s < 2; ++s) {
+    model::ChunkOptions options;
+    options.seed = 77;
+    auto chunk = model::GptChunk::Create(&backend_, config_, (*specs)[s], options);
+    ASSERT_TRUE(chunk.ok()) << chunk.status();
+    ASSERT_TRUE(model::SaveChunkCheckpoint(**chunk, 4, model::StageCheckpointPath(ckpt, 4, s))
+                    .ok());
+    chunks_.push_back(*std::move(chunk));
+  }
+  const std::string out = dir_ + "/tied.safetensors";
+  auto result = Export(4, out);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->tensors, 2 + 4 * 12 + 2);
+  auto file = model::SafetensorsFile::Open(out);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->Find("lm_head.weight"), nullptr);
+  const model::SafetensorsFile::Tensor* wte = file->Find("wte.weight");
+  ASSERT_NE(wte, nullptr);
+  const std::vector<float> ours = *backend_.ToVector(chunks_[0]->parameters().front()->value);
+  EXPECT_EQ(std::memcmp(file->Values(*wte).data(), ours.data(), ours.size() * 4), 0);
+  EXPECT_EQ(file->metadata().at("tie_word_embeddings"), "true");
+  auto config = model::ConfigFromMetadata(file->metadata());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->tie_embeddings);
+  EXPECT_EQ(config->DebugString(), config_.DebugString());
+}
+
 TEST_F(ExportTest, DefaultStepIsTheManifestsAndAnExplicitStepIsHonoured) {
   ASSERT_TRUE(model::WriteCheckpointManifest(Ckpt(), {3, 2}).ok());
   auto result = Export(0, dir_ + "/a.safetensors");

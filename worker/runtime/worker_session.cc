@@ -87,6 +87,9 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
                                     allowed.checkpoint_root, "--checkpoint-root"));
   PT_RETURN_IF_ERROR(CheckPathUnder("checkpoint_path", request.checkpoint_path(),
                                     allowed.checkpoint_root, "--checkpoint-root"));
+  // Weights to start from are read like data.
+  PT_RETURN_IF_ERROR(CheckPathUnder("model.init_from", request.spec().model().init_from(),
+                                    allowed.data_root, "--data-root"));
   auto session = std::unique_ptr<WorkerSession>(new WorkerSession());
   PT_ASSIGN_OR_RETURN(session->schedule_, schedule::ScheduleFromProto(request.plan()));
   const schedule::Schedule& sched = session->schedule_;
