@@ -11,6 +11,7 @@
 #include "CLI/CLI.hpp"
 #include "client/data_prepare.h"
 #include "client/tokenize_command.h"
+#include "common/command_line.h"
 #include "common/version.h"
 
 int main(int argc, char** argv) {
@@ -59,17 +60,9 @@ int main(int argc, char** argv) {
               << "\"; allowed: prepare, encode, decode\n";
     return 2;
   }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "pipetrain data: " << e.what() << " (run with --help for usage)\n";
-    return 2;
+  if (std::optional<int> code =
+          pipetrain::ParseCommandLine(app, argc, argv, "pipetrain data")) {
+    return *code;
   }
   const char* name = "pipetrain data prepare";
   absl::Status status;

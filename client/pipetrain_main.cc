@@ -24,6 +24,7 @@
 #include "client/plan_command.h"
 #include "client/report_command.h"
 #include "client/trace_command.h"
+#include "common/command_line.h"
 #include "common/secret.h"
 #include "common/version.h"
 #include "schedule/generator.h"
@@ -245,17 +246,9 @@ int main(int argc, char** argv) {
       "(docs/export.md; `pipetrain generate --help`)");
   generate_cmd->prefix_command();
   generate_cmd->set_help_flag();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "pipetrain: " << e.what() << " (run with --help for usage)\n";
-    return 2;
+  if (std::optional<int> code =
+          pipetrain::ParseCommandLine(app, argc, argv, "pipetrain")) {
+    return *code;
   }
   if (plan_cmd->parsed()) return RunPlanCommand(plan, output);
   if (data_cmd->parsed()) {

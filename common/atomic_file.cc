@@ -27,30 +27,35 @@ absl::Status FsyncDirectory(const std::string& dir, const std::string& what) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+absl::Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return absl::InternalError(absl::StrCat(path, ": write: ", ErrnoText()));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::function<absl::Status(int fd)>& write_body) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   static std::atomic<int64_t> counter{0};
   const std::string temp = absl::StrCat(path, ".tmp-", ::getpid(), "-", counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::InternalError(absl::StrCat(path, ": create ", temp, ": ", ErrnoText()));
-  absl::Status status;
-  const char* p = contents.data();
-  size_t left = contents.size();
-  while (status.ok() && left > 0) {
-    const ssize_t w = ::write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      status = absl::InternalError(absl::StrCat(path, ": write: ", ErrnoText()));
-      break;
-    }
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
+  absl::Status status = write_body(fd);
   if (status.ok() && ::fsync(fd) != 0) {
     status = absl::InternalError(absl::StrCat(path, ": fsync: ", ErrnoText()));
   }
-  ::close(fd);
+  if (::close(fd) != 0 && status.ok()) {
+    status = absl::InternalError(absl::StrCat(path, ": close: ", ErrnoText()));
+  }
   if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
     status = absl::InternalError(absl::StrCat(path, ": rename: ", ErrnoText()));
   }
@@ -59,6 +64,11 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
     return status;
   }
   return FsyncDirectory(dir, path);
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  return WriteFileAtomically(
+      path, [&](int fd) { return WriteAll(fd, contents.data(), contents.size(), path); });
 }
 
 }  // namespace pipetrain

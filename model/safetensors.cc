@@ -1,13 +1,7 @@
 #include "model/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -28,20 +22,6 @@ int64_t ElementCount(absl::Span<const int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
-}
-
-absl::Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return absl::InternalError(absl::StrCat(path, ": write: ", ErrnoText()));
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return absl::OkStatus();
 }
 
 std::string HeaderJson(const std::map<std::string, std::string>& metadata,
@@ -104,27 +84,8 @@ absl::Status WriteSafetensors(const std::string& path,
   }
   const std::string header = HeaderJson(metadata, tensors);
 
-  static std::atomic<int64_t> counter{0};
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const std::string temp = absl::StrCat(path, ".tmp-", ::getpid(), "-", counter++);
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat(path, ": create ", temp, ": ", ErrnoText()));
-  absl::Status status = WriteBody(fd, path, header, tensors);
-  if (status.ok() && ::fsync(fd) != 0) {
-    status = absl::InternalError(absl::StrCat(path, ": fsync: ", ErrnoText()));
-  }
-  if (::close(fd) != 0 && status.ok()) {
-    status = absl::InternalError(absl::StrCat(path, ": close: ", ErrnoText()));
-  }
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    status = absl::InternalError(absl::StrCat(path, ": rename: ", ErrnoText()));
-  }
-  if (!status.ok()) {
-    ::unlink(temp.c_str());
-    return status;
-  }
-  return FsyncDirectory(dir, path);
+  return WriteFileAtomically(path,
+                             [&](int fd) { return WriteBody(fd, path, header, tensors); });
 }
 
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {

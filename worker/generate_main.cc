@@ -7,6 +7,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "common/command_line.h"
 #include "common/version.h"
 #include "worker/model/generate_command.h"
 
@@ -36,17 +37,9 @@ int main(int argc, char** argv) {
                  "beside this binary, in the build tree, or on PATH)");
   app.add_flag("--completion-only", request.completion_only,
                "Print only the generated text, without the prompt");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "pipetrain generate: " << e.what() << " (run with --help for usage)\n";
-    return 2;
+  if (std::optional<int> code =
+          pipetrain::ParseCommandLine(app, argc, argv, "pipetrain generate")) {
+    return *code;
   }
   const absl::Status status = pipetrain::model::GenerateCommand(request, std::cout);
   if (status.ok()) return 0;
