@@ -30,7 +30,7 @@ namespace pipetrain {
 namespace {
 
 constexpr int kWorkers = 2;
-constexpr int kSteps = 3;
+constexpr int kSteps = 20;  // long enough to be spoofed while it runs
 
 // The first value announced after `prefix` in a process's stdout ("listening on ...").
 std::string Announced(const testing::Process& p, absl::string_view prefix) {
@@ -119,8 +119,17 @@ TEST_F(ControlPlaneAuthTest, OnlyHoldersOfTheSecretTakePartAndTheJobRunsExactly)
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   absl::StatusOr<v1::Job> job = jobs.Get(submitted->id());
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  // Spoof only once both members are registered and hold the job (a heartbeat for an id the
+  // coordinator does not know yet is answered "register", which says nothing).
+  while (absl::Now() < deadline && job.ok() && job->state() != v1::JOB_STATE_RUNNING &&
+         job->state() != v1::JOB_STATE_SUCCEEDED && job->state() != v1::JOB_STATE_FAILED) {
+    absl::SleepFor(absl::Milliseconds(5));
+    job = jobs.Get(submitted->id());
+  }
+  int spoof_rounds = 0;
   while (absl::Now() < deadline && job.ok() && job->state() != v1::JOB_STATE_SUCCEEDED &&
          job->state() != v1::JOB_STATE_FAILED) {
+    ++spoof_rounds;
     // Spoofs while it runs: a "leaving" heartbeat and a failure report for each member, without
     // the member's session token.
     // (The members are worker-000001 and -000002: the refused registrations took no id.)
@@ -144,6 +153,7 @@ TEST_F(ControlPlaneAuthTest, OnlyHoldersOfTheSecretTakePartAndTheJobRunsExactly)
     job = jobs.Get(submitted->id());
   }
   ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_GT(spoof_rounds, 0) << "the job ended before it could be spoofed";
   ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED)
       << job->failure_reason() << "\n" << testing::ReadFile(coordinator_.stderr_path);
   EXPECT_EQ(job->restarts(), 0);
