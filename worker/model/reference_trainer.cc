@@ -55,15 +55,17 @@ absl::StatusOr<StepStats> ReferenceTrainer::Step() {
   return stats;
 }
 
-absl::StatusOr<StepStats> ReferenceTrainer::Evaluate(int count) {
+absl::StatusOr<StepStats> ReferenceTrainer::ForwardOnly(
+    int count, const std::function<data::Microbatch(int)>& microbatch, bool chunk_ids) {
   StepStats stats;
   data::Accuracy acc;
   constexpr int kEvalMb = 1 << 30;
   for (int i = 0; i < count; ++i) {
-    const data::Microbatch mb = dataset_->Get(-1 - i, 0, config_.microbatch_size);
+    const data::Microbatch mb = microbatch(i);
+    const int id = chunk_ids ? i : kEvalMb;
     PT_ASSIGN_OR_RETURN(ForwardOutput out,
-                        chunk_->Forward(kEvalMb, {mb.tokens, kernels::Tensor(), mb.targets, 1.0f}));
-    chunk_->Discard(kEvalMb);
+                        chunk_->Forward(id, {mb.tokens, kernels::Tensor(), mb.targets, 1.0f}));
+    chunk_->Discard(id);
     stats.loss += out.loss / count;
     acc.Add(data::Score(mb, out.predictions));
   }
@@ -73,23 +75,19 @@ absl::StatusOr<StepStats> ReferenceTrainer::Evaluate(int count) {
   return stats;
 }
 
+absl::StatusOr<StepStats> ReferenceTrainer::Evaluate(int count) {
+  return ForwardOnly(
+      count, [&](int i) { return dataset_->Get(-1 - i, 0, config_.microbatch_size); },
+      /*chunk_ids=*/false);
+}
+
 absl::StatusOr<StepStats> ReferenceTrainer::Validate(const data::Dataset& validation,
                                                      int batches) {
   if (batches < 1) return absl::InvalidArgumentError("a validation pass needs >= 1 microbatch");
-  StepStats stats;
-  data::Accuracy acc;
-  for (int i = 0; i < batches; ++i) {
-    const data::Microbatch mb = data::ValidationMicrobatch(validation, i, config_.microbatch_size);
-    PT_ASSIGN_OR_RETURN(ForwardOutput out,
-                        chunk_->Forward(i, {mb.tokens, kernels::Tensor(), mb.targets, 1.0f}));
-    chunk_->Discard(i);
-    stats.loss += out.loss / batches;
-    acc.Add(data::Score(mb, out.predictions));
-  }
-  stats.step = step_;
-  stats.token_accuracy = acc.token_accuracy();
-  stats.exact_match = acc.exact_match();
-  return stats;
+  return ForwardOnly(
+      batches,
+      [&](int i) { return data::ValidationMicrobatch(validation, i, config_.microbatch_size); },
+      /*chunk_ids=*/true);
 }
 
 }  // namespace pipetrain::model

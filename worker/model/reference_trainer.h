@@ -17,6 +17,7 @@
 #define PIPETRAIN_WORKER_MODEL_REFERENCE_TRAINER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -67,6 +68,11 @@ class ReferenceTrainer {
   GptChunk* model() { return chunk_.get(); }
 
  private:
+  // Forward only over `count` microbatches (loss averaged in microbatch order, accuracy);
+  // `chunk_ids`: the chunk keys each microbatch by its index, else all by one spare id.
+  absl::StatusOr<StepStats> ForwardOnly(int count,
+                                        const std::function<data::Microbatch(int)>& microbatch,
+                                        bool chunk_ids);
   ReferenceTrainer(const data::Dataset* dataset, const ReferenceTrainerConfig& config)
       : dataset_(dataset), config_(config) {}
   const data::Dataset* dataset_;
