@@ -58,14 +58,15 @@ void CountingAllocator::Unreserve(int64_t bytes, bool scratch) {
   --live_;
 }
 
-absl::StatusOr<Tensor> CountingAllocator::Allocate(const Shape& shape, absl::string_view what) {
+absl::StatusOr<Tensor> CountingAllocator::Allocate(const Shape& shape, absl::string_view what,
+                                                   DType dtype) {
   for (int64_t d : shape) {
     if (d < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("negative dimension in shape ", ShapeString(shape), " for ", what));
     }
   }
-  const int64_t bytes = NumElements(shape) * static_cast<int64_t>(sizeof(float));
+  const int64_t bytes = NumElements(shape) * ElementBytes(dtype);
   const std::string label = absl::StrCat(what, " ", ShapeString(shape));
   PT_RETURN_IF_ERROR(Reserve(bytes, /*scratch=*/false, label));
   void* ptr = raw_->Allocate(static_cast<size_t>(bytes));
@@ -74,7 +75,7 @@ absl::StatusOr<Tensor> CountingAllocator::Allocate(const Shape& shape, absl::str
     return absl::ResourceExhaustedError(
         absl::StrCat(name_, ": out of memory allocating ", bytes, " bytes for ", label));
   }
-  return Tensor(shape, static_cast<float*>(ptr), location_, this);
+  return Tensor(shape, static_cast<float*>(ptr), location_, dtype, this);
 }
 
 absl::StatusOr<ScratchBuffer> CountingAllocator::AllocateScratch(int64_t bytes,

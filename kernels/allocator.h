@@ -62,7 +62,8 @@ class CountingAllocator {
   // Allocates an uninitialised tensor of `shape`. Errors: InvalidArgument for a negative
   // dimension; ResourceExhausted (naming `what`, the request and the budget) when the allocation
   // would exceed the budget or the raw memory is exhausted.
-  absl::StatusOr<Tensor> Allocate(const Shape& shape, absl::string_view what);
+  absl::StatusOr<Tensor> Allocate(const Shape& shape, absl::string_view what,
+                                  DType dtype = DType::kF32);
   // Allocates `bytes` (>= 0) of uninitialised scratch for `op`, counted like a tensor. Errors:
   // ResourceExhausted naming `op` and the bytes when the budget or the raw memory cannot hold it.
   absl::StatusOr<ScratchBuffer> AllocateScratch(int64_t bytes, absl::string_view op);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/bf16.h"
 #include "kernels/shape_checks.h"
 
 namespace pipetrain::kernels {
@@ -30,7 +31,15 @@ absl::StatusOr<Tensor> Backend::FromHost(const Shape& shape, absl::Span<const fl
 absl::StatusOr<std::vector<float>> Backend::ToVector(const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   if (t.location() == Location::kHost) {
-    for (int64_t i = 0; i < t.numel(); ++i) out[i] = t.data()[i];
+    const auto* bf16 = static_cast<const uint16_t*>(t.raw());
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      out[i] = t.dtype() == DType::kF32 ? t.data()[i] : Bf16BitsToFloat(bf16[i]);
+    }
+    return out;
+  }
+  if (t.dtype() == DType::kBF16) {
+    PT_ASSIGN_OR_RETURN(Tensor wide, ToF32(t, "ToVector"));
+    PT_RETURN_IF_ERROR(Download(wide, absl::MakeSpan(out)));
     return out;
   }
   PT_RETURN_IF_ERROR(Download(t, absl::MakeSpan(out)));
@@ -50,7 +59,10 @@ absl::Status Backend::Download(const Tensor& src, absl::Span<float> dst) {
 }
 
 absl::StatusOr<Tensor> Backend::CopyToHost(const Tensor& src, absl::string_view what) {
-  PT_RETURN_IF_ERROR(CheckDevice("CopyToHost", what, src));
+  if (src.empty() || src.location() != Location::kDevice) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CopyToHost: ", what, " is not a device tensor"));
+  }
   return DoCopyToHost(src, what);
 }
 
@@ -66,6 +78,23 @@ absl::Status Backend::Copy(const Tensor& src, Tensor* dst) {
   PT_RETURN_IF_ERROR(CheckDevice("Copy", "src", src));
   PT_RETURN_IF_ERROR(CheckNumel("Copy", "dst", *dst, src.numel()));
   return DoCopy(src, dst);
+}
+
+absl::StatusOr<Tensor> Backend::ToBf16(const Tensor& src, absl::string_view what) {
+  PT_RETURN_IF_ERROR(CheckDevice("ToBf16", what, src));
+  PT_ASSIGN_OR_RETURN(Tensor dst, device_allocator().Allocate(src.shape(), what, DType::kBF16));
+  if (src.numel() > 0) PT_RETURN_IF_ERROR(DoConvert(src, &dst));
+  return dst;
+}
+
+absl::StatusOr<Tensor> Backend::ToF32(const Tensor& src, absl::string_view what) {
+  if (src.empty() || src.location() != Location::kDevice || src.dtype() != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ToF32: ", what, " is not a bf16 device tensor: ", src.DebugString()));
+  }
+  PT_ASSIGN_OR_RETURN(Tensor dst, device_allocator().Allocate(src.shape(), what));
+  if (src.numel() > 0) PT_RETURN_IF_ERROR(DoConvert(src, &dst));
+  return dst;
 }
 
 // ---- Elementwise ----

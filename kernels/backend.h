@@ -1,6 +1,7 @@
 // Backend: the compute interface every worker stage runs on. One implementation per device kind
 // (kernels/cpu: OpenBLAS + plain C++; kernels/cuda: cuBLAS + our CUDA kernels) with identical
-// semantics. All tensors are fp32, contiguous and row-major; "[N,D]" below means a tensor whose
+// semantics. Every op computes on fp32 tensors (bf16 ones exist only as the stash, converted by
+// ToBf16/ToF32 and moved by the copies), contiguous and row-major; "[N,D]" below means a tensor whose
 // last dimension is D and whose other dimensions multiply to N (leading dims are flattened).
 // Device tensors come from device_allocator() (counted; can enforce a budget), host tensors
 // (offload targets) from host_allocator(). Ops validate shapes and locations and return
@@ -88,6 +89,10 @@ class Backend {
   absl::StatusOr<Tensor> CopyToDevice(const Tensor& src, absl::string_view what);
   // Device -> device copy of equal element counts.
   absl::Status Copy(const Tensor& src, Tensor* dst);
+  // A new device tensor of src's shape holding src (a device f32 tensor) rounded to bf16
+  // (kernels/bf16.h), and back: the bf16 activation stash. ToF32 is exact.
+  absl::StatusOr<Tensor> ToBf16(const Tensor& src, absl::string_view what);
+  absl::StatusOr<Tensor> ToF32(const Tensor& src, absl::string_view what);
 
   // ---- Elementwise ----
   absl::Status Fill(float value, Tensor* t);
@@ -183,6 +188,8 @@ class Backend {
   virtual absl::StatusOr<Tensor> DoCopyToHost(const Tensor& src, absl::string_view what) = 0;
   virtual absl::StatusOr<Tensor> DoCopyToDevice(const Tensor& src, absl::string_view what) = 0;
   virtual absl::Status DoCopy(const Tensor& src, Tensor* dst) = 0;
+  // dst has src's numel and the other dtype (f32 <-> bf16).
+  virtual absl::Status DoConvert(const Tensor& src, Tensor* dst) = 0;
   virtual absl::Status DoFill(float value, Tensor* t) = 0;
   virtual absl::Status DoAddInPlace(const Tensor& x, Tensor* y) = 0;
   virtual absl::Status DoAdd(const Tensor& a, const Tensor& b, Tensor* out) = 0;

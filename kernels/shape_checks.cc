@@ -17,6 +17,10 @@ absl::Status CheckDevice(absl::string_view op, absl::string_view arg, const Tens
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": ", arg, " is a host tensor (reload it to the device first)"));
   }
+  if (t.dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", arg, " is a ", DTypeName(t.dtype()), " tensor (compute takes f32: ToF32 first)"));
+  }
   return absl::OkStatus();
 }
 

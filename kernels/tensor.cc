@@ -12,6 +12,10 @@ const char* LocationName(Location location) {
   return location == Location::kDevice ? "device" : "host";
 }
 
+const char* DTypeName(DType dtype) { return dtype == DType::kF32 ? "f32" : "bf16"; }
+
+int64_t ElementBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -22,11 +26,13 @@ std::string ShapeString(const Shape& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
-Tensor::Tensor(Shape shape, float* data, Location location, CountingAllocator* owner)
+Tensor::Tensor(Shape shape, float* data, Location location, DType dtype,
+               CountingAllocator* owner)
     : shape_(std::move(shape)),
       numel_(NumElements(shape_)),
       data_(data),
       location_(location),
+      dtype_(dtype),
       owner_(owner) {}
 
 Tensor::Tensor(Tensor&& other) noexcept
@@ -34,6 +40,7 @@ Tensor::Tensor(Tensor&& other) noexcept
       numel_(other.numel_),
       data_(other.data_),
       location_(other.location_),
+      dtype_(other.dtype_),
       owner_(other.owner_) {
   other.owner_ = nullptr;
   other.data_ = nullptr;
@@ -48,6 +55,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     numel_ = other.numel_;
     data_ = other.data_;
     location_ = other.location_;
+    dtype_ = other.dtype_;
     owner_ = other.owner_;
     other.owner_ = nullptr;
     other.data_ = nullptr;
@@ -78,7 +86,8 @@ void Tensor::Reset() {
 
 std::string Tensor::DebugString() const {
   if (empty()) return "Tensor(empty)";
-  return absl::StrCat("Tensor(", ShapeString(shape_), ", ", LocationName(location_), ")");
+  return absl::StrCat("Tensor(", ShapeString(shape_), ", ", LocationName(location_),
+                      dtype_ == DType::kF32 ? "" : ", bf16", ")");
 }
 
 }  // namespace pipetrain::kernels

@@ -3,12 +3,12 @@
 namespace pipetrain::model {
 
 ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
-                            int64_t microbatch_size) {
+                            int64_t microbatch_size, int64_t stash_element_bytes) {
   const double B = static_cast<double>(microbatch_size), T = config.seq_len;
   const double N = B * T, H = config.hidden, F = config.ffn, V = config.vocab;
   const int64_t n = microbatch_size * config.seq_len;
   const int64_t h = config.hidden, f = config.ffn, v = config.vocab;
-  const int64_t f32 = 4;
+  const int64_t f32 = 4, e = stash_element_bytes;  // stats stay f32; the rest is stashed in e
   ChunkCost c;
   const double linear = 2 * N * (4 * H * H + 2 * H * F);  // qkv, proj, fc, fc2
   const double attn = 2 * N * T * H;                      // one T x T x hd GEMM over all heads
@@ -18,22 +18,23 @@ ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
     c.backward_input_flops += linear + 4 * attn;  // dP, dQ, dK, dV
     c.backward_weight_flops += linear;
     c.activation_bytes_after_forward +=
-        f32 *
-        (8 * n * h + 2 * n * f + 4 * n +
-         microbatch_size * config.heads * static_cast<int64_t>(config.seq_len) * config.seq_len);
-    c.activation_bytes_after_backward_input += f32 * (12 * n * h + 2 * n * f + 4 * n);
+        e * (8 * n * h + 2 * n * f +
+             microbatch_size * config.heads * static_cast<int64_t>(config.seq_len) *
+                 config.seq_len) +
+        f32 * 4 * n;
+    c.activation_bytes_after_backward_input += e * (12 * n * h + 2 * n * f) + f32 * 4 * n;
     c.parameter_bytes += f32 * params_per_block;
   }
   if (spec.has_embedding) {
-    c.activation_bytes_after_backward_input += f32 * n * h;  // output gradient kept for W
+    c.activation_bytes_after_backward_input += e * n * h;  // output gradient kept for W
     c.parameter_bytes += f32 * (v * h + static_cast<int64_t>(config.seq_len) * h);
   }
   if (spec.has_head) {
     c.forward_flops += 2 * N * H * V;
     c.backward_input_flops += 2 * N * H * V;
     c.backward_weight_flops += 2 * N * H * V;
-    c.activation_bytes_after_forward += f32 * (2 * n * h + 2 * n + n * v);
-    c.activation_bytes_after_backward_input += f32 * (3 * n * h + 2 * n + n * v);
+    c.activation_bytes_after_forward += e * (2 * n * h + n * v) + f32 * 2 * n;
+    c.activation_bytes_after_backward_input += e * (3 * n * h + n * v) + f32 * 2 * n;
     c.parameter_bytes += f32 * (2 * h + h * v);
   }
   c.output_activation_bytes = spec.has_head ? 0 : f32 * n * h;

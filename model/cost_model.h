@@ -29,8 +29,11 @@ struct ChunkCost {
   int64_t parameter_state_bytes = 0;
 };
 
+// stash_element_bytes: 4 for an f32 job, 2 for a bf16 one (which stashes every activation but
+// the LayerNorm row statistics in bf16: model/job_model.h's StashElementBytes). Transfers and
+// parameters stay f32 either way.
 ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
-                            int64_t microbatch_size);
+                            int64_t microbatch_size, int64_t stash_element_bytes = 4);
 
 // Trainable parameters of the whole model (the whole-model chunk's parameter bytes / 4, less
 // the head's copy of the token embedding when tied): what `pipetrain plan` and `pipetrain

@@ -57,11 +57,7 @@ PeakFlops WorkerPeakFlops(const WorkerPeakInput& worker, v1::Precision precision
   PeakFlops peak;
   const bool bf16 = precision == v1::PRECISION_BF16;
   switch (worker.device) {
-    case v1::DEVICE_KIND_CPU: {
-      if (bf16) {
-        peak.source = "unknown: CPU workers compute in fp32";
-        return peak;
-      }
+    case v1::DEVICE_KIND_CPU: {  // bf16 too: fp32 GEMMs on bf16-rounded inputs
       if (!(worker.core_sgemm_flops_per_s > 0)) {
         peak.source = "unknown: the CPU worker measured no sgemm rate";
         return peak;

@@ -130,9 +130,11 @@ absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec) {
 }
 
 v1::DeviceKind RequiredDeviceKind(const v1::JobSpec& spec) {
-  const v1::ComputeSpec& c = spec.compute();
-  if (c.device() != v1::DEVICE_KIND_UNSPECIFIED) return c.device();
-  return c.precision() == v1::PRECISION_BF16 ? v1::DEVICE_KIND_CUDA : v1::DEVICE_KIND_UNSPECIFIED;
+  return spec.compute().device();
+}
+
+int64_t StashElementBytes(const v1::JobSpec& spec) {
+  return spec.compute().precision() == v1::PRECISION_BF16 ? 2 : 4;
 }
 
 int NumMicrobatches(const v1::JobSpec& spec) {

@@ -45,9 +45,13 @@ absl::StatusOr<DataShape> DeclaredDataShape(const v1::JobSpec& spec);
 // differs from the data's or model.vocab_size is below it, or the shape is invalid.
 absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec);
 
-// The kind of worker the job must run on: compute.device, or CUDA for a bf16 job that names
-// none; UNSPECIFIED: any kind (all of the job's workers the same).
+// The kind of worker the job must run on: compute.device; UNSPECIFIED: any kind (all of the
+// job's workers the same). Both kinds compute bf16 (the CPU by rounding GEMM inputs).
 v1::DeviceKind RequiredDeviceKind(const v1::JobSpec& spec);
+
+// Bytes per stashed activation element: 2 for compute.precision PRECISION_BF16, else 4
+// (model/cost_model.h's stash_element_bytes).
+int64_t StashElementBytes(const v1::JobSpec& spec);
 
 // training.global_batch / training.microbatch_size (0 if the microbatch size is unset).
 int NumMicrobatches(const v1::JobSpec& spec);

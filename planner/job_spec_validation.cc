@@ -184,13 +184,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Bad("compute.precision", static_cast<int>(compute.precision()),
                "allowed: PRECISION_FP32, PRECISION_BF16");
   }
-  if (compute.precision() == v1::PRECISION_BF16 && compute.device() != v1::DEVICE_KIND_CUDA &&
-      compute.device() != v1::DEVICE_KIND_UNSPECIFIED) {
-    return Bad("compute.precision", "PRECISION_BF16",
-               absl::StrCat("needs compute.device DEVICE_KIND_CUDA (",
-                            v1::DeviceKind_Name(compute.device()),
-                            " workers compute in fp32); use PRECISION_FP32 there"));
-  }
 
   const v1::CheckpointSpec& c = spec.checkpoint();
   if (absl::Status s = Range("checkpoint.interval_steps", c.interval_steps(), 0, kMaxSteps);

@@ -68,8 +68,9 @@ absl::StatusOr<StageFlops> StageSeconds(const model::GptConfig& config, int num_
 }
 
 // Exact per-stage costs for a schedule of `num_stages` stages.
+// stash_element_bytes: model::StashElementBytes of the job (bf16 stashes halve activations).
 absl::StatusOr<schedule::CostModel> StageCosts(const model::GptConfig& config, int num_stages,
-                                               int microbatch_size,
+                                               int microbatch_size, int64_t stash_element_bytes,
                                                const PlannerOptions& options) {
   PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> specs,
                       model::SplitEvenly(config, num_stages));
@@ -79,7 +80,8 @@ absl::StatusOr<schedule::CostModel> StageCosts(const model::GptConfig& config, i
   costs.bytes_per_unit = 1.0;
   int64_t boundary_bytes = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
-    const model::ChunkCost c = model::EstimateChunkCost(config, specs[i], microbatch_size);
+    const model::ChunkCost c =
+        model::EstimateChunkCost(config, specs[i], microbatch_size, stash_element_bytes);
     schedule::StageCost s;
     s.f = seconds.f[i];
     s.b = seconds.b[i];
@@ -169,7 +171,9 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
 
   // Plan with one cost per worker share (the generators' convention), in seconds and "units"
   // of one microbatch's activations for an average worker share.
-  PT_ASSIGN_OR_RETURN(schedule::CostModel share_costs, StageCosts(config, p, mbs, options));
+  const int64_t stash_bytes = model::StashElementBytes(spec);
+  PT_ASSIGN_OR_RETURN(schedule::CostModel share_costs,
+                      StageCosts(config, p, mbs, stash_bytes, options));
   double f = 0, b = 0, w = 0, bytes = 0;
   for (const schedule::StageCost& s : share_costs.stages) {
     f += s.f / p;
@@ -251,7 +255,7 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
   for (;;) {
     PT_ASSIGN_OR_RETURN(schedule::Schedule with_transfers, schedule::AddTransfers(compute));
     PT_ASSIGN_OR_RETURN(schedule::CostModel costs,
-                        StageCosts(config, with_transfers.num_stages, mbs, options));
+                        StageCosts(config, with_transfers.num_stages, mbs, stash_bytes, options));
     if (host_link > 0) costs.d2h_bytes_per_s = costs.h2d_bytes_per_s = host_link;
     PT_ASSIGN_OR_RETURN(schedule::SimResult sim, schedule::Simulate(with_transfers, costs));
     const double peak = *std::max_element(sim.peak_memory.begin(), sim.peak_memory.end());

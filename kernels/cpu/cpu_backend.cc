@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/status_macros.h"
+#include "kernels/bf16.h"
 #include "kernels/shape_checks.h"
 
 namespace pipetrain::kernels {
@@ -14,7 +15,8 @@ namespace pipetrain::kernels {
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : device_("cpu-device", Location::kDevice, MakeAlignedHostMemory(),
               options.device_budget_bytes),
-      host_("cpu-host", Location::kHost, MakeAlignedHostMemory(), options.host_budget_bytes) {
+      host_("cpu-host", Location::kHost, MakeAlignedHostMemory(), options.host_budget_bytes),
+      bf16_gemm_(options.bf16_gemm) {
   openblas_set_num_threads(options.blas_threads < 1 ? 1 : options.blas_threads);
 }
 
@@ -29,13 +31,13 @@ absl::Status CpuBackend::DoDownload(const Tensor& src, absl::Span<float> dst) {
 }
 
 absl::StatusOr<Tensor> CpuBackend::DoCopyToHost(const Tensor& src, absl::string_view what) {
-  PT_ASSIGN_OR_RETURN(Tensor dst, host_.Allocate(src.shape(), what));
+  PT_ASSIGN_OR_RETURN(Tensor dst, host_.Allocate(src.shape(), what, src.dtype()));
   if (src.numel() > 0) std::memcpy(dst.data(), src.data(), src.bytes());
   return dst;
 }
 
 absl::StatusOr<Tensor> CpuBackend::DoCopyToDevice(const Tensor& src, absl::string_view what) {
-  PT_ASSIGN_OR_RETURN(Tensor dst, device_.Allocate(src.shape(), what));
+  PT_ASSIGN_OR_RETURN(Tensor dst, device_.Allocate(src.shape(), what, src.dtype()));
   if (src.numel() > 0) std::memcpy(dst.data(), src.data(), src.bytes());
   return dst;
 }
@@ -43,6 +45,17 @@ absl::StatusOr<Tensor> CpuBackend::DoCopyToDevice(const Tensor& src, absl::strin
 absl::Status CpuBackend::DoCopy(const Tensor& src, Tensor* dst) {
   if (src.numel() > 0 && src.data() != dst->data()) {
     std::memcpy(dst->data(), src.data(), src.bytes());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::DoConvert(const Tensor& src, Tensor* dst) {
+  if (src.dtype() == DType::kF32) {
+    auto* out = static_cast<uint16_t*>(dst->raw());
+    for (int64_t i = 0; i < src.numel(); ++i) out[i] = FloatToBf16Bits(src.data()[i]);
+  } else {
+    const auto* in = static_cast<const uint16_t*>(src.raw());
+    for (int64_t i = 0; i < src.numel(); ++i) dst->data()[i] = Bf16BitsToFloat(in[i]);
   }
   return absl::OkStatus();
 }
@@ -78,9 +91,23 @@ absl::Status CpuBackend::DoGemm(const Tensor& a, bool trans_a, const Tensor& b, 
     for (int64_t i = 0; i < m * n; ++i) cp[i] = beta == 0.0f ? 0.0f : beta * cp[i];
     return absl::OkStatus();
   }
+  const float* ap = a.data();
+  const float* bp = b.data();
+  ScratchBuffer a16, b16;
+  if (bf16_gemm_) {  // bf16 inputs, exactly representable in fp32: sgemm accumulates in fp32
+    auto rounded = [this](const Tensor& t, const char* what, ScratchBuffer* buffer)
+        -> absl::StatusOr<const float*> {
+      PT_ASSIGN_OR_RETURN(*buffer, device_.AllocateScratch(t.bytes(), what));
+      auto* out = static_cast<float*>(buffer->data());
+      for (int64_t i = 0; i < t.numel(); ++i) out[i] = RoundToBf16(t.data()[i]);
+      return out;
+    };
+    PT_ASSIGN_OR_RETURN(ap, rounded(a, "Gemm (bf16 copy of a)", &a16));
+    PT_ASSIGN_OR_RETURN(bp, rounded(b, "Gemm (bf16 copy of b)", &b16));
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), alpha, a.data(), static_cast<blasint>(Cols(a)), b.data(),
+              static_cast<blasint>(k), alpha, ap, static_cast<blasint>(Cols(a)), bp,
               static_cast<blasint>(Cols(b)), beta, c->data(), static_cast<blasint>(n));
   return absl::OkStatus();
 }

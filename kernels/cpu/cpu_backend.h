@@ -17,6 +17,9 @@ struct CpuBackendOptions {
   int blas_threads = 1;  // OpenBLAS threads (results are deterministic for a fixed value)
   int64_t device_budget_bytes = CountingAllocator::kUnlimited;
   int64_t host_budget_bytes = CountingAllocator::kUnlimited;
+  // Gemm(): inputs rounded to bf16 (into counted scratch), fp32 accumulation and output: the
+  // numerics of a bf16 job's GEMMs on a GPU, so a CPU worker can run a bf16 job.
+  bool bf16_gemm = false;
 };
 
 class CpuBackend : public Backend {
@@ -39,6 +42,7 @@ class CpuBackend : public Backend {
   absl::StatusOr<Tensor> DoCopyToHost(const Tensor& src, absl::string_view what) override;
   absl::StatusOr<Tensor> DoCopyToDevice(const Tensor& src, absl::string_view what) override;
   absl::Status DoCopy(const Tensor& src, Tensor* dst) override;
+  absl::Status DoConvert(const Tensor& src, Tensor* dst) override;
 
   absl::Status DoFill(float value, Tensor* t) override;
   absl::Status DoAddInPlace(const Tensor& x, Tensor* y) override;
@@ -87,6 +91,7 @@ class CpuBackend : public Backend {
 
   CountingAllocator device_;
   CountingAllocator host_;
+  bool bf16_gemm_;
 };
 
 }  // namespace pipetrain::kernels

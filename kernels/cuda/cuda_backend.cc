@@ -161,7 +161,7 @@ absl::Status CudaBackend::DoDownload(const Tensor& src, absl::Span<float> dst) {
 
 absl::StatusOr<Tensor> CudaBackend::DoCopyToHost(const Tensor& src, absl::string_view what) {
   PT_CUDA_DEVICE_SCOPE(options_.device);
-  PT_ASSIGN_OR_RETURN(Tensor dst, host_->Allocate(src.shape(), what));
+  PT_ASSIGN_OR_RETURN(Tensor dst, host_->Allocate(src.shape(), what, src.dtype()));
   PT_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToHost, impl_->stream));
   PT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
@@ -170,7 +170,7 @@ absl::StatusOr<Tensor> CudaBackend::DoCopyToHost(const Tensor& src, absl::string
 
 absl::StatusOr<Tensor> CudaBackend::DoCopyToDevice(const Tensor& src, absl::string_view what) {
   PT_CUDA_DEVICE_SCOPE(options_.device);
-  PT_ASSIGN_OR_RETURN(Tensor dst, device_->Allocate(src.shape(), what));
+  PT_ASSIGN_OR_RETURN(Tensor dst, device_->Allocate(src.shape(), what, src.dtype()));
   PT_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyHostToDevice, impl_->stream));
   // The caller may free (and the pinned cache reuse) the source as soon as we return.
@@ -280,6 +280,18 @@ absl::StatusOr<double> CudaBackend::DoSumOfSquares(const Tensor& t) {
   std::vector<float> host(static_cast<size_t>(t.numel()));
   PT_RETURN_IF_ERROR(DoDownload(t, absl::MakeSpan(host)));
   return HostSumOfSquares(host);
+}
+
+absl::Status CudaBackend::DoConvert(const Tensor& src, Tensor* dst) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  if (src.dtype() == DType::kF32) {
+    PT_CUDA_RETURN_IF_ERROR(LaunchToBf16(src.data(), static_cast<uint16_t*>(dst->raw()),
+                                         src.numel(), impl_->stream));
+  } else {
+    PT_CUDA_RETURN_IF_ERROR(LaunchFromBf16(static_cast<const uint16_t*>(src.raw()), dst->data(),
+                                           src.numel(), impl_->stream));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoScale(float scale, Tensor* t) {

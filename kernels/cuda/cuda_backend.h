@@ -80,6 +80,7 @@ class CudaBackend : public Backend {
   absl::StatusOr<Tensor> DoCopyToHost(const Tensor& src, absl::string_view what) override;
   absl::StatusOr<Tensor> DoCopyToDevice(const Tensor& src, absl::string_view what) override;
   absl::Status DoCopy(const Tensor& src, Tensor* dst) override;
+  absl::Status DoConvert(const Tensor& src, Tensor* dst) override;
 
   absl::Status DoFill(float value, Tensor* t) override;
   absl::Status DoAddInPlace(const Tensor& x, Tensor* y) override;

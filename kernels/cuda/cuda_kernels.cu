@@ -309,6 +309,9 @@ __global__ void FlagNonFiniteK(const float* x, int64_t n, int32_t* flag) {
 __global__ void ToBf16K(const float* x, __nv_bfloat16* y, int64_t n) {
   PT_GRID_LOOP(i, n) y[i] = __float2bfloat16_rn(x[i]);
 }
+__global__ void FromBf16K(const __nv_bfloat16* x, float* y, int64_t n) {
+  PT_GRID_LOOP(i, n) y[i] = __bfloat162float(x[i]);
+}
 
 }  // namespace
 
@@ -473,6 +476,10 @@ cudaError_t LaunchFlagNonFinite(const float* x, int64_t n, int32_t* flag, cudaSt
 }
 cudaError_t LaunchToBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
   ToBf16K<<<Blocks(n), kThreads, 0, stream>>>(x, reinterpret_cast<__nv_bfloat16*>(y), n);
+  return cudaGetLastError();
+}
+cudaError_t LaunchFromBf16(const uint16_t* x, float* y, int64_t n, cudaStream_t stream) {
+  FromBf16K<<<Blocks(n), kThreads, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(x), y, n);
   return cudaGetLastError();
 }
 

@@ -81,6 +81,7 @@ cudaError_t LaunchAdamW(float* p, const float* g, float* m, float* v, int64_t n,
 cudaError_t LaunchFlagNonFinite(const float* x, int64_t n, int32_t* flag, cudaStream_t stream);
 // fp32 -> bf16 (stored as raw uint16 bits, round to nearest even).
 cudaError_t LaunchToBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
+cudaError_t LaunchFromBf16(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
 
 }  // namespace pipetrain::kernels::cuda
 

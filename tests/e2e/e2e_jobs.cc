@@ -63,8 +63,10 @@ ReferenceRun RunReference(const v1::JobSpec& spec) {
   auto optimizer = worker::OptimizerSettingsOf(spec);
   EXPECT_TRUE(optimizer.ok()) << optimizer.status();
   if (!dataset.ok() || !config.ok() || !optimizer.ok()) return run;
-  kernels::CpuBackend backend;
+  const bool bf16 = spec.compute().precision() == v1::PRECISION_BF16;
+  kernels::CpuBackend backend({.bf16_gemm = bf16});
   model::ReferenceTrainerConfig rc;
+  rc.stash_bf16 = bf16;
   rc.model = *config;
   rc.num_microbatches = model::NumMicrobatches(spec);
   rc.microbatch_size = spec.training().microbatch_size();

@@ -9,7 +9,8 @@
 // clipping verdict reaches them roll back and redo those steps: docs/training.md). A worker killed
 // mid-run makes its neighbour fail the step with a clear error within a bounded time. A job on the
 // "tokens" source (a corpus prepared from the repository's docs by `pipetrain data prepare`)
-// matches the reference trainer too.
+// matches the reference trainer too. So do bf16 jobs (bf16 GEMM inputs, activations stashed in
+// bf16), against a reference trainer computing in bf16, with the planner's halved activation bytes.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -44,8 +45,11 @@ struct Case {
   std::string schedule;
   int p;
   int m;
+  bool bf16 = false;  // compute.precision PRECISION_BF16 (the reference trains in bf16 too)
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.schedule << " p=" << c.p; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.schedule << " p=" << c.p << (c.bf16 ? " bf16" : "");
+}
 
 class WorkerProcessesTest : public ::testing::TestWithParam<Case> {};
 
@@ -54,6 +58,7 @@ TEST_P(WorkerProcessesTest, TrainsExactlyLikeTheReference) {
   const std::string dir = testing::TempDir();
   v1::JobSpec base = testing::WithRecipe(testing::SmallJob(c.schedule, c.p, c.m, kSteps));
   base.mutable_model()->set_tie_embeddings(true);
+  if (c.bf16) base.mutable_compute()->set_precision(v1::PRECISION_BF16);
   v1::JobSpec spec = testing::WithClipping(base);
   spec.mutable_checkpoint()->set_dir(dir + "/ckpt");
   spec.mutable_checkpoint()->set_interval_steps(kSteps);  // once, after the last step
@@ -129,9 +134,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"interleaved-1f1b", 2, 4}, Case{"interleaved-1f1b", 4, 8},
                       Case{"zb-h1", 2, 4}, Case{"zb-h1", 4, 8}, Case{"zb-h2", 4, 8},
                       Case{"zb-v", 2, 4}, Case{"zb-v", 4, 8}, Case{"v-half", 2, 4},
-                      Case{"v-half", 4, 8}, Case{"v-min", 4, 8}, Case{"v-zb", 4, 8}),
+                      Case{"v-half", 4, 8}, Case{"v-min", 4, 8}, Case{"v-zb", 4, 8},
+                      Case{"1f1b", 2, 4, true}, Case{"zb-h1", 4, 8, true},
+                      Case{"v-half", 4, 8, true}),
     [](const ::testing::TestParamInfo<Case>& info) {
-      std::string n = absl::StrCat(info.param.schedule, "_p", info.param.p);
+      std::string n = absl::StrCat(info.param.schedule, "_p", info.param.p,
+                                   info.param.bf16 ? "_bf16" : "");
       for (char& ch : n) {
         if (ch == '-') ch = '_';
       }

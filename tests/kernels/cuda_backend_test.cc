@@ -11,6 +11,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -89,6 +90,50 @@ TEST_F(CudaVsCpuTest, Bf16GemmIsCloseToFp32) {
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_NEAR(got[i], want[i], 2e-2 + 2e-2 * std::abs(want[i])) << i;
   }
+}
+
+// The CPU twin of a bf16 GEMM (inputs rounded to bf16, fp32 sgemm) computes what cuBLAS does with
+// bf16 operands and fp32 accumulation: the same exact products, summed in another order.
+TEST_F(CudaVsCpuTest, Bf16GemmMatchesTheCpuTwin) {
+  auto bf = CudaBackend::Create({.bf16_gemm = true});
+  ASSERT_TRUE(bf.ok());
+  CpuBackend twin({.bf16_gemm = true});
+  const std::vector<float> av = RandomNonZero(64 * 48, 14), bv = RandomNonZero(48 * 32, 15);
+  Tensor a = *twin.FromHost({64, 48}, av, "a"), b = *twin.FromHost({48, 32}, bv, "b");
+  Tensor c = *twin.Zeros({64, 32}, "c");
+  ASSERT_TRUE(twin.Gemm(a, false, b, false, 1, 0, &c).ok());
+  Tensor ga = *(*bf)->FromHost({64, 48}, av, "a"), gb = *(*bf)->FromHost({48, 32}, bv, "b");
+  Tensor gc = *(*bf)->Zeros({64, 32}, "c");
+  ASSERT_TRUE((*bf)->Gemm(ga, false, gb, false, 1, 0, &gc).ok());
+  const std::vector<float> want = *twin.ToVector(c), got = *(*bf)->ToVector(gc);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5 + 1e-5 * std::abs(want[i])) << i;
+  }
+}
+
+// The bf16 stash: ToBf16 rounds exactly as the CPU does (round to nearest even), ToF32 is exact,
+// and offload copies keep the type and the bytes.
+TEST_F(CudaVsCpuTest, Bf16StashConversionIsBitwiseTheCpus) {
+  std::vector<float> values = RandomNonZero(4096, 16);
+  values[0] = 1.0f + 1.0f / 256;      // a tie: to even (1.0)
+  values[1] = 1.0f + 3.0f / 256;      // a tie: to even (up)
+  values[2] = -0.0f;
+  values[3] = std::numeric_limits<float>::infinity();
+  Tensor x = *cpu_.FromHost({64, 64}, values, "x");
+  Tensor gx = *gpu_->FromHost({64, 64}, values, "x");
+  Tensor narrow = *cpu_.ToBf16(x, "narrow");
+  Tensor gnarrow = *gpu_->ToBf16(gx, "narrow");
+  EXPECT_EQ(gnarrow.dtype(), DType::kBF16);
+  EXPECT_EQ(gnarrow.bytes(), 4096 * 2);
+  const std::vector<float> want = *cpu_.ToVector(narrow), got = *gpu_->ToVector(gnarrow);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+  Tensor host = *gpu_->CopyToHost(gnarrow, "offloaded");
+  EXPECT_EQ(host.dtype(), DType::kBF16);
+  Tensor back = *gpu_->CopyToDevice(host, "reloaded");
+  Tensor wide = *gpu_->ToF32(back, "wide");
+  const std::vector<float> reloaded = *gpu_->ToVector(wide);
+  EXPECT_EQ(std::memcmp(reloaded.data(), want.data(), want.size() * sizeof(float)), 0);
 }
 
 TEST_F(CudaVsCpuTest, ElementwiseBiasAndAdamW) {

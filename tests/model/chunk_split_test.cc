@@ -145,16 +145,27 @@ TEST(ChunkSplitTest, InitialisationIsPartitionIndependent) {
 }
 
 // Device bytes counted by the allocator after F, B and W of one microbatch equal the analytic
-// figures of the cost model, for first, middle and last chunks.
-TEST(ChunkMemoryTest, AnalyticActivationBytesMatchAllocator) {
-  kernels::CpuBackend be;
+// figures of the cost model, for first, middle and last chunks, with an f32 stash and a bf16 one
+// (2 bytes per element but the LayerNorm statistics).
+class ChunkStashMemoryTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ChunkStashMemoryTest, AnalyticActivationBytesMatchAllocator) {
+  const bool bf16 = GetParam();
+  kernels::CpuBackend be({.bf16_gemm = bf16});
   GptConfig config = testing::TinyConfig(4);
   config.seq_len = 8;
   for (const ChunkSpec& spec : {ChunkSpec{0, 2, true, false}, ChunkSpec{2, 1, false, false},
                                 ChunkSpec{3, 1, false, true}, WholeModel(config)}) {
     SCOPED_TRACE(spec.DebugString());
-    auto chunk = *GptChunk::Create(&be, config, spec);
-    const ChunkCost cost = EstimateChunkCost(config, spec, kBatch);
+    auto chunk = *GptChunk::Create(&be, config, spec, {.stash_bf16 = bf16});
+    const ChunkCost cost = EstimateChunkCost(config, spec, kBatch, bf16 ? 2 : 4);
+    if (bf16) {  // about half of the f32 stash: all but the [N] statistics halve
+      const ChunkCost f32 = EstimateChunkCost(config, spec, kBatch);
+      const int64_t stats = 4 * kBatch * config.seq_len *
+                            (4 * spec.num_blocks + (spec.has_head ? 2 : 0));
+      EXPECT_EQ(2 * (cost.activation_bytes_after_forward - stats),
+                f32.activation_bytes_after_forward - stats);
+    }
     EXPECT_EQ(chunk->ParameterStateBytes(), cost.parameter_state_bytes);
     const int64_t n = kBatch * config.seq_len;
     const auto tokens = Tokens(config, 0), targets = Targets(config, 0);
@@ -187,11 +198,13 @@ TEST(ChunkMemoryTest, AnalyticActivationBytesMatchAllocator) {
   }
 }
 
-TEST(ChunkMemoryTest, OffloadReloadMovesBytesAndPreservesResults) {
-  kernels::CpuBackend be;
+// Offload moves the stash (bf16 too) to the host and back; BW gives bitwise B then W's gradients.
+TEST_P(ChunkStashMemoryTest, OffloadReloadMovesBytesAndPreservesResults) {
+  const bool bf16 = GetParam();
+  kernels::CpuBackend be({.bf16_gemm = bf16});
   const GptConfig config = testing::TinyConfig(2);
-  auto plain = *GptChunk::Create(&be, config, WholeModel(config));
-  auto offl = *GptChunk::Create(&be, config, WholeModel(config));
+  auto plain = *GptChunk::Create(&be, config, WholeModel(config), {.stash_bf16 = bf16});
+  auto offl = *GptChunk::Create(&be, config, WholeModel(config), {.stash_bf16 = bf16});
   const auto tokens = Tokens(config, 0), targets = Targets(config, 0);
   for (GptChunk* c : {plain.get(), offl.get()}) {
     ASSERT_TRUE(c->ZeroGrad().ok());
@@ -217,6 +230,11 @@ TEST(ChunkMemoryTest, OffloadReloadMovesBytesAndPreservesResults) {
   ASSERT_TRUE(offl->BackwardWeight(0).ok());
   EXPECT_TRUE(testing::Grads(plain.get()) == testing::Grads(offl.get()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Stash, ChunkStashMemoryTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "bf16" : "f32");
+                         });
 
 TEST(ChunkProtocolTest, RejectsOutOfOrderActions) {
   kernels::CpuBackend be;

@@ -16,7 +16,7 @@ namespace pipetrain::worker {
 
 struct ComputeBackendOptions {
   int blas_threads = 1;    // CPU: OpenBLAS threads
-  bool bf16_gemm = false;  // CUDA: GEMM inputs in bf16, fp32 accumulation
+  bool bf16_gemm = false;  // GEMM inputs in bf16, fp32 accumulation (the CPU rounds the inputs)
 };
 
 // FailedPrecondition when the device cannot be used (a CUDA device in a build without CUDA, or

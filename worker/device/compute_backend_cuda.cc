@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<kernels::Backend>> MakeComputeBackend(
   }
   kernels::CpuBackendOptions cpu;
   cpu.blas_threads = options.blas_threads;
+  cpu.bf16_gemm = options.bf16_gemm;
   return std::unique_ptr<kernels::Backend>(new kernels::CpuBackend(cpu));
 }
 

@@ -98,13 +98,45 @@ absl::StatusOr<ForwardOutput> GptChunk::Forward(int mb, ForwardInput in) {
   } else {
     out.activation = std::move(x);
   }
+  PT_RETURN_IF_ERROR(NarrowStash(st.get()));
   st->phase = MicrobatchPhase::kForwardDone;
   states_[mb] = std::move(st);
   return out;
 }
 
+absl::Status GptChunk::NarrowStash(MicrobatchState* st) {
+  if (!options_.stash_bf16) return absl::OkStatus();
+  absl::Status status;
+  st->ForEachTensor([&](Tensor* t) {
+    if (!status.ok() || t->empty() || t->rank() < 2 || t->dtype() != kernels::DType::kF32) return;
+    absl::StatusOr<Tensor> narrow = backend_->ToBf16(*t, "bf16 stash");
+    if (!narrow.ok()) {
+      status = narrow.status();
+      return;
+    }
+    *t = *std::move(narrow);
+  });
+  return status;
+}
+
+absl::Status GptChunk::WidenStash(MicrobatchState* st) {
+  if (!options_.stash_bf16) return absl::OkStatus();
+  absl::Status status;
+  st->ForEachTensor([&](Tensor* t) {
+    if (!status.ok() || t->empty() || t->dtype() != kernels::DType::kBF16) return;
+    absl::StatusOr<Tensor> wide = backend_->ToF32(*t, "stash widened for a pass");
+    if (!wide.ok()) {
+      status = wide.status();
+      return;
+    }
+    *t = *std::move(wide);
+  });
+  return status;
+}
+
 absl::StatusOr<Tensor> GptChunk::BackwardInput(int mb, Tensor grad_output) {
   PT_ASSIGN_OR_RETURN(MicrobatchState * st, Find(mb, MicrobatchPhase::kForwardDone, "B"));
+  PT_RETURN_IF_ERROR(WidenStash(st));
   Tensor dx;
   if (spec_.has_head) {
     if (!grad_output.empty()) {
@@ -129,6 +161,7 @@ absl::StatusOr<Tensor> GptChunk::BackwardInput(int mb, Tensor grad_output) {
     PT_RETURN_IF_ERROR(embedding_->BackwardInput(std::move(dx), &st->embed));
     dx = Tensor();
   }
+  PT_RETURN_IF_ERROR(NarrowStash(st));
   st->phase = MicrobatchPhase::kBackwardInputDone;
   return dx;
 }
@@ -153,6 +186,7 @@ absl::Status GptChunk::RunWeightGrads(MicrobatchState* st, const std::vector<Ten
 
 absl::Status GptChunk::BackwardWeight(int mb) {
   PT_ASSIGN_OR_RETURN(MicrobatchState * st, Find(mb, MicrobatchPhase::kBackwardInputDone, "W"));
+  PT_RETURN_IF_ERROR(WidenStash(st));
   std::vector<Parameter*> params = parameters();
   if (options_.grad_accumulation == GradAccumulation::kDirect) {
     std::vector<Tensor*> grads;

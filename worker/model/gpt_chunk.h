@@ -10,7 +10,8 @@
 //   BW Backward(mb, dy)       B then W (bitwise the same gradients as B followed by W).
 // Several microbatches may be in flight in any order; each has its own stash (keyed by mb).
 // Everything stashed is allocated from the backend's counting device allocator, so
-// ActivationBytes() and the allocator's counters are the real bytes held. A memory manager can
+// ActivationBytes() and the allocator's counters are the real bytes held (between passes, in
+// bf16 for a ChunkOptions::stash_bf16 chunk). A memory manager can
 // move a microbatch's stash to host memory and back with Offload(mb)/Reload(mb) (F/B/W on an
 // offloaded microbatch fail with FailedPrecondition).
 //
@@ -50,6 +51,11 @@ enum class GradAccumulation { kMicrobatchOrdered, kDirect };
 struct ChunkOptions {
   uint64_t seed = 1234;  // initialisation seed (same on every chunk of a model)
   GradAccumulation grad_accumulation = GradAccumulation::kMicrobatchOrdered;
+  // A bf16 job's stash: between passes every stashed activation and gradient is held in bf16
+  // (half the bytes; the [N] LayerNorm statistics stay f32). Each pass widens what it reads to
+  // f32 first, computes in f32 and narrows what it leaves, so B then W and BW round the same
+  // values: the schedule still does not change the result.
+  bool stash_bf16 = false;
 };
 
 struct ForwardInput {
@@ -170,6 +176,9 @@ class GptChunk {
   absl::Status RunWeightGrads(MicrobatchState* st, const std::vector<kernels::Tensor*>& grads,
                               bool accumulate);
   absl::Status DrainOrderedGrads();
+  // stash_bf16: narrows every f32 stashed tensor of rank >= 2 to bf16 / widens every bf16 one.
+  absl::Status NarrowStash(MicrobatchState* st);
+  absl::Status WidenStash(MicrobatchState* st);
   // FailedPrecondition naming `op` while ordered W results wait for an earlier microbatch.
   absl::Status CheckNoBufferedGrads(const char* op) const;
 

@@ -22,7 +22,8 @@ absl::StatusOr<std::unique_ptr<ReferenceTrainer>> ReferenceTrainer::Create(
   std::unique_ptr<ReferenceTrainer> t(new ReferenceTrainer(dataset, config));
   PT_ASSIGN_OR_RETURN(t->chunk_, GptChunk::Create(backend, config.model, WholeModel(config.model),
                                                   {.seed = config.seed,
-                                                   .grad_accumulation = config.grad_accumulation}));
+                                                   .grad_accumulation = config.grad_accumulation,
+                                                   .stash_bf16 = config.stash_bf16}));
   return t;
 }
 

@@ -36,6 +36,9 @@ struct ReferenceTrainerConfig {
   OptimizerSettings optimizer;
   uint64_t seed = 1234;  // model initialisation
   GradAccumulation grad_accumulation = GradAccumulation::kMicrobatchOrdered;
+  // A bf16 job: activations stashed in bf16 (ChunkOptions::stash_bf16); the backend must round
+  // GEMM inputs too (bf16_gemm) for the job's numerics.
+  bool stash_bf16 = false;
 };
 
 struct StepStats {

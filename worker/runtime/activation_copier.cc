@@ -73,7 +73,7 @@ absl::StatusOr<std::shared_ptr<CopyTicket>> ActivationCopier::Start(
   std::vector<kernels::Tensor> destinations;
   for (kernels::Tensor* slot : slots) {
     if (slot == nullptr || slot->empty() || slot->location() != from) continue;
-    absl::StatusOr<kernels::Tensor> dst = target.Allocate(slot->shape(), what);
+    absl::StatusOr<kernels::Tensor> dst = target.Allocate(slot->shape(), what, slot->dtype());
     if (!dst.ok()) return dst.status();
     moving.push_back(slot);
     destinations.push_back(*std::move(dst));

@@ -209,6 +209,7 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     ModelStageConfig mc;
     mc.model = config;
     mc.chunk.seed = request.spec().training().seed();
+    mc.chunk.stash_bf16 = request.spec().compute().precision() == v1::PRECISION_BF16;
     PT_ASSIGN_OR_RETURN(mc.optimizer, OptimizerSettingsOf(request.spec()));
     mc.num_stages = sched.num_stages;
     mc.num_microbatches = m;
