@@ -53,6 +53,8 @@ class Dispatcher {
  public:
   Dispatcher(WorkerClient* client, const DispatcherOptions& options)
       : client_(client), options_(options) {}
+  // WorkerClient::CancelLaunchCalls: every Launch in flight fails soon after (shutdown).
+  void CancelLaunches() const { client_->CancelLaunchCalls(); }
 
   // The PrepareRequest of every rank, in rank order, with the transport ChooseTransport picks
   // for the targets' devices. For NCCL, rank 0's worker is asked for the communicator id

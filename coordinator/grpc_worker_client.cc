@@ -21,6 +21,24 @@ std::unique_ptr<grpc::ClientContext> GrpcWorkerClient::ContextFor(const std::str
   return context;
 }
 
+GrpcWorkerClient::LaunchCall::LaunchCall(GrpcWorkerClient* client, grpc::ClientContext* context)
+    : client_(client), context_(context) {
+  absl::MutexLock lock(&client_->mu_);
+  cancelled_ = client_->launches_cancelled_;
+  if (!cancelled_) client_->launch_calls_.insert(context_);
+}
+
+GrpcWorkerClient::LaunchCall::~LaunchCall() {
+  absl::MutexLock lock(&client_->mu_);
+  client_->launch_calls_.erase(context_);
+}
+
+void GrpcWorkerClient::CancelLaunchCalls() {
+  absl::MutexLock lock(&mu_);
+  launches_cancelled_ = true;
+  for (grpc::ClientContext* context : launch_calls_) context->TryCancel();
+}
+
 v1::Worker::Stub* GrpcWorkerClient::StubFor(const std::string& address) {
   absl::MutexLock lock(&mu_);
   std::unique_ptr<v1::Worker::Stub>& stub = stubs_[address];
@@ -44,6 +62,8 @@ absl::StatusOr<v1::PrepareResponse> GrpcWorkerClient::Prepare(const std::string&
                                                               const v1::PrepareRequest& request,
                                                               absl::Duration timeout) {
   const std::unique_ptr<grpc::ClientContext> context = ContextFor(address, timeout);
+  const LaunchCall call(this, context.get());
+  if (call.cancelled()) return absl::CancelledError("the coordinator is shutting down");
   v1::PrepareResponse response;
   const grpc::Status status = StubFor(address)->Prepare(context.get(), request, &response);
   if (!status.ok()) return FromGrpc(status);
@@ -54,6 +74,8 @@ absl::StatusOr<std::string> GrpcWorkerClient::CreateNcclId(const std::string& ad
                                                            const std::string& job_id,
                                                            absl::Duration timeout) {
   const std::unique_ptr<grpc::ClientContext> context = ContextFor(address, timeout);
+  const LaunchCall call(this, context.get());
+  if (call.cancelled()) return absl::CancelledError("the coordinator is shutting down");
   v1::CreateNcclIdRequest request;
   request.set_job_id(job_id);
   v1::CreateNcclIdResponse response;
@@ -65,6 +87,8 @@ absl::StatusOr<std::string> GrpcWorkerClient::CreateNcclId(const std::string& ad
 absl::Status GrpcWorkerClient::Start(const std::string& address, const v1::StartRequest& request,
                                      absl::Duration timeout) {
   const std::unique_ptr<grpc::ClientContext> context = ContextFor(address, timeout);
+  const LaunchCall call(this, context.get());
+  if (call.cancelled()) return absl::CancelledError("the coordinator is shutting down");
   v1::StartResponse response;
   return FromGrpc(StubFor(address)->Start(context.get(), request, &response));
 }

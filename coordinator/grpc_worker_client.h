@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -44,7 +45,22 @@ class GrpcWorkerClient : public WorkerClient {
   absl::Status Abort(const std::string& address, const v1::AbortRequest& request,
                      absl::Duration timeout) override;
 
+  void CancelLaunchCalls() override;
+
  private:
+  // A launch call (Prepare, CreateNcclId, Start) registered for CancelLaunchCalls while it runs.
+  class LaunchCall {
+   public:
+    LaunchCall(GrpcWorkerClient* client, grpc::ClientContext* context);
+    ~LaunchCall();
+    bool cancelled() const { return cancelled_; }
+
+   private:
+    GrpcWorkerClient* client_;
+    grpc::ClientContext* context_;
+    bool cancelled_;
+  };
+
   v1::Worker::Stub* StubFor(const std::string& address);
   // A context with `timeout` and, when there is one, the worker's credential.
   std::unique_ptr<grpc::ClientContext> ContextFor(const std::string& address,
@@ -54,6 +70,8 @@ class GrpcWorkerClient : public WorkerClient {
   const CredentialFor credential_for_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<v1::Worker::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+  bool launches_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<grpc::ClientContext*> launch_calls_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pipetrain::coordinator

@@ -247,6 +247,9 @@ void JobManager::Shutdown() {
       }
     }
   }
+  // A launch in flight waits on its workers' Prepare (up to prepare_timeout): cancel it. Its job
+  // was rewound above and resumes after a restart; the aborts still go out.
+  dispatcher_.CancelLaunches();
   tasks_.JoinAll();
 }
 

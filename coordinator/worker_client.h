@@ -32,6 +32,10 @@ class WorkerClient {
                              absl::Duration timeout) = 0;
   virtual absl::Status Abort(const std::string& address, const v1::AbortRequest& request,
                              absl::Duration timeout) = 0;
+  // Ends every Prepare, CreateNcclId and Start in flight with Cancelled and fails later ones at
+  // once: a coordinator shutting down must not wait out a slow worker's Prepare (up to its
+  // timeout). Abort calls still go out (a shutdown aborts running jobs). Not undone.
+  virtual void CancelLaunchCalls() = 0;
 };
 
 }  // namespace pipetrain::coordinator

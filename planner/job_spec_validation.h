@@ -1,7 +1,8 @@
-// ValidateJobSpec: the one place that decides whether a submitted JobSpec is acceptable. Every
-// error is InvalidArgument whose message starts with the field path ("training.global_batch:")
-// and says what is allowed. Unset (zero) fields that have defaults are accepted; the defaults
-// themselves are model::WithDefaults (model/job_model.h).
+// planner::ValidateJobSpec: the one place that decides whether a submitted JobSpec is acceptable:
+// every field as model::ValidateJobSpec checks it (model/job_spec_validation.h: the same checks a
+// worker runs at Prepare), and parallelism.schedule against the registered generators. Errors are
+// InvalidArgument naming the field and what is allowed. The plan limits below are checked by
+// PlanJob, which knows the schedule's chunks.
 //
 // Thread-safety: pure function.
 #ifndef PIPETRAIN_PLANNER_JOB_SPEC_VALIDATION_H_
@@ -10,23 +11,23 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "model/job_spec_validation.h"
 #include "pipetrain/v1/job.pb.h"
 
 namespace pipetrain::planner {
 
-// Upper bounds that keep a typo from asking for absurd resources.
-inline constexpr int kMaxLayers = 4096;
-inline constexpr int kMaxHidden = 65536;
-inline constexpr int kMaxSeqLen = 1 << 20;
-inline constexpr int kMaxVocab = 1 << 22;
-inline constexpr int kMaxWorkers = 4096;
-inline constexpr int kMaxMicrobatches = 1 << 16;
-inline constexpr int kMaxSteps = 100000000;
-inline constexpr int kMaxEvalBatches = 4096;
+using model::kMaxEvalBatches;
+using model::kMaxHidden;
+using model::kMaxLayers;
+using model::kMaxMicrobatches;
+using model::kMaxSeqLen;
+using model::kMaxSteps;
+using model::kMaxVocab;
+using model::kMaxWorkers;
+
 // What one plan may hold. Each (stage, microbatch) pair becomes up to three compute actions plus
 // transfers and copies, all simulated while planning, kept in the job store and carried in one
-// gRPC message to every worker: at most this many pairs per step (checked by PlanJob, which
-// knows the schedule's chunks)...
+// gRPC message to every worker: at most this many pairs per step...
 inline constexpr int64_t kMaxPlanCells = 1 << 17;
 // ...and at most this many bytes of encoded plan, under gRPC's default 4 MiB message limit with
 // room for the rest of a PrepareRequest or a Job.

@@ -162,6 +162,24 @@ TEST_F(JobManagerTest, PrepareRunsOnAllRanksConcurrently) {
   ASSERT_TRUE(WaitState(id, v1::JOB_STATE_SUCCEEDED)) << manager_->Get(id)->failure_reason();
 }
 
+// A shutdown does not wait out a slow worker's Prepare (here it would take the whole 5 s
+// prepare timeout): the launch is cancelled, the job is left to resume after a restart, and the
+// manager stops at once.
+TEST_F(JobManagerTest, ShutdownCancelsAPrepareInFlight) {
+  ASSERT_TRUE(StartWithTwoWorkers());
+  FakeWorkerClient::Behavior slow;
+  slow.prepare_delay = absl::Seconds(60);
+  workers_.SetBehavior("127.0.0.1:20000", slow);
+  const std::string id = manager_->Submit(SmallSpec(2, 2)).value().id();
+  ASSERT_TRUE(WaitUntil([&] { return workers_.prepared().size() == 2; }));
+  const absl::Time start = absl::Now();
+  manager_->Shutdown();
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_LT(took, absl::Seconds(2)) << "Shutdown waited for the Prepare";
+  EXPECT_EQ(State(id), v1::JOB_STATE_RECOVERING);
+  EXPECT_EQ(manager_->Get(id).value().restarts(), 0) << "a shutdown spends no restart";
+}
+
 TEST_F(JobManagerTest, PlanningFailureFailsJobWithPlannerMessage) {
   Make();
   ASSERT_TRUE(manager_->Start().ok());

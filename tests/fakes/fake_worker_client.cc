@@ -27,6 +27,11 @@ void FakeWorkerClient::SetAutoRun(ReportFn report, absl::Duration step_delay) {
   step_delay_ = step_delay;
 }
 
+void FakeWorkerClient::CancelLaunchCalls() {
+  absl::MutexLock lock(&mu_);
+  launches_cancelled_ = true;
+}
+
 void FakeWorkerClient::Shutdown() {
   std::vector<std::thread> runners;
   {
@@ -62,19 +67,23 @@ absl::StatusOr<v1::PrepareResponse> FakeWorkerClient::Prepare(const std::string&
     prepared_.push_back(request);
     by_address_[address] = request;
   }
-  if (b.prepare_delay > absl::ZeroDuration()) absl::SleepFor(std::min(b.prepare_delay, timeout));
-  if (b.prepare_delay > timeout) return absl::DeadlineExceededError("fake: Prepare timed out");
   {
     absl::MutexLock lock(&mu_);
+    if (b.prepare_delay > absl::ZeroDuration()) {
+      mu_.AwaitWithTimeout(absl::Condition(&launches_cancelled_), std::min(b.prepare_delay, timeout));
+    }
+    if (launches_cancelled_) return absl::CancelledError("fake: launch calls cancelled");
+    if (b.prepare_delay > timeout) return absl::DeadlineExceededError("fake: Prepare timed out");
     if (barrier_) {
       const std::string& job = request.job_id();
       ++in_prepare_[job];
       auto all_here = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return in_prepare_[job] >= request.peers_size();
+        return in_prepare_[job] >= request.peers_size() || launches_cancelled_;
       };
       if (!mu_.AwaitWithTimeout(absl::Condition(&all_here), timeout)) {
         return absl::DeadlineExceededError("fake: pipeline neighbours never connected");
       }
+      if (launches_cancelled_) return absl::CancelledError("fake: launch calls cancelled");
     }
   }
   if (!b.prepare_status.ok()) return b.prepare_status;

@@ -77,6 +77,8 @@ class FakeWorkerClient : public coordinator::WorkerClient {
                      absl::Duration timeout) override;
   absl::Status Abort(const std::string& address, const v1::AbortRequest& request,
                      absl::Duration timeout) override;
+  // Prepares in flight (delayed or at the barrier) and later ones end with Cancelled.
+  void CancelLaunchCalls() override;
 
   std::vector<v1::PrepareRequest> prepared() const;
   // Addresses CreateNcclId was called on, in order.
@@ -104,6 +106,7 @@ class FakeWorkerClient : public coordinator::WorkerClient {
   ReportFn report_ ABSL_GUARDED_BY(mu_);
   absl::Duration step_delay_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool launches_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> runners_ ABSL_GUARDED_BY(mu_);
 };
 

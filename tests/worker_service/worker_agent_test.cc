@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -304,6 +306,44 @@ TEST(WorkerAgentTest, PathsOutsideTheWorkersRootsFailPrepare) {
 
   request.mutable_spec()->mutable_checkpoint()->set_dir(root + "/ckpt");  // inside: fine
   EXPECT_TRUE(a.agent->Prepare(request).ok());
+  a.agent->Shutdown();
+}
+
+// A worker checks every field of what it is asked to run itself, as the coordinator does at
+// submit (a plan file or a caller that is not the coordinator skips that check): a NaN learning
+// rate, a negative microbatch size, an unknown precision or a negative start step is refused at
+// Prepare with InvalidArgument naming the field, and the worker stays free.
+TEST(WorkerAgentTest, PrepareValidatesEveryFieldItself) {
+  FakeCoordinator coordinator;
+  Agent a(&coordinator, 0);
+  struct Bad {
+    std::function<void(v1::PrepareRequest*)> spoil;
+    std::string field;
+  };
+  const std::vector<Bad> cases = {
+      {[](v1::PrepareRequest* r) {
+         r->mutable_spec()->mutable_training()->mutable_optimizer()->set_learning_rate(
+             std::numeric_limits<double>::quiet_NaN());
+       },
+       "training.optimizer.learning_rate: "},
+      {[](v1::PrepareRequest* r) { r->mutable_spec()->mutable_training()->set_microbatch_size(-4); },
+       "training.microbatch_size: "},
+      {[](v1::PrepareRequest* r) {
+         r->mutable_spec()->mutable_compute()->set_precision(static_cast<v1::Precision>(7));
+       },
+       "compute.precision: "},
+      {[](v1::PrepareRequest* r) { r->set_start_step(-1); }, "start_step: "},
+      {[](v1::PrepareRequest* r) { r->set_start_step(4); }, "start_step: "},
+  };
+  for (const Bad& bad : cases) {
+    v1::PrepareRequest request = OneRankJob(a.transport_address, 0);
+    bad.spoil(&request);
+    const absl::Status status = a.agent->Prepare(request).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad.field << status;
+    EXPECT_EQ(status.message().substr(0, bad.field.size()), bad.field) << status;
+    EXPECT_FALSE(a.agent->busy());
+  }
+  EXPECT_TRUE(a.agent->Prepare(OneRankJob(a.transport_address, 0)).ok());
   a.agent->Shutdown();
 }
 

@@ -15,6 +15,7 @@
 #include "model/checkpoint_layout.h"
 #include "model/cost_model.h"
 #include "model/job_model.h"
+#include "model/job_spec_validation.h"
 #include "model/lr_schedule.h"
 #include "schedule/codec/plan_proto.h"
 #include "worker/device/compute_backend.h"
@@ -79,6 +80,15 @@ bool WorkerSession::holds_loss() const {
 absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     const v1::PrepareRequest& request, const SessionOptions& options,
     std::unique_ptr<TcpListener> listener) {
+  // A worker trusts no caller with its memory or files: every field is checked here as the
+  // coordinator checked it at submit (a plan file, or a caller that is not our coordinator,
+  // reaches this point without that check).
+  PT_RETURN_IF_ERROR(model::ValidateJobSpec(request.spec()));
+  if (request.start_step() < 0 || request.start_step() > request.spec().training().steps()) {
+    return absl::InvalidArgumentError(absl::StrCat("start_step: ", request.start_step(),
+                                                   " is outside 0..training.steps (",
+                                                   request.spec().training().steps(), ")"));
+  }
   // Before anything is opened: the job names paths, this worker decides which it may touch.
   const AllowedPaths& allowed = options.allowed_paths;
   PT_RETURN_IF_ERROR(CheckPathUnder("training.data.path", request.spec().training().data().path(),
