@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/job_file.h"
@@ -19,6 +21,17 @@ bool IsTerminal(v1::JobState s) {
 absl::Status PrintJson(const google::protobuf::Message& message, std::ostream& out) {
   PT_ASSIGN_OR_RETURN(std::string json, schedule::ToJson(message));
   out << json << "\n";
+  return absl::OkStatus();
+}
+
+// One object per line, for streams (`watch --json`, `submit --watch --json`).
+absl::Status PrintJsonLine(const google::protobuf::Message& message, std::ostream& out) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) return absl::InternalError(std::string(status.message()));
+  out << json << "\n" << std::flush;
   return absl::OkStatus();
 }
 
@@ -55,12 +68,19 @@ absl::Status JobOutcome(const v1::Job& job) {
 }
 
 absl::StatusOr<v1::Job> WatchJob(JobClient& client, const std::string& job_id, bool progress,
-                                 std::ostream& out, std::ostream& err) {
+                                 std::ostream& human_out, std::ostream& err,
+                                 std::ostream* json_events) {
+  std::ostream& out = json_events != nullptr ? err : human_out;
   const bool tty = progress && isatty(STDERR_FILENO);
   v1::Job last;
   v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
   int printed_step = -1;
+  absl::Status written;
   absl::Status status = client.Watch(job_id, [&](const v1::JobEvent& event) {
+    if (json_events != nullptr) {
+      written = PrintJsonLine(event, *json_events);
+      if (!written.ok()) return false;
+    }
     last = event.job();
     if (last.state() != state) {
       if (tty && printed_step >= 0) err << "\n";
@@ -83,6 +103,7 @@ absl::StatusOr<v1::Job> WatchJob(JobClient& client, const std::string& job_id, b
     return true;
   });
   if (tty && printed_step >= 0) err << "\n";
+  if (!written.ok()) return written;
   if (!status.ok()) return status;
   // The stream ended with the job; fetch the final record (measurements included).
   PT_ASSIGN_OR_RETURN(v1::Job final_job, client.Get(job_id));
@@ -99,6 +120,13 @@ absl::Status SubmitCommand(const JobCommandOptions& options, const std::string& 
   JobClient client(options.coordinator, options.token, options.tls);
   PT_ASSIGN_OR_RETURN(v1::Job job, client.Submit(spec));
   if (options.json && !watch) return PrintJson(job, out);
+  if (options.json) {  // stdout: JSON only, one object per line
+    err << "submitted " << job.id() << "\n";
+    PT_ASSIGN_OR_RETURN(v1::Job final_job,
+                        WatchJob(client, job.id(), options.progress, out, err, &out));
+    PT_RETURN_IF_ERROR(PrintJsonLine(final_job, out));
+    return JobOutcome(final_job);
+  }
   out << "submitted " << job.id() << "\n";
   if (!watch) return absl::OkStatus();
   PT_ASSIGN_OR_RETURN(v1::Job final_job, WatchJob(client, job.id(), options.progress, out, err));
@@ -148,9 +176,10 @@ absl::Status CancelCommand(const JobCommandOptions& options, const std::string& 
 absl::Status WatchCommand(const JobCommandOptions& options, const std::string& job_id,
                           std::ostream& out, std::ostream& err) {
   JobClient client(options.coordinator, options.token, options.tls);
-  PT_ASSIGN_OR_RETURN(v1::Job job, WatchJob(client, job_id, options.progress, out, err));
+  PT_ASSIGN_OR_RETURN(v1::Job job, WatchJob(client, job_id, options.progress, out, err,
+                                            options.json ? &out : nullptr));
   if (options.json) {
-    PT_RETURN_IF_ERROR(PrintJson(job, out));
+    PT_RETURN_IF_ERROR(PrintJsonLine(job, out));
   } else {
     out << FormatJobStatus(job) << FormatLossCurve(job);
   }

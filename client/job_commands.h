@@ -40,11 +40,15 @@ absl::Status ListCommand(const JobCommandOptions& options, const std::string& st
 absl::Status CancelCommand(const JobCommandOptions& options, const std::string& job_id,
                            std::ostream& out);
 // Follows the job to its end with a live progress line; returns JobOutcome of the final job.
+// With options.json stdout holds only JSON: one line per event, then the final job on one line.
 absl::Status WatchCommand(const JobCommandOptions& options, const std::string& job_id,
                           std::ostream& out, std::ostream& err);
-// The watch loop on an existing client (used by `local`); returns the final job.
+// The watch loop on an existing client (used by `local`); returns the final job. State and
+// progress lines go to `out`; with `json_events` set they go to `err` instead, and every event
+// is written to `json_events` as one line of protobuf JSON (a JobEvent).
 absl::StatusOr<v1::Job> WatchJob(JobClient& client, const std::string& job_id, bool progress,
-                                 std::ostream& out, std::ostream& err);
+                                 std::ostream& out, std::ostream& err,
+                                 std::ostream* json_events = nullptr);
 
 }  // namespace pipetrain::client
 

@@ -155,7 +155,10 @@ int main(int argc, char** argv) {
     cmd->add_option("--tls-key", job_options.tls.key_file,
                     "Client private key (PEM) for mutual TLS (with --tls-cert)");
     if (read_command) {
-      cmd->add_flag("--json", job_options.json, "Machine-readable output (protobuf JSON)");
+      cmd->add_flag("--json", job_options.json,
+                    "Machine-readable output: stdout holds only protobuf JSON (watch and "
+                    "submit --watch: one JobEvent per line, then the final job on one line); "
+                    "everything else goes to stderr");
     }
   };
   CLI::App* submit_cmd = app.add_subcommand("submit", "Submit a job file (YAML or JSON JobSpec)");

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -19,6 +21,7 @@
 #include "client/job_commands.h"
 #include "client/local_cluster.h"
 #include "nlohmann/json.hpp"
+#include "schedule/codec/plan_proto.h"
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/http_get.h"
 #include "tests/e2e/process_util.h"
@@ -202,6 +205,61 @@ TEST_F(LocalClusterTest, PrometheusScrapesBothDaemons) {
   EXPECT_EQ(scraped, expected);
   testing::Kill(prometheus, SIGTERM);
   testing::WaitFor(prometheus, absl::Seconds(10));
+}
+
+// `--json` keeps stdout machine-readable: `submit --watch --json` and `watch --json` print only
+// protobuf JSON there, one object per line (every JobEvent, then the final job), and the human
+// lines ("submitted ...", states, progress) on stderr.
+TEST_F(LocalClusterTest, JsonOutputHoldsOnlyJsonLines) {
+  ASSERT_NE(cluster_, nullptr);
+  const std::string dir = cluster_->dir();
+  const std::string job_file = dir + "/json_job.json";
+  {
+    absl::StatusOr<std::string> json = schedule::ToJson(testing::SmallJob("1f1b", 2, 4, 3));
+    ASSERT_TRUE(json.ok()) << json.status();
+    std::ofstream(job_file) << *json;
+  }
+  const std::string common = absl::StrCat(" --coordinator ", cluster_->coordinator_address());
+  std::string out;
+  ASSERT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " submit ", job_file, " --watch --json",
+                               common, " 2>", dir, "/submit.err"),
+                  &out),
+            0)
+      << out << testing::ReadFile(dir + "/submit.err");
+  const auto json_lines = [](const std::string& text) {
+    std::vector<nlohmann::json> objects;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      objects.push_back(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false));
+      EXPECT_TRUE(objects.back().is_object()) << "not a JSON object: " << line;
+    }
+    return objects;
+  };
+  std::vector<nlohmann::json> objects = json_lines(out);
+  ASSERT_GE(objects.size(), 3u) << out;
+  int steps = 0;
+  for (size_t i = 0; i + 1 < objects.size(); ++i) {
+    EXPECT_TRUE(objects[i].contains("job")) << objects[i].dump();  // a JobEvent
+    if (objects[i].contains("step")) ++steps;
+  }
+  EXPECT_EQ(steps, 3) << out;
+  const nlohmann::json& final_job = objects.back();
+  EXPECT_EQ(final_job["state"], "JOB_STATE_SUCCEEDED") << final_job.dump();
+  const std::string id = final_job["id"];
+  const std::string err = testing::ReadFile(dir + "/submit.err");
+  EXPECT_NE(err.find("submitted " + id), std::string::npos) << err;
+  EXPECT_NE(err.find("SUCCEEDED"), std::string::npos) << err;
+
+  // `watch --json` of the finished job: its last event, then the job.
+  ASSERT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " watch ", id, " --json", common,
+                               " 2>/dev/null"),
+                  &out),
+            0)
+      << out;
+  objects = json_lines(out);
+  ASSERT_GE(objects.size(), 2u) << out;
+  EXPECT_EQ(objects.back()["id"], id);
+  EXPECT_EQ(objects.back()["state"], "JOB_STATE_SUCCEEDED");
 }
 
 }  // namespace
