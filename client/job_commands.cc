@@ -6,8 +6,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/job_file.h"
 #include "client/job_view.h"
+#include "client/model_view.h"
 #include "common/status_macros.h"
 #include "schedule/codec/plan_proto.h"
 
@@ -132,6 +134,35 @@ absl::Status SubmitCommand(const JobCommandOptions& options, const std::string& 
   PT_ASSIGN_OR_RETURN(v1::Job final_job, WatchJob(client, job.id(), options.progress, out, err));
   out << FormatJobStatus(final_job) << FormatLossCurve(final_job);
   return JobOutcome(final_job);
+}
+
+absl::Status ValidateCommand(const JobCommandOptions& options, const std::string& job_file,
+                             std::ostream& out) {
+  PT_ASSIGN_OR_RETURN(v1::JobSpec spec, LoadJobSpec(job_file));
+  JobClient client(options.coordinator, options.token, options.tls);
+  absl::StatusOr<v1::Plan> plan = client.Plan(spec);
+  if (!plan.ok()) {
+    return absl::Status(plan.status().code(),
+                        absl::StrCat(job_file, ": ", plan.status().message()));
+  }
+  if (options.json) return PrintJson(*plan, out);
+  const int p = plan->workers_size();
+  const v1::Prediction& pred = plan->prediction();
+  out << job_file << ": valid (checked and planned by the coordinator at " << options.coordinator
+      << "; nothing was submitted)\n"
+      << "  " << FormatModelLine(spec) << "\n"
+      << absl::StrFormat("  plan: %s on %d workers x %d chunks, %d microbatches\n",
+                         plan->schedule(), p, p > 0 ? plan->num_stages() / p : 0,
+                         plan->num_microbatches())
+      << absl::StrFormat("  predicted step %.4f s, bubble ratio %.3f\n", pred.makespan_s(),
+                         pred.bubble_ratio());
+  out << "  predicted peak activation memory per worker (MiB):";
+  for (int64_t bytes : pred.peak_activation_bytes()) {
+    out << absl::StrFormat(" %.3f", bytes / 1048576.0);
+  }
+  out << "\n";
+  if (!plan->explanation().empty()) out << "  " << plan->explanation() << "\n";
+  return absl::OkStatus();
 }
 
 absl::Status StatusCommand(const JobCommandOptions& options, const std::string& job_id,

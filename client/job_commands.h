@@ -33,6 +33,11 @@ absl::Status JobOutcome(const v1::Job& job);
 
 absl::Status SubmitCommand(const JobCommandOptions& options, const std::string& job_file,
                            bool watch, std::ostream& out, std::ostream& err);
+// `pipetrain validate`: the coordinator checks and plans the job file (its PlanJob RPC, the
+// same validation and planning as a submit, with its registered workers' measurements) and
+// nothing is submitted. Prints the plan's summary, or with --json the Plan.
+absl::Status ValidateCommand(const JobCommandOptions& options, const std::string& job_file,
+                             std::ostream& out);
 absl::Status StatusCommand(const JobCommandOptions& options, const std::string& job_id,
                            std::ostream& out);
 absl::Status ListCommand(const JobCommandOptions& options, const std::string& state,

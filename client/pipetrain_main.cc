@@ -165,6 +165,12 @@ int main(int argc, char** argv) {
   submit_cmd->add_option("job_file", job_file, "Job spec file (.yaml or .json)")->required();
   submit_cmd->add_flag("--watch,-w", submit_watch, "Follow the job to its end");
   add_common(submit_cmd, true);
+  CLI::App* validate_cmd = app.add_subcommand(
+      "validate",
+      "Check and plan a job file on the coordinator without submitting it (a dry run: the "
+      "same validation and planning as submit)");
+  validate_cmd->add_option("job_file", job_file, "Job spec file (.yaml or .json)")->required();
+  add_common(validate_cmd, true);
   CLI::App* status_cmd =
       app.add_subcommand("status", "Show a job: state, plan, predicted vs measured");
   status_cmd->add_option("job_id", job_id, "Job id, e.g. job-000001")->required();
@@ -281,6 +287,9 @@ int main(int argc, char** argv) {
     name = "pipetrain submit";
     status =
         pipetrain::client::SubmitCommand(job_options, job_file, submit_watch, std::cout, std::cerr);
+  } else if (validate_cmd->parsed()) {
+    name = "pipetrain validate";
+    status = pipetrain::client::ValidateCommand(job_options, job_file, std::cout);
   } else if (status_cmd->parsed()) {
     name = "pipetrain status";
     status = pipetrain::client::StatusCommand(job_options, job_id, std::cout);

@@ -262,5 +262,35 @@ TEST_F(LocalClusterTest, JsonOutputHoldsOnlyJsonLines) {
   EXPECT_EQ(objects.back()["state"], "JOB_STATE_SUCCEEDED");
 }
 
+// `pipetrain validate` asks the coordinator to check and plan a job file without submitting it:
+// a good file prints the plan (exit 0), a bad one the field and what is allowed (exit 2), and
+// no job is created either way.
+TEST_F(LocalClusterTest, ValidateChecksAndPlansWithoutSubmitting) {
+  ASSERT_NE(cluster_, nullptr);
+  client::JobClient jobs(cluster_->coordinator_address(), "");
+  const size_t before = jobs.List(v1::JOB_STATE_UNSPECIFIED).value().size();
+  const std::string dir = cluster_->dir();
+  v1::JobSpec spec = testing::SmallJob("v-half", kWorkers, 8, 3);
+  std::ofstream(dir + "/good.json") << schedule::ToJson(spec).value();
+  spec.mutable_training()->set_microbatch_size(3);  // 8 sequences do not split into 3s
+  std::ofstream(dir + "/bad.json") << schedule::ToJson(spec).value();
+  const std::string common = absl::StrCat(" --coordinator ", cluster_->coordinator_address());
+  std::string out;
+  ASSERT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " validate ", dir, "/good.json", common),
+                  &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("good.json: valid"), std::string::npos) << out;
+  EXPECT_NE(out.find(absl::StrCat("plan: v-half on ", kWorkers, " workers x 2 chunks")),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " validate ", dir, "/bad.json", common),
+                  &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("training.microbatch_size"), std::string::npos) << out;
+  EXPECT_EQ(jobs.List(v1::JOB_STATE_UNSPECIFIED).value().size(), before);
+}
+
 }  // namespace
 }  // namespace pipetrain
