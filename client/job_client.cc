@@ -128,6 +128,18 @@ absl::StatusOr<v1::Job> JobClient::Cancel(const std::string& job_id) {
   return job;
 }
 
+absl::StatusOr<v1::ListWorkersResponse> JobClient::ListWorkers() {
+  if (!init_status_.ok()) return init_status_;
+  grpc::ClientContext context;
+  Prepare(&context, true);
+  v1::ListWorkersResponse response;
+  if (grpc::Status s = stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+      !s.ok()) {
+    return Check(s, address_);
+  }
+  return response;
+}
+
 absl::StatusOr<v1::Plan> JobClient::Plan(const v1::JobSpec& spec) {
   if (!init_status_.ok()) return init_status_;
   grpc::ClientContext context;

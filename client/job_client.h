@@ -42,6 +42,8 @@ class JobClient {
   absl::StatusOr<std::vector<v1::Job>> List(v1::JobState state);
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
   absl::StatusOr<v1::Plan> Plan(const v1::JobSpec& spec);
+  // The coordinator's registered workers, by id.
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
   // A kept step's measured timeline; `step` -1 is the newest kept step.
   absl::StatusOr<v1::StepTrace> GetStepTrace(const std::string& job_id, int step);
   // Streams events until the job ends (OK), `on_event` returns false (Cancelled), or the

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "client/job_file.h"
 #include "client/job_view.h"
 #include "client/model_view.h"
@@ -162,6 +163,28 @@ absl::Status ValidateCommand(const JobCommandOptions& options, const std::string
   }
   out << "\n";
   if (!plan->explanation().empty()) out << "  " << plan->explanation() << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status WorkersCommand(const JobCommandOptions& options, std::ostream& out) {
+  JobClient client(options.coordinator, options.token, options.tls);
+  PT_ASSIGN_OR_RETURN(v1::ListWorkersResponse workers, client.ListWorkers());
+  if (options.json) return PrintJson(workers, out);
+  if (workers.workers().empty()) {
+    out << "no workers registered\n";
+    return absl::OkStatus();
+  }
+  out << absl::StrFormat("%-14s %-6s %-12s %-24s %-12s %-21s %s\n", "ID", "STATE", "JOB",
+                         "DEVICE", "HOST", "ADDRESS", "HEARTBEAT");
+  for (const v1::WorkerSummary& w : workers.workers()) {
+    std::string device = absl::AsciiStrToLower(
+        std::string(absl::StripPrefix(v1::DeviceKind_Name(w.device()), "DEVICE_KIND_")));
+    if (!w.device_name().empty()) absl::StrAppend(&device, " ", w.device_name());
+    out << absl::StrFormat("%-14s %-6s %-12s %-24s %-12s %-21s %.1f s ago\n", w.id(), w.state(),
+                           w.job_id().empty() ? "-" : w.job_id(), device,
+                           w.host().empty() ? "-" : w.host(), w.address(),
+                           w.seconds_since_heartbeat());
+  }
   return absl::OkStatus();
 }
 

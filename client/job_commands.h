@@ -38,6 +38,8 @@ absl::Status SubmitCommand(const JobCommandOptions& options, const std::string& 
 // nothing is submitted. Prints the plan's summary, or with --json the Plan.
 absl::Status ValidateCommand(const JobCommandOptions& options, const std::string& job_file,
                              std::ostream& out);
+// `pipetrain workers`: the coordinator's registry, one line per worker (--json: the response).
+absl::Status WorkersCommand(const JobCommandOptions& options, std::ostream& out);
 absl::Status StatusCommand(const JobCommandOptions& options, const std::string& job_id,
                            std::ostream& out);
 absl::Status ListCommand(const JobCommandOptions& options, const std::string& state,

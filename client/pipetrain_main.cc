@@ -171,6 +171,9 @@ int main(int argc, char** argv) {
       "same validation and planning as submit)");
   validate_cmd->add_option("job_file", job_file, "Job spec file (.yaml or .json)")->required();
   add_common(validate_cmd, true);
+  CLI::App* workers_cmd = app.add_subcommand(
+      "workers", "List the coordinator's registered workers: id, state, job, device, host");
+  add_common(workers_cmd, true);
   CLI::App* status_cmd =
       app.add_subcommand("status", "Show a job: state, plan, predicted vs measured");
   status_cmd->add_option("job_id", job_id, "Job id, e.g. job-000001")->required();
@@ -290,6 +293,9 @@ int main(int argc, char** argv) {
   } else if (validate_cmd->parsed()) {
     name = "pipetrain validate";
     status = pipetrain::client::ValidateCommand(job_options, job_file, std::cout);
+  } else if (workers_cmd->parsed()) {
+    name = "pipetrain workers";
+    status = pipetrain::client::WorkersCommand(job_options, std::cout);
   } else if (status_cmd->parsed()) {
     name = "pipetrain status";
     status = pipetrain::client::StatusCommand(job_options, job_id, std::cout);

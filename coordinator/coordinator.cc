@@ -98,7 +98,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   PT_RETURN_IF_ERROR(c->jobs_->Start());
 
   c->job_service_ =
-      std::make_unique<JobServiceImpl>(c->jobs_.get(), c->metrics_.get(), config.auth_token);
+      std::make_unique<JobServiceImpl>(c->jobs_.get(), c->registry_.get(), c->metrics_.get(),
+                                       config.auth_token);
   c->registry_service_ = std::make_unique<WorkerRegistryServiceImpl>(
       c->registry_.get(), c->jobs_.get(), c->metrics_.get(), config.cluster_secret);
   grpc::EnableDefaultHealthCheckService(true);

@@ -1,6 +1,7 @@
 #include "coordinator/job_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/grpc_auth.h"
 #include "common/grpc_status.h"
 
@@ -121,6 +122,27 @@ grpc::Status JobServiceImpl::GetStepTrace(grpc::ServerContext* context,
   absl::StatusOr<v1::StepTrace> trace = jobs_->GetStepTrace(request->job_id(), request->step());
   if (!trace.ok()) return Finish("GetStepTrace", trace.status());
   *response = std::move(*trace);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context,
+                                         const v1::ListWorkersRequest* /*request*/,
+                                         v1::ListWorkersResponse* response) {
+  if (absl::Status s = Authorize(*context); !s.ok()) return Finish("ListWorkers", s);
+  const absl::Time now = absl::Now();
+  for (const WorkerInfo& w : registry_->List()) {
+    v1::WorkerSummary* out = response->add_workers();
+    out->set_id(w.id);
+    out->set_name(w.registration.name);
+    out->set_address(w.registration.address);
+    out->set_host(w.registration.host);
+    out->set_device(w.registration.device);
+    out->set_device_name(w.registration.device_name);
+    out->set_device_memory_bytes(w.registration.device_memory_bytes);
+    out->set_state(WorkerStateName(w.state));
+    out->set_job_id(w.job_id);
+    out->set_seconds_since_heartbeat(absl::ToDoubleSeconds(now - w.last_heartbeat));
+  }
   return grpc::Status::OK;
 }
 

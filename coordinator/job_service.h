@@ -11,6 +11,7 @@
 
 #include "coordinator/job_manager.h"
 #include "coordinator/metrics.h"
+#include "coordinator/worker_registry.h"
 #include "pipetrain/v1/coordinator.grpc.pb.h"
 
 namespace pipetrain::coordinator {
@@ -18,8 +19,9 @@ namespace pipetrain::coordinator {
 class JobServiceImpl final : public v1::JobService::Service {
  public:
   // `auth_token` empty: no authentication. `metrics` may be null.
-  JobServiceImpl(JobManager* jobs, CoordinatorMetrics* metrics, std::string auth_token)
-      : jobs_(jobs), metrics_(metrics), auth_token_(std::move(auth_token)) {}
+  JobServiceImpl(JobManager* jobs, const WorkerRegistry* registry, CoordinatorMetrics* metrics,
+                 std::string auth_token)
+      : jobs_(jobs), registry_(registry), metrics_(metrics), auth_token_(std::move(auth_token)) {}
 
   // Ends every WatchJob stream soon (server shutdown).
   void StopStreams() { stopping_ = true; }
@@ -38,12 +40,15 @@ class JobServiceImpl final : public v1::JobService::Service {
                        v1::PlanJobResponse* response) override;
   grpc::Status GetStepTrace(grpc::ServerContext* context, const v1::GetStepTraceRequest* request,
                             v1::StepTrace* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
+                           v1::ListWorkersResponse* response) override;
 
  private:
   absl::Status Authorize(const grpc::ServerContext& context) const;
   grpc::Status Finish(const char* method, const absl::Status& status) const;
 
   JobManager* const jobs_;
+  const WorkerRegistry* const registry_;
   CoordinatorMetrics* const metrics_;
   const std::string auth_token_;
   std::atomic<bool> stopping_{false};

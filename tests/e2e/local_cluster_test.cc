@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/job_client.h"
 #include "client/job_commands.h"
@@ -290,6 +291,30 @@ TEST_F(LocalClusterTest, ValidateChecksAndPlansWithoutSubmitting) {
       << out;
   EXPECT_NE(out.find("training.microbatch_size"), std::string::npos) << out;
   EXPECT_EQ(jobs.List(v1::JOB_STATE_UNSPECIFIED).value().size(), before);
+}
+
+// `pipetrain workers` lists the registry: every local worker, its state and device.
+TEST_F(LocalClusterTest, WorkersListsTheRegistry) {
+  ASSERT_NE(cluster_, nullptr);
+  const std::string common = absl::StrCat(" --coordinator ", cluster_->coordinator_address());
+  std::string out;
+  ASSERT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " workers", common), &out), 0) << out;
+  EXPECT_NE(out.find("ID "), std::string::npos) << out;
+  for (int i = 1; i <= kWorkers; ++i) {
+    EXPECT_NE(out.find(absl::StrFormat("worker-%06d", i)), std::string::npos) << out;
+  }
+  ASSERT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " workers --json", common, " 2>/dev/null"),
+                  &out),
+            0)
+      << out;
+  const nlohmann::json workers = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(workers.is_object()) << out;
+  ASSERT_EQ(workers["workers"].size(), static_cast<size_t>(kWorkers)) << out;
+  for (const nlohmann::json& w : workers["workers"]) {
+    EXPECT_EQ(w["device"], "DEVICE_KIND_CPU") << w.dump();
+    EXPECT_TRUE(w["state"] == "idle" || w["state"] == "busy") << w.dump();
+    EXPECT_FALSE(w.contains("session_token")) << w.dump();
+  }
 }
 
 }  // namespace
