@@ -2,11 +2,11 @@
 # The benchmark suite, one command: builds the bench programs (Release, in $BUILD_DIR, default
 # build-bench) and runs bench/suite's pipetrain_bench, which measures everything and writes
 # docs/BENCHMARKS.md (its generated block) and docs/bench/*.svg.
-#   scripts/bench.sh              full run (about 5-10 minutes on 2 cores), into docs/
+#   scripts/bench.sh              full run (about 8-15 minutes on 2 cores; sampling alone ~3), into docs/
 #   scripts/bench.sh --quick      smoke run (seconds), into $BUILD_DIR/bench-quick/
 #   scripts/bench.sh --out DIR    write somewhere else; other flags go to pipetrain_bench
 #                                 (--repeats N,
-#                                 --sections gen,emulated,cpu,clip,frontier,offload,external)
+#                                 --sections gen,emulated,cpu,clip,frontier,offload,external,sampling)
 # CMake flags for the configure step can be given in $BENCH_CMAKE_ARGS (e.g. the ccache launcher).
 set -euo pipefail
 cd "$(dirname "$0")/.."

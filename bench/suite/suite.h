@@ -76,6 +76,8 @@ Section ClippingComparison(const SuiteOptions& options);
 Section Frontier(const SuiteOptions& options, const std::vector<Comparison>& emulated);
 Section Offload(const SuiteOptions& options);
 Section TransportAndKernels(const SuiteOptions& options);
+// `pipetrain generate`'s tokens/s with and without the KV cache (sampling_speed.cc).
+Section SamplingSpeed(const SuiteOptions& options);
 
 // The fixed job's spec for schedule `name`: p workers, m microbatches, F = B = W = `unit` per
 // worker share. v-adaptive and auto search under a memory limit of ceil(5/8 p) units (40 at

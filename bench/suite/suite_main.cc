@@ -8,7 +8,7 @@
 //
 // Usage: pipetrain_bench --out DIR [--quick] [--repeats N] [--transport-bench PATH]
 //                        [--kernels-bench PATH] [--offload-bench PATH] [--sections gen,emulated,cpu,clip,
-//                        frontier,offload,external] [--command "what to record as the command"]
+//                        frontier,offload,external,sampling] [--command "what to record as the command"]
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -62,6 +62,7 @@ constexpr SectionKind kSections[] = {
     {"clip", "## Gradient clipping with optimizer post-validation"},
     {"offload", "## Offload"},
     {"external", "## Transport bandwidth and kernel efficiency"},
+    {"sampling", "## Sampling speed: the KV cache"},
 };
 
 // The generated block of an existing BENCHMARKS.md, by section id (each from its heading to the
@@ -110,7 +111,7 @@ int Usage(const char* message) {
                "%s\nusage: pipetrain_bench --out DIR [--quick] [--repeats N] "
                "[--transport-bench PATH] [--kernels-bench PATH] [--offload-bench PATH] [--sections LIST] "
                "[--command TEXT]\n"
-               "  sections: gen, emulated, cpu, clip, frontier, offload, external\n",
+               "  sections: gen, emulated, cpu, clip, frontier, offload, external, sampling\n",
                message);
   return 2;
 }
@@ -143,9 +144,10 @@ int main(int argc, char** argv) {
       options.sections = absl::StrSplit(value(), ',', absl::SkipEmpty());
       for (const std::string& s : options.sections) {
         if (s != "gen" && s != "emulated" && s != "cpu" && s != "clip" && s != "frontier" &&
-            s != "offload" && s != "external") {
+            s != "offload" && s != "external" && s != "sampling") {
           return Usage(("--sections: unknown section '" + s +
-                        "'; allowed: gen, emulated, cpu, clip, frontier, offload, external")
+                        "'; allowed: gen, emulated, cpu, clip, frontier, offload, external, "
+                        "sampling")
                            .c_str());
         }
       }
@@ -178,6 +180,7 @@ int main(int argc, char** argv) {
   if (Wanted(options, "external")) {
     add("external", "transport and kernels", TransportAndKernels(options));
   }
+  if (Wanted(options, "sampling")) add("sampling", "sampling speed", SamplingSpeed(options));
   const Stamp end = Now();
 
   // A run of some sections keeps the others from the previous run (each section states its own

@@ -51,16 +51,20 @@ TEST_F(BenchSuiteSmokeTest, QuickRunWritesTablesAndFigures) {
     std::ofstream seed(dir_ / "BENCHMARKS.md");
     seed << "# old title\n\nHand-written fact: 42 widgets.\n";
   }
-  ASSERT_EQ(RunSuite("--sections gen,emulated,cpu,clip,frontier,offload"), 0)
+  ASSERT_EQ(RunSuite("--sections gen,emulated,cpu,clip,frontier,offload,sampling"), 0)
       << Read(dir_ / "stderr.txt");
   const std::string md = Read(dir_ / "BENCHMARKS.md");
   for (const char* heading :
        {"## Schedule generation speed", "## Every schedule side by side: emulated backend",
         "## Every schedule side by side: real CPU compute, p = 2",
         "## Throughput-memory frontier", "## Offload",
-        "## Gradient clipping with optimizer post-validation"}) {
+        "## Gradient clipping with optimizer post-validation",
+        "## Sampling speed: the KV cache"}) {
     EXPECT_NE(md.find(heading), std::string::npos) << heading;
   }
+  // Sampling: both runs' tokens/s and the check that they picked the same tokens.
+  EXPECT_NE(md.find("| 1 | yes | 16 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("tokens of both runs are identical"), std::string::npos) << md;
   // Clipping on vs off for the two zero-bubble schedules: rows for each setting, and the
   // every-step setting clipped every step (3 = the warm-up and 2 measured steps).
   for (const char* name : {"v-zb", "zb-h1"}) {
@@ -117,7 +121,7 @@ TEST_F(BenchSuiteSmokeTest, QuickRunWritesTablesAndFigures) {
   EXPECT_EQ(Count(again, "## Throughput-memory frontier"), 1);
   EXPECT_EQ(Count(again, "## Gradient clipping with optimizer post-validation"), 1);
   EXPECT_LT(again.find("## Schedule generation speed"), again.find("## Offload"));
-  EXPECT_NE(again.find("the other sections (gen, emulated, frontier, cpu, clip) are kept"),
+  EXPECT_NE(again.find("the other sections (gen, emulated, frontier, cpu, clip, sampling) are kept"),
             std::string::npos)
       << again;
   const size_t gen = again.find("## Schedule generation speed");

@@ -388,5 +388,31 @@ TEST_F(ExportTest, InitFromNamesTheTensorAndBothShapes) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("model.init_from: " + dir_ + "/none.safetensors"));
 }
 
+// Files that are not a whole safetensors export are refused before any weight changes, with
+// the field and the file first: text, a cut-off copy, an empty file, a directory.
+TEST_F(ExportTest, InitFromRefusesFilesThatAreNotAWholeExport) {
+  const std::string out = dir_ + "/model.safetensors";
+  ASSERT_TRUE(Export(0, out).ok());
+  const std::string bytes = [&] {
+    std::ifstream in(out, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const std::string text = dir_ + "/notes.txt", cut = dir_ + "/cut.safetensors",
+                    empty = dir_ + "/empty.safetensors";
+  std::ofstream(text) << "these are not weights\n";
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  std::ofstream(empty, std::ios::binary).flush();
+  std::vector<model::GptChunk*> raw = {chunks_[0].get()};
+  const std::vector<float> before = *backend_.ToVector(chunks_[0]->parameters()[0]->value);
+  for (const std::string& path : {text, cut, empty, dir_}) {
+    const absl::Status s = model::LoadExportedWeights(path, raw);
+    EXPECT_FALSE(s.ok()) << path;
+    EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("model.init_from: " + path))
+        << s;
+    std::printf("%s\n", std::string(s.message()).c_str());
+  }
+  EXPECT_EQ(*backend_.ToVector(chunks_[0]->parameters()[0]->value), before) << "left unchanged";
+}
+
 }  // namespace
 }  // namespace pipetrain

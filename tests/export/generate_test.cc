@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -15,6 +17,7 @@
 #include "worker/model/exported_weights.h"
 #include "worker/model/generate_command.h"
 #include "worker/model/gpt_chunk.h"
+#include "worker/model/kv_cache_decoder.h"
 #include "worker/model/text_generator.h"
 
 namespace pipetrain::model {
@@ -115,6 +118,98 @@ TEST(TextGenerator, BadOptionsNameTheFlag) {
               HasSubstr("--prompt: gives no tokens"));
   EXPECT_THAT(std::string(GenerateTokens(*model, std::vector<int32_t>{12}, options).status().message()),
               HasSubstr("--prompt: token 12 is outside the model's vocabulary 0..11"));
+}
+
+// A wider vocabulary than the addition task's, and tied embeddings: the KV cache's head reads
+// wte transposed.
+constexpr GptConfig kCacheConfig{3, 48, 4, 96, 16, 97, /*tie_embeddings=*/false};
+constexpr GptConfig kTiedCacheConfig{2, 32, 2, 64, 12, 61, /*tie_embeddings=*/true};
+
+std::unique_ptr<GptChunk> ModelOf(kernels::Backend* backend, const GptConfig& config,
+                                  uint64_t seed) {
+  ChunkOptions options;
+  options.seed = seed;
+  auto chunk = GptChunk::Create(backend, config, WholeModel(config), options);
+  EXPECT_TRUE(chunk.ok()) << chunk.status();
+  return *std::move(chunk);
+}
+
+// The softmax at every position of one forward pass over `window` (padded to seq_len).
+std::vector<std::vector<float>> FullPassProbabilities(GptChunk& model,
+                                                      const std::vector<int32_t>& window) {
+  const int T = model.config().seq_len;
+  std::vector<int32_t> tokens(T, 0), targets(T, kernels::kIgnoreTarget);
+  std::copy(window.begin(), window.end(), tokens.begin());
+  ForwardInput in;
+  in.tokens = tokens;
+  in.targets = targets;
+  EXPECT_TRUE(model.Forward(5, std::move(in)).ok());
+  std::vector<std::vector<float>> probs;
+  for (size_t i = 0; i < window.size(); ++i) probs.push_back(*model.OutputProbabilities(5, i));
+  model.Discard(5);
+  return probs;
+}
+
+TEST(KvCacheDecoder, EveryAppendGivesTheFullPassDistributionToFloatRounding) {
+  kernels::CpuBackend backend;
+  for (const GptConfig& config : {kCacheConfig, kTiedCacheConfig}) {
+    auto model = ModelOf(&backend, config, 21);
+    std::vector<int32_t> text;
+    for (int i = 0; i < config.seq_len; ++i) text.push_back((i * 37 + 5) % config.vocab);
+    const std::vector<std::vector<float>> want = FullPassProbabilities(*model, text);
+    auto decoder = KvCacheDecoder::Create(model.get());
+    ASSERT_TRUE(decoder.ok()) << decoder.status();
+    // A 5-token prefill, then one token at a time up to seq_len.
+    size_t done = 0;
+    double worst = 0;
+    while (done < text.size()) {
+      const size_t k = done == 0 ? 5 : 1;
+      auto next = (*decoder)->Append(absl::MakeConstSpan(text).subspan(done, k), true);
+      ASSERT_TRUE(next.ok()) << next.status();
+      done += k;
+      EXPECT_EQ((*decoder)->length(), static_cast<int64_t>(done));
+      const std::vector<float>& p = want[done - 1];
+      ASSERT_EQ(next->probs.size(), p.size());
+      EXPECT_EQ(next->argmax, std::max_element(p.begin(), p.end()) - p.begin()) << done;
+      for (size_t v = 0; v < p.size(); ++v) {
+        worst = std::max(worst, std::abs(double{next->probs[v]} - p[v]));
+      }
+    }
+    std::printf("tied = %d: largest probability difference, cached vs full pass: %.3g\n",
+                config.tie_embeddings, worst);
+    EXPECT_LT(worst, 1e-6) << "largest probability difference, tied = " << config.tie_embeddings;
+    // Past seq_len the cache refuses (the caller restarts it); Clear starts at position 0 again.
+    EXPECT_THAT(std::string((*decoder)->Append(std::vector<int32_t>{1}, false).status().message()),
+                HasSubstr("exceed seq_len"));
+    (*decoder)->Clear();
+    auto again = (*decoder)->Append(absl::MakeConstSpan(text).subspan(0, 5), false);
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(again->probs.empty());
+    EXPECT_EQ(again->argmax,
+              std::max_element(want[4].begin(), want[4].end()) - want[4].begin());
+  }
+}
+
+TEST(KvCacheDecoder, CachedAndUncachedGenerationGiveTheSameTokens) {
+  kernels::CpuBackend backend;
+  for (const GptConfig& config : {kCacheConfig, kTiedCacheConfig}) {
+    auto model = ModelOf(&backend, config, 8);
+    const std::vector<int32_t> prompt = {3, 14, 15, 9, 26};
+    for (double temperature : {0.0, 0.8, 1.5}) {
+      GenerationOptions options;
+      options.max_tokens = 2 * config.seq_len;  // past seq_len: the window slides
+      options.temperature = temperature;
+      options.seed = 1234;
+      options.kv_cache = true;
+      auto cached = GenerateTokens(*model, prompt, options);
+      options.kv_cache = false;
+      auto uncached = GenerateTokens(*model, prompt, options);
+      ASSERT_TRUE(cached.ok() && uncached.ok()) << cached.status() << uncached.status();
+      ASSERT_EQ(cached->size(), static_cast<size_t>(options.max_tokens));
+      EXPECT_EQ(*cached, *uncached) << "temperature " << temperature << ", tied "
+                                    << config.tie_embeddings;
+    }
+  }
 }
 
 // A model exported with the addition task's metadata.

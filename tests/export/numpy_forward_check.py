@@ -9,6 +9,10 @@ relative. Only the file's metadata and tensor names are used to build the model,
 what any consumer of the export would do.
 
 Usage: numpy_forward_check.py --fixture PATH --dir DIR
+       numpy_forward_check.py --model FILE.safetensors --batches BATCHES.json
+The second form checks a file exported elsewhere (tests/e2e's prepare -> train -> export chain)
+against the batches and losses the caller wrote in the fixture's batches.json format. A model
+with tie_word_embeddings has no lm_head.weight: its head is wte, as in GPT-2.
 """
 import argparse
 import json
@@ -58,7 +62,8 @@ def forward_logits(w, cfg, tokens):
         m = gelu_tanh(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
         x = x + m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
     x = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], eps)
-    return x @ w["lm_head.weight"].T  # lm_head is stored [vocab, hidden]
+    head = w["wte.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
+    return x @ head.T  # both are stored [vocab, hidden]
 
 
 def mean_cross_entropy(logits, targets):
@@ -74,18 +79,27 @@ def mean_cross_entropy(logits, targets):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fixture", required=True, help="the export_fixture binary")
-    parser.add_argument("--dir", required=True, help="a scratch directory")
+    parser.add_argument("--fixture", help="the export_fixture binary (with --dir)")
+    parser.add_argument("--dir", help="a scratch directory for the fixture's files")
+    parser.add_argument("--model", help="an exported .safetensors file (with --batches)")
+    parser.add_argument("--batches", help="batches.json for --model")
     args = parser.parse_args()
-    os.makedirs(args.dir, exist_ok=True)
-    subprocess.run([args.fixture, args.dir], check=True)
-    path = os.path.join(args.dir, "model.safetensors")
+    if args.fixture and args.dir and not (args.model or args.batches):
+        os.makedirs(args.dir, exist_ok=True)
+        subprocess.run([args.fixture, args.dir], check=True)
+        path = os.path.join(args.dir, "model.safetensors")
+        batches_path = os.path.join(args.dir, "batches.json")
+    elif args.model and args.batches and not (args.fixture or args.dir):
+        path, batches_path = args.model, args.batches
+    else:
+        parser.error("give either --fixture and --dir, or --model and --batches")
 
     with safe_open(path, framework="numpy") as f:
         meta = f.metadata()
     cfg = {k: int(meta[k]) for k in ("n_layer", "n_embd", "n_head", "n_inner", "n_positions",
                                      "vocab_size")}
     cfg["layer_norm_epsilon"] = float(meta["layer_norm_epsilon"])
+    cfg["tie_word_embeddings"] = meta.get("tie_word_embeddings", "false") == "true"
     assert meta["activation_function"] == "gelu_new", meta
     weights = {name: t.astype(np.float64) for name, t in load_file(path).items()}
     for name, t in load_file(path).items():
@@ -93,8 +107,9 @@ def main():
 
     # The names and shapes a GPT-2 reader expects, and nothing else.
     h, f, v, n = cfg["n_embd"], cfg["n_inner"], cfg["vocab_size"], cfg["n_positions"]
-    want = {"wte.weight": (v, h), "wpe.weight": (n, h), "ln_f.weight": (h,), "ln_f.bias": (h,),
-            "lm_head.weight": (v, h)}
+    want = {"wte.weight": (v, h), "wpe.weight": (n, h), "ln_f.weight": (h,), "ln_f.bias": (h,)}
+    if not cfg["tie_word_embeddings"]:
+        want["lm_head.weight"] = (v, h)
     for i in range(cfg["n_layer"]):
         p = f"h.{i}."
         want.update({p + "ln_1.weight": (h,), p + "ln_1.bias": (h,),
@@ -108,7 +123,7 @@ def main():
         print("tensor names or shapes differ from GPT-2's:", sorted(set(got.items()) ^ set(want.items())))
         return 1
 
-    with open(os.path.join(args.dir, "batches.json")) as fh:
+    with open(batches_path) as fh:
         batches = json.load(fh)
     worst = 0.0
     for batch in batches:

@@ -304,6 +304,16 @@ TEST(WorkerAgentTest, PathsOutsideTheWorkersRootsFailPrepare) {
   EXPECT_NE(status.message().find("--checkpoint-root"), std::string::npos) << status;
   EXPECT_FALSE(a.agent->busy());
 
+  // Weights to start from are read like data: under --data-root only.
+  v1::PrepareRequest init = OneRankJob(a.transport_address, 0);
+  init.mutable_spec()->mutable_model()->set_init_from("/etc/model.safetensors");
+  status = a.agent->Prepare(init).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
+  EXPECT_NE(status.message().find("model.init_from: /etc/model.safetensors"), std::string::npos)
+      << status;
+  EXPECT_NE(status.message().find("--data-root"), std::string::npos) << status;
+  EXPECT_FALSE(a.agent->busy());
+
   request.mutable_spec()->mutable_checkpoint()->set_dir(root + "/ckpt");  // inside: fine
   EXPECT_TRUE(a.agent->Prepare(request).ok());
   a.agent->Shutdown();
