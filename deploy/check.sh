@@ -2,7 +2,7 @@
 # Checks everything in deploy/ without a cluster, a Docker engine or a running Prometheus:
 #   1. promtool check config / check rules / test rules (each alert fired on synthetic series)
 #   2. the PrometheusRule in k8s/monitoring matches the rule files (it is generated from them)
-#   3. kubectl kustomize renders the cpu, gpu and monitoring kustomizations and the cpu overlay
+#   3. kubectl kustomize renders the cpu, gpu, monitoring and JobSet-example kustomizations and the cpu overlay
 #      with the optional patches; a structural test checks every rendered object
 #   4. yamllint over deploy/
 #   5. the Grafana dashboard and the rules use only metrics the daemons export: read from a live
@@ -62,6 +62,8 @@ for variant in cpu gpu; do
 done
 "$KUBECTL" kustomize deploy/k8s/monitoring > "$tmp/monitoring.yaml"
 "$PY" deploy/tests/check_manifests.py --repo "$repo" --variant monitoring "$tmp/monitoring.yaml"
+"$KUBECTL" kustomize deploy/k8s/examples/jobset > "$tmp/jobset.yaml"
+"$PY" deploy/tests/check_manifests.py --repo "$repo" --variant jobset "$tmp/jobset.yaml"
 # Each optional patch, as docs/deploy.md tells users to add it (kustomize wants patches inside
 # the kustomization's directory, so copy each next to a temporary overlay on the cpu one; v2
 # rejects absolute base paths). auth-token and tls replace the coordinator's args, so they are

@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Structural test over rendered Kubernetes manifests (kubectl kustomize output).
 
-Usage: check_manifests.py --repo ROOT --variant cpu|gpu|monitoring|auth-token|tls|cluster-secret FILE
+Usage: check_manifests.py --repo ROOT --variant cpu|gpu|monitoring|auth-token|tls|cluster-secret|jobset FILE
 Checks every object parses and carries apiVersion/kind/name/namespace; workloads have probes on
 their gRPC port, requests and limits, non-root security contexts; selectors match pod labels;
 Services and ServiceMonitors point at ports that exist; every flag in a container's args is one
 the daemon defines (parsed from *_main.cc) and its ports agree with the container ports; $(VAR)
 references resolve; ConfigMaps/PVCs referenced exist; the gpu variant requests nvidia.com/gpu and
-the cpu one does not.
+the cpu one does not; the jobset example (deploy/k8s/examples/jobset) runs a plan file's ranks
+from an indexed Job's completion index.
 """
 import argparse
 import pathlib
@@ -113,11 +114,53 @@ def check_container(where, c, pod_spec, configmaps, repo, variant, kind):
         err(where, f"volumeMounts without volumes: {sorted(mounts - volumes)}")
 
 
+def check_jobset(jobsets, repo):
+    """One JobSet, one indexed Job whose pods run a rank of a plan file: the rank from the
+    completion index, flags the worker has, DNS names for the plan's addresses."""
+    if len(jobsets) != 1:
+        err("jobset", f"want one JobSet, got {len(jobsets)}")
+        return
+    js = jobsets[0]
+    name = js["metadata"]["name"]
+    if not js["spec"].get("network", {}).get("enableDNSHostnames"):
+        err(name, "network.enableDNSHostnames must be true (the plan's addresses are pod names)")
+    jobs = js["spec"].get("replicatedJobs", [])
+    if len(jobs) != 1 or jobs[0].get("replicas") != 1:
+        err(name, "want one replicated Job with replicas 1 (one pipeline)")
+        return
+    job = jobs[0]["template"]["spec"]
+    if job.get("completionMode") != "Indexed" or job.get("completions") != job.get("parallelism"):
+        err(name, "the Job must be Indexed with completions == parallelism (all ranks at once)")
+    pod = job["template"]["spec"]
+    c = pod["containers"][0]
+    flags = daemon_flags(repo, "worker/worker_main.cc")
+    args = c.get("args", [])
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag.startswith("--") and flag not in flags:
+            err(name, f"{flag}: pipetrain-worker has no such flag")
+    if "--rank=$(RANK)" not in args or not any(a_.startswith("--plan=") for a_ in args):
+        err(name, "want --plan=FILE and --rank=$(RANK)")
+    env = {e["name"]: e for e in c.get("env", [])}
+    path = env.get("RANK", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "")
+    if path != "metadata.annotations['batch.kubernetes.io/job-completion-index']":
+        err(name, "RANK must come from the pod's completion index annotation")
+    if pod.get("restartPolicy") != "Never" or job.get("backoffLimit") != 0:
+        err(name, "a failed rank must fail the set (restartPolicy Never, backoffLimit 0)")
+    sc = c.get("securityContext", {})
+    if sc.get("allowPrivilegeEscalation") is not False or not sc.get("readOnlyRootFilesystem"):
+        err(name, "securityContext: want allowPrivilegeEscalation false, readOnlyRootFilesystem")
+    mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
+    for want in ("/plan", "/data", "/checkpoints"):
+        if want not in mounts:
+            err(name, f"does not mount {want}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", required=True, type=pathlib.Path)
     ap.add_argument("--variant", required=True, choices=["cpu", "gpu", "monitoring", "auth-token", "tls",
-                                                      "cluster-secret"])
+                                                      "cluster-secret", "jobset"])
     ap.add_argument("file", type=pathlib.Path)
     a = ap.parse_args()
     objs = [o for o in yaml.safe_load_all(a.file.read_text()) if o]
@@ -134,7 +177,7 @@ def main() -> None:
     pvcs = {o["metadata"]["name"] for o in by_kind.get("PersistentVolumeClaim", [])}
     services = by_kind.get("Service", [])
     workloads = by_kind.get("Deployment", []) + by_kind.get("StatefulSet", [])
-    if a.variant != "monitoring":
+    if a.variant not in ("monitoring", "jobset"):
         kinds = sorted(by_kind)
         for want in ("Namespace", "ConfigMap", "PersistentVolumeClaim", "Service", "Deployment",
                      "StatefulSet"):
@@ -183,7 +226,7 @@ def main() -> None:
         if a.variant == "tls" and any("grpc" in c[p] for p in ("readinessProbe", "livenessProbe",
                                                                "startupProbe")):
             err(a.variant, "kubelet gRPC probes cannot speak TLS: want tcpSocket probes")
-    if a.variant != "monitoring":
+    if a.variant not in ("monitoring", "jobset"):
         # The shared volumes at the same paths; the policy's and the budget's pods and ports.
         mounts = {w["kind"]: {m["mountPath"]: m for c in w["spec"]["template"]["spec"]["containers"]
                               for m in c.get("volumeMounts", [])} for w in workloads}
@@ -238,6 +281,8 @@ def main() -> None:
             if ep.get("honorLabels"):
                 err(sm["metadata"]["name"], "no honorLabels: `job` is the scrape job; the "
                     "pipetrain job is the series' job_id label")
+    if a.variant == "jobset":
+        check_jobset(by_kind.get("JobSet", []), a.repo)
     for e in errors:
         print(f"FAIL: {e}")
     if errors:

@@ -65,6 +65,18 @@ std::vector<std::unique_ptr<TcpTransport>> ConnectRing(int n) {
   return out;
 }
 
+// A rank listens where its peers dial it: an IPv4 literal as it is; a DNS name (a pod's name in
+// a JobSet) on every interface, since the name is for the peers; localhost on the loopback.
+TEST(TcpTransport, ListenHostForAPeerAddress) {
+  EXPECT_EQ(ListenHostFor("10.1.2.3"), "10.1.2.3");
+  EXPECT_EQ(ListenHostFor("127.0.0.1"), "127.0.0.1");
+  EXPECT_EQ(ListenHostFor("localhost"), "127.0.0.1");
+  EXPECT_EQ(ListenHostFor("pipetrain-run-workers-0-1.pipetrain-run"), "0.0.0.0");
+  auto listener = TcpListener::Bind(ListenHostFor("some-pod.example"), 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  EXPECT_GT((*listener)->port(), 0);
+}
+
 TEST(TcpTransport, DeliversByKeyInAnyOrder) {
   auto t = ConnectRing(3);
   MessageKey a{0, 1, 0, TensorRole::kActivation};

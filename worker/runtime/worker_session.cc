@@ -310,9 +310,8 @@ absl::StatusOr<std::unique_ptr<Transport>> WorkerSession::ConnectTcp(
       return absl::InvalidArgumentError(
           absl::StrCat("peers[", rank, "].address: \"", address, "\" is not host:port"));
     }
-    std::string host = address.substr(0, colon);
-    if (host == "localhost") host = "127.0.0.1";
-    PT_ASSIGN_OR_RETURN(listener, TcpListener::Bind(host, port));
+    PT_ASSIGN_OR_RETURN(listener,
+                        TcpListener::Bind(ListenHostFor(address.substr(0, colon)), port));
   }
   TcpTransportOptions topts;
   topts.rank = rank;

@@ -148,6 +148,12 @@ absl::StatusOr<int> ConnectOnce(const std::string& host, int port) {
 
 }  // namespace
 
+std::string ListenHostFor(const std::string& host) {
+  if (host == "localhost") return "127.0.0.1";
+  in_addr ignored;
+  return inet_pton(AF_INET, host.c_str(), &ignored) == 1 ? host : "0.0.0.0";
+}
+
 absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Bind(const std::string& host, int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Errno("socket");

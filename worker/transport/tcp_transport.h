@@ -34,6 +34,11 @@ namespace pipetrain::worker {
 
 // A bound, listening socket. Bind first (port 0 picks a free port), learn the port, then hand
 // the listener to TcpTransport::Connect.
+// The address a rank listens on for its own peers' address `host`: an IPv4 literal as it is,
+// "localhost" as 127.0.0.1, and any other name (a pod's DNS name in a JobSet, say: that name is
+// how the peers reach this rank, the rank does not resolve itself) as 0.0.0.0.
+std::string ListenHostFor(const std::string& host);
+
 class TcpListener {
  public:
   static absl::StatusOr<std::unique_ptr<TcpListener>> Bind(const std::string& host, int port);
