@@ -1,6 +1,7 @@
 // CpuBackend: the fp32 CPU implementation of Backend. GEMMs go through OpenBLAS cblas_sgemm with
-// an explicitly set thread count; everything else is plain C++ loops in a fixed order, so results
-// are bitwise reproducible run to run. "Device" memory is 64-byte aligned RAM counted by
+// an explicitly set thread count; everything else goes through a VectorKernels table
+// (vector_kernels.h: AVX2/FMA intrinsics when the CPU has them, else portable loops), in a fixed
+// order, so results are bitwise reproducible run to run. "Device" memory is 64-byte aligned RAM counted by
 // device_allocator() (optionally with a budget); host_allocator() counts offloaded bytes.
 // Thread-safety: see Backend. openblas_set_num_threads is process-wide: the constructor sets it,
 // so all CpuBackends in one process should agree on blas_threads.
@@ -10,6 +11,7 @@
 #include <memory>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/vector_kernels.h"
 
 namespace pipetrain::kernels {
 
@@ -17,6 +19,9 @@ struct CpuBackendOptions {
   int blas_threads = 1;  // OpenBLAS threads (results are deterministic for a fixed value)
   int64_t device_budget_bytes = CountingAllocator::kUnlimited;
   int64_t host_budget_bytes = CountingAllocator::kUnlimited;
+  // Use the portable loops even where AVX2/FMA is available (tests; results differ from the
+  // AVX2 table in the last bits).
+  bool portable_kernels = false;
 };
 
 class CpuBackend : public Backend {
@@ -24,6 +29,8 @@ class CpuBackend : public Backend {
   explicit CpuBackend(const CpuBackendOptions& options = {});
 
   absl::string_view name() const override { return "cpu"; }
+  // "avx2-fma" or "portable".
+  absl::string_view vector_kernels_name() const { return vk_->name; }
   CountingAllocator& device_allocator() override { return device_; }
   CountingAllocator& host_allocator() override { return host_; }
   absl::Status Synchronize() override { return absl::OkStatus(); }
@@ -87,6 +94,7 @@ class CpuBackend : public Backend {
 
   CountingAllocator device_;
   CountingAllocator host_;
+  const VectorKernels* vk_;
 };
 
 }  // namespace pipetrain::kernels
