@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/status_macros.h"
+#include "kernels/cpu/openblas_kernels.h"
 #include "kernels/shape_checks.h"
 
 namespace pipetrain::kernels {
@@ -18,6 +19,7 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
       vk_(options.portable_kernels || Avx2VectorKernels() == nullptr ? &PortableVectorKernels()
                                                                      : Avx2VectorKernels()) {
   openblas_set_num_threads(options.blas_threads < 1 ? 1 : options.blas_threads);
+  blas_core_ = OpenBlasCoreName();
 }
 
 absl::Status CpuBackend::DoUpload(absl::Span<const float> src, Tensor* dst) {

@@ -1,5 +1,5 @@
 // CpuBackend: the fp32 CPU implementation of Backend. GEMMs go through OpenBLAS cblas_sgemm with
-// an explicitly set thread count; everything else goes through a VectorKernels table
+// an explicitly set thread count (and kernels matching the CPU, openblas_kernels.h); everything else goes through a VectorKernels table
 // (vector_kernels.h: AVX2/FMA intrinsics when the CPU has them, else portable loops), in a fixed
 // order, so results are bitwise reproducible run to run. "Device" memory is 64-byte aligned RAM counted by
 // device_allocator() (optionally with a budget); host_allocator() counts offloaded bytes.
@@ -9,6 +9,7 @@
 #define PIPETRAIN_KERNELS_CPU_CPU_BACKEND_H_
 
 #include <memory>
+#include <string>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/vector_kernels.h"
@@ -31,6 +32,8 @@ class CpuBackend : public Backend {
   absl::string_view name() const override { return "cpu"; }
   // "avx2-fma" or "portable".
   absl::string_view vector_kernels_name() const { return vk_->name; }
+  // OpenBLAS's kernel set (openblas_kernels.h), e.g. "SkylakeX", "Haswell", "Zen".
+  const std::string& blas_core() const { return blas_core_; }
   CountingAllocator& device_allocator() override { return device_; }
   CountingAllocator& host_allocator() override { return host_; }
   absl::Status Synchronize() override { return absl::OkStatus(); }
@@ -95,6 +98,7 @@ class CpuBackend : public Backend {
   CountingAllocator device_;
   CountingAllocator host_;
   const VectorKernels* vk_;
+  std::string blas_core_;
 };
 
 }  // namespace pipetrain::kernels

@@ -9,10 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 
 #include "glog/logging.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/openblas_kernels.h"
 #include "tests/kernels/reference_ops.h"
 
 namespace pipetrain::kernels {
@@ -63,6 +66,24 @@ INSTANTIATE_TEST_SUITE_P(VectorKernels, CpuBackendTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Portable" : "Best";
                          });
+
+// OpenBLAS never runs its pre-AVX2 kernels on a CPU with AVX2 and FMA (unless the user chose a
+// kernel set with OPENBLAS_CORETYPE).
+TEST_P(CpuBackendTest, OpenBlasUsesAvx2KernelsWhereTheCpuHasThem) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || !CpuHasAvx2Fma()) GTEST_SKIP();
+  EXPECT_EQ(OpenBlasCoreCorrection(backend_.blas_core(), true, false, false), "")
+      << backend_.blas_core();
+}
+
+TEST(OpenBlasCoreCorrectionTest, UpgradesOnlyPreAvx2KernelSets) {
+  EXPECT_EQ(OpenBlasCoreCorrection("Prescott", true, true, false), "SkylakeX");
+  EXPECT_EQ(OpenBlasCoreCorrection("Prescott", true, false, false), "Haswell");
+  EXPECT_EQ(OpenBlasCoreCorrection("Sandybridge", true, false, false), "Haswell");
+  EXPECT_EQ(OpenBlasCoreCorrection("Zen", true, false, false), "");
+  EXPECT_EQ(OpenBlasCoreCorrection("Haswell", true, true, false), "");
+  EXPECT_EQ(OpenBlasCoreCorrection("Prescott", false, false, false), "");  // no AVX2: keep
+  EXPECT_EQ(OpenBlasCoreCorrection("Prescott", true, true, true), "");     // user's choice
+}
 
 TEST_P(CpuBackendTest, BestKernelsAreAvx2WhereTheCpuHasIt) {
   EXPECT_EQ(backend_.vector_kernels_name(),
