@@ -21,4 +21,9 @@ float FmaPeakLoop(int64_t iterations) {
   return out[0] + out[7];
 }
 
+bool CpuHasAvx512F() {
+  // Compiled with -mavx2 -mfma only; the check itself uses no vector instructions.
+  return __builtin_cpu_supports("avx512f");
+}
+
 }  // namespace pipetrain::bench

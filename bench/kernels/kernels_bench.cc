@@ -51,17 +51,24 @@ void SetFlops(benchmark::State& state, double flops) {
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// The core's fp32 peak: independent AVX2 FMAs, no memory (the physical limit).
+// The core's fp32 peak: independent FMAs, no memory (the physical limit). range(0): 256 = AVX2,
+// 512 = AVX-512 (skipped on CPUs without it). The suite takes the larger as the peak.
 void BM_FmaPeak(benchmark::State& state) {
-  if (!kernels::CpuHasAvx2Fma()) {
-    state.SkipWithError("no AVX2/FMA on this CPU");
+  const bool wide = state.range(0) == 512;
+  if (!kernels::CpuHasAvx2Fma() || (wide && !bench::CpuHasAvx512F())) {
+    state.SkipWithError(wide ? "no AVX-512 on this CPU" : "no AVX2/FMA on this CPU");
     return;
   }
   const int64_t iterations = 1 << 20;
-  for (auto _ : state) benchmark::DoNotOptimize(bench::FmaPeakLoop(iterations));
-  SetFlops(state, bench::kFmaPeakFlopsPerIteration * static_cast<double>(iterations));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(wide ? bench::FmaPeakLoop512(iterations)
+                                  : bench::FmaPeakLoop(iterations));
+  }
+  state.SetLabel(wide ? "AVX-512" : "AVX2");
+  SetFlops(state, (wide ? bench::kFmaPeak512FlopsPerIteration : bench::kFmaPeakFlopsPerIteration) *
+                      static_cast<double>(iterations));
 }
-BENCHMARK(BM_FmaPeak)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FmaPeak)->Arg(256)->Arg(512)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Square sgemm m = n = k: the reference rate.
 void BM_Sgemm(benchmark::State& state) {

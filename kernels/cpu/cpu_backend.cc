@@ -5,15 +5,21 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "common/status_macros.h"
+#include "kernels/caching_memory.h"
 #include "kernels/cpu/openblas_kernels.h"
 #include "kernels/shape_checks.h"
 
 namespace pipetrain::kernels {
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
-    : device_("cpu-device", Location::kDevice, MakeAlignedHostMemory(),
+    : device_("cpu-device", Location::kDevice,
+              options.device_cache_bytes > 0
+                  ? std::make_unique<CachingRawMemory>(MakeAlignedHostMemory(),
+                                                       options.device_cache_bytes)
+                  : MakeAlignedHostMemory(),
               options.device_budget_bytes),
       host_("cpu-host", Location::kHost, MakeAlignedHostMemory(), options.host_budget_bytes),
       vk_(options.portable_kernels || Avx2VectorKernels() == nullptr ? &PortableVectorKernels()
