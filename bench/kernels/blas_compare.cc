@@ -2,12 +2,15 @@
 // run (issue 26), each library loaded with dlopen (RTLD_LOCAL | RTLD_DEEPBIND) so several can be
 // compared in one process; GFLOP/s as a fraction of the core's measured FMA peak. Libraries are
 // given as NAME=PATH[:CORETYPE]; CORETYPE sets OPENBLAS_CORETYPE for that OpenBLAS before it
-// loads (OpenBLAS picks its kernels when it is loaded). A name starting with "dnnl" is called
-// through dnnl_sgemm, anything else through cblas_sgemm.
+// loads (OpenBLAS picks its kernels when it is loaded); without it an OpenBLAS gets the kernel
+// set pipetrain gives it (openblas_core_choice.h). Without --lib: every Debian BLAS installed
+// (OpenBLAS pthread/openmp/serial, BLIS pthread/openmp/serial, oneDNN). A name starting with
+// "dnnl" is called through dnnl_sgemm, anything else through cblas_sgemm.
 //   blas_compare --lib openblas=/usr/lib/x86_64-linux-gnu/libopenblas.so.0 \
 //                --lib openblas-haswell=/usr/lib/x86_64-linux-gnu/libopenblas.so.0:Haswell
 // Prints a Markdown table (rows: shapes; columns: libraries).
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +21,7 @@
 
 #include "bench/kernels/fma_peak.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/openblas_core_choice.h"
 
 namespace {
 
@@ -79,9 +83,60 @@ double Measure(const Lib& lib, const Shape& s, int repeats) {
 
 }  // namespace
 
+// Loads one library; false (with a note on stderr) when it cannot be used.
+bool Load(const std::string& name, std::string path, std::vector<Lib>* libs) {
+  Lib lib;
+  lib.name = name;
+  const bool forced = path.find(':') != std::string::npos;
+  if (forced) {
+    setenv("OPENBLAS_CORETYPE", path.substr(path.find(':') + 1).c_str(), 1);
+    path = path.substr(0, path.find(':'));
+  } else {
+    unsetenv("OPENBLAS_CORETYPE");
+  }
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  unsetenv("OPENBLAS_CORETYPE");
+  if (h == nullptr) {
+    std::fprintf(stderr, "blas_compare: %s: %s (skipped)\n", name.c_str(), dlerror());
+    return false;
+  }
+  // One thread everywhere (each library's own switch, where it has one).
+  if (auto f = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"))) f(1);
+  if (auto f = reinterpret_cast<void (*)(int64_t)>(dlsym(h, "bli_thread_set_num_threads"))) f(1);
+  if (name.rfind("dnnl", 0) == 0) {
+    lib.dnnl = reinterpret_cast<DnnlSgemm>(dlsym(h, "dnnl_sgemm"));
+  } else {
+    lib.cblas = reinterpret_cast<CblasSgemm>(dlsym(h, "cblas_sgemm"));
+  }
+  if (lib.cblas == nullptr && lib.dnnl == nullptr) {
+    std::fprintf(stderr, "blas_compare: %s has no sgemm (skipped)\n", name.c_str());
+    return false;
+  }
+  if (auto corename = reinterpret_cast<const char* (*)()>(dlsym(h, "openblas_get_corename"))) {
+    const std::string detected = corename();
+    const std::string target = pipetrain::kernels::OpenBlasCoreCorrection(
+        detected, pipetrain::kernels::CpuHasAvx2Fma(), pipetrain::kernels::CpuHasAvx512(),
+        forced);
+    auto quit = reinterpret_cast<void (*)()>(dlsym(h, "gotoblas_dynamic_quit"));
+    auto init = reinterpret_cast<void (*)()>(dlsym(h, "gotoblas_dynamic_init"));
+    if (!target.empty() && quit != nullptr && init != nullptr) {
+      setenv("OPENBLAS_CORETYPE", target.c_str(), 1);
+      quit();
+      init();
+      unsetenv("OPENBLAS_CORETYPE");
+    }
+    lib.name += " (" + (target.empty() || detected == corename() ? std::string()
+                                                                  : detected + " -> ") +
+                corename() + ")";
+  }
+  libs->push_back(lib);
+  return true;
+}
+
 int main(int argc, char** argv) {
   std::vector<Lib> libs;
   int repeats = 3;
+  bool given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--repeats" && i + 1 < argc) {
@@ -99,38 +154,27 @@ int main(int argc, char** argv) {
                    spec.c_str());
       return 2;
     }
-    Lib lib;
-    lib.name = spec.substr(0, eq);
-    std::string path = spec.substr(eq + 1);
-    if (const size_t colon = path.find(':'); colon != std::string::npos) {
-      setenv("OPENBLAS_CORETYPE", path.substr(colon + 1).c_str(), 1);
-      path = path.substr(0, colon);
-    } else {
-      unsetenv("OPENBLAS_CORETYPE");
+    Load(spec.substr(0, eq), spec.substr(eq + 1), &libs);
+    given = true;
+  }
+  if (!given) {
+    const std::string dir = "/usr/lib/x86_64-linux-gnu/";
+    for (const char* variant : {"pthread", "openmp", "serial"}) {
+      const std::string v = variant;
+      if (access((dir + "openblas-" + v + "/libopenblas.so.0").c_str(), R_OK) == 0) {
+        Load("openblas-" + v, dir + "openblas-" + v + "/libopenblas.so.0", &libs);
+      }
+      if (access((dir + "blis-" + v + "/libblis.so.4").c_str(), R_OK) == 0) {
+        Load("blis-" + v, dir + "blis-" + v + "/libblis.so.4", &libs);
+      }
     }
-    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-    if (h == nullptr) {
-      std::fprintf(stderr, "blas_compare: %s: %s (skipped)\n", lib.name.c_str(), dlerror());
-      continue;
+    for (const char* dnnl : {"libdnnl.so.3", "libdnnl.so.2"}) {
+      if (access((dir + dnnl).c_str(), R_OK) == 0 && Load("dnnl", dir + dnnl, &libs)) break;
     }
-    // One thread everywhere (each library's own switch, where it has one).
-    if (auto f = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"))) f(1);
-    if (auto f = reinterpret_cast<void (*)(int64_t)>(dlsym(h, "bli_thread_set_num_threads"))) {
-      f(1);
-    }
-    if (lib.name.rfind("dnnl", 0) == 0) {
-      lib.dnnl = reinterpret_cast<DnnlSgemm>(dlsym(h, "dnnl_sgemm"));
-    } else {
-      lib.cblas = reinterpret_cast<CblasSgemm>(dlsym(h, "cblas_sgemm"));
-    }
-    if (lib.cblas == nullptr && lib.dnnl == nullptr) {
-      std::fprintf(stderr, "blas_compare: %s has no sgemm (skipped)\n", lib.name.c_str());
-      continue;
-    }
-    if (auto f = reinterpret_cast<const char* (*)()>(dlsym(h, "openblas_get_corename"))) {
-      lib.name += std::string(" (") + f() + ")";
-    }
-    libs.push_back(lib);
+  }
+  if (libs.empty()) {
+    std::fprintf(stderr, "blas_compare: no BLAS library could be loaded\n");
+    return 1;
   }
   // The core's peak: the widest FMA loop it runs, best of the repeats.
   double peak = 0;

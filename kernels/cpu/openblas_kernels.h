@@ -7,17 +7,12 @@
 
 #include <string>
 
+#include "kernels/cpu/openblas_core_choice.h"
+
 namespace pipetrain::kernels {
 
 // The name of the kernel set OpenBLAS uses now ("Haswell", "SkylakeX", "Zen", "Prescott", ...).
 std::string OpenBlasCoreName();
-
-// The kernel set this CPU should use when OpenBLAS fell back to a pre-AVX2 one although the CPU
-// has AVX2 and FMA: "SkylakeX" with AVX-512 (F, BW, DQ, VL), else "Haswell"; empty when OpenBLAS's
-// own choice stands (it chose an AVX2-or-newer set, the CPU has no AVX2/FMA, or the user set
-// OPENBLAS_CORETYPE). Pure: `core` is OpenBlasCoreName().
-std::string OpenBlasCoreCorrection(const std::string& core, bool avx2_fma, bool avx512,
-                                   bool user_set_coretype);
 
 }  // namespace pipetrain::kernels
 
