@@ -22,8 +22,8 @@ struct CpuBackendOptions {
   int64_t host_budget_bytes = CountingAllocator::kUnlimited;
   // Freed device blocks up to this many bytes are kept for reuse by requests of the same size
   // (caching_memory.h): a step allocates the same activation sizes every microbatch, and fresh
-  // pages from the system cost a page fault and a zeroing each (measured ~8% of a hidden-256
-  // step). Counting and budgets are unaffected (cached blocks are not in use).
+  // pages from the system cost a page fault and a zeroing each (measured ~6% of a hidden-256
+  // step's profile). Counting and budgets are unaffected (cached blocks are not in use).
   int64_t device_cache_bytes = int64_t{512} << 20;
   // Use the portable loops even where AVX2/FMA is available (tests; results differ from the
   // AVX2 table in the last bits).
