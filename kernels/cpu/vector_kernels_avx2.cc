@@ -1,7 +1,7 @@
 // The AVX2/FMA VectorKernels. This file alone is compiled with -mavx2 -mfma; nothing here runs
-// unless CpuHasAvx2Fma() (vector_kernels.cc hands out the table). It includes no standard
-// library header, so no inline library function compiled for AVX2 can be merged into other
-// files' code. A row's last n % 8 elements use masked loads and stores through the same vector
+// unless CpuHasAvx2Fma() (vector_kernels_portable.cc hands out the table). It includes no
+// standard library header with inline functions (vector_kernels.h brings <cstdint>'s typedefs
+// only), so no inline library function compiled for AVX2 can be merged into other files' code. A row's last n % 8 elements use masked loads and stores through the same vector
 // arithmetic, so each element's result does not depend on its position.
 #include <immintrin.h>
 
