@@ -64,7 +64,11 @@ JobClient::JobClient(const std::string& address, std::string token, const Client
     init_status_ = creds.status();
     return;
   }
-  stub_ = v1::JobService::NewStub(grpc::CreateChannel(address, *creds));
+  // A big job's record or step trace (every action's timing on every rank) passes gRPC's
+  // default 4 MiB: receive what the coordinator may send.
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+  stub_ = v1::JobService::NewStub(grpc::CreateCustomChannel(address, *creds, args));
 }
 
 void JobClient::Prepare(grpc::ClientContext* context, bool with_deadline) const {

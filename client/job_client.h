@@ -31,6 +31,9 @@ struct ClientTls {
 
 class JobClient {
  public:
+  // The largest response it accepts (a GetJob or GetStepTrace of a big job), bytes.
+  static constexpr int kMaxReceiveBytes = 256 << 20;
+
   // `address` host:port; `token` empty for none; `deadline` bounds every unary call. A TLS
   // file that cannot be read does not throw: every call then returns that error
   // (INVALID_ARGUMENT naming the flag).

@@ -26,11 +26,12 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   # shellcheck disable=SC2086
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release ${BENCH_CMAKE_ARGS:-}
 fi
-cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target pipetrain_bench transport_bench kernels_bench offload_curve
+cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target pipetrain_bench transport_bench kernels_bench blas_compare offload_curve
 mkdir -p "$out"
 "$BUILD_DIR/bench/suite/pipetrain_bench" --out "$out" \
   --transport-bench "$BUILD_DIR/bench/transport/transport_bench" \
   --kernels-bench "$BUILD_DIR/bench/kernels/kernels_bench" \
+  --blas-compare "$BUILD_DIR/bench/kernels/blas_compare" \
   --offload-bench "$BUILD_DIR/bench/offload/offload_curve" \
   --command "$(echo "scripts/bench.sh ${args[*]:-}" | sed 's/ *$//')" "${args[@]}"
 echo "wrote $out/BENCHMARKS.md and $out/bench/*.svg"

@@ -1,14 +1,18 @@
-// Compute benchmarks (issue 4): the single-thread OpenBLAS sgemm rate as the yardstick, per-op
-// throughput of the CPU backend, and per-chunk F / B / W throughput of a 512-hidden GPT chunk.
-// GFLOP/s counters use analytic FLOPs (GEMM FLOPs only for chunks, see cost_model.h) and wall
-// time (UseRealTime). OpenBLAS runs with 1 thread.
+// Compute benchmarks (issues 4 and 26): the core's measured fp32 FMA peak and the single-thread
+// OpenBLAS sgemm rate as yardsticks, per-op throughput of the CPU backend (elementwise and
+// attention ops with both VectorKernels tables, side by side), and per-chunk F / B / W
+// throughput of GPT chunks at hidden 256 and 512. GFLOP/s counters use analytic FLOPs (GEMM
+// FLOPs only for chunks, see cost_model.h) and wall time (UseRealTime). OpenBLAS runs with 1
+// thread.
 #include <benchmark/benchmark.h>
 
 #include <memory>
 #include <string>
 
 #include "glog/logging.h"
+#include "bench/kernels/fma_peak.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_features.h"
 #include "model/cost_model.h"
 #include "worker/model/gpt_chunk.h"
 #include "worker/model/parameter.h"
@@ -24,6 +28,19 @@ CpuBackend& Backend() {
   return *backend;
 }
 
+// The same backend with the portable loops (the arithmetic before issue 26), for side-by-side
+// per-op figures: range(0) == 1 selects it in the op benchmarks below.
+CpuBackend& PortableBackend() {
+  static CpuBackend* backend = new CpuBackend({.blas_threads = 1, .portable_kernels = true});
+  return *backend;
+}
+
+CpuBackend& OpBackend(benchmark::State& state) {
+  CpuBackend& be = state.range(0) == 1 ? PortableBackend() : Backend();
+  state.SetLabel(std::string(be.vector_kernels_name()));
+  return be;
+}
+
 Tensor Random(const kernels::Shape& shape, uint64_t seed) {
   return *Backend().FromHost(
       shape, model::NormalValues(seed, 0, "bench", kernels::NumElements(shape), 1.0f), "bench");
@@ -33,6 +50,25 @@ void SetFlops(benchmark::State& state, double flops) {
   state.counters["GFLOPS"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
+
+// The core's fp32 peak: independent FMAs, no memory (the physical limit). range(0): 256 = AVX2,
+// 512 = AVX-512 (skipped on CPUs without it). The suite takes the larger as the peak.
+void BM_FmaPeak(benchmark::State& state) {
+  const bool wide = state.range(0) == 512;
+  if (!kernels::CpuHasAvx2Fma() || (wide && !bench::CpuHasAvx512F())) {
+    state.SkipWithError(wide ? "no AVX-512 on this CPU" : "no AVX2/FMA on this CPU");
+    return;
+  }
+  const int64_t iterations = 1 << 20;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(wide ? bench::FmaPeakLoop512(iterations)
+                                  : bench::FmaPeakLoop(iterations));
+  }
+  state.SetLabel(wide ? "AVX-512" : "AVX2");
+  SetFlops(state, (wide ? bench::kFmaPeak512FlopsPerIteration : bench::kFmaPeakFlopsPerIteration) *
+                      static_cast<double>(iterations));
+}
+BENCHMARK(BM_FmaPeak)->Arg(256)->Arg(512)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Square sgemm m = n = k: the reference rate.
 void BM_Sgemm(benchmark::State& state) {
@@ -64,66 +100,82 @@ void BM_LinearGemm(benchmark::State& state) {
 }
 BENCHMARK(BM_LinearGemm)->DenseRange(0, 2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// range(0): 0 = best kernels, 1 = portable; range(1): 0 = F, 1 = B; range(2): hidden (T = 128,
+// 8 sequences and 8 heads at hidden 256, the peer comparison's shape; T = 256, 4 sequences at 512).
 void BM_Attention(benchmark::State& state) {
-  const bool backward = state.range(0) == 1;
-  const int64_t b = 4, t = 256, nh = 8, h = 512;
+  CpuBackend& be = OpBackend(state);
+  const bool backward = state.range(1) == 1;
+  const int64_t h = state.range(2), nh = 8, t = h == 256 ? 128 : 256, b = h == 256 ? 8 : 4;
   Tensor qkv = Random({b * t, 3 * h}, 1), probs = Random({b, nh, t, t}, 2);
   Tensor out = Random({b * t, h}, 3), dqkv = Random({b * t, 3 * h}, 4);
-  CHECK((Backend().AttentionForward(qkv, b, t, nh, &probs, &out)).ok());
+  CHECK((be.AttentionForward(qkv, b, t, nh, &probs, &out)).ok());
   for (auto _ : state) {
-    absl::Status s = backward ? Backend().AttentionBackward(out, qkv, probs, b, t, nh, &dqkv)
-                              : Backend().AttentionForward(qkv, b, t, nh, &probs, &out);
+    absl::Status s = backward ? be.AttentionBackward(out, qkv, probs, b, t, nh, &dqkv)
+                              : be.AttentionForward(qkv, b, t, nh, &probs, &out);
     benchmark::DoNotOptimize(s);
   }
-  state.SetLabel(backward ? "B" : "F");
+  state.SetLabel(std::string(backward ? "B " : "F ") + std::string(be.vector_kernels_name()));
+  // Nominal FLOPs of the full (unmasked) products, as cost_model.h counts them.
   SetFlops(state, (backward ? 8.0 : 4.0) * b * t * t * h);
 }
-BENCHMARK(BM_Attention)->DenseRange(0, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Attention)
+    ->ArgsProduct({{0, 1}, {0, 1}, {256, 512}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // Elementwise / row-wise ops on [1024, 512] (GELU on [1024, 2048]); FLOPs are nominal
 // (per-element operation counts) and only indicate relative cost.
 void BM_LayerNorm(benchmark::State& state) {
+  CpuBackend& be = OpBackend(state);
   Tensor x = Random({1024, 512}, 1), g = Random({512}, 2), b = Random({512}, 3);
   Tensor y = Random({1024, 512}, 4), mean = Random({1024}, 5), rstd = Random({1024}, 6);
   for (auto _ : state) {
-    auto s = Backend().LayerNormForward(x, g, b, &y, &mean, &rstd);
+    auto s = be.LayerNormForward(x, g, b, &y, &mean, &rstd);
     benchmark::DoNotOptimize(s);
   }
   SetFlops(state, 8.0 * 1024 * 512);
 }
-BENCHMARK(BM_LayerNorm)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LayerNorm)->DenseRange(0, 1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_Gelu(benchmark::State& state) {
+  CpuBackend& be = OpBackend(state);
   Tensor x = Random({1024, 2048}, 1), y = Random({1024, 2048}, 2);
   for (auto _ : state) {
-    auto s = Backend().GeluForward(x, &y);
+    auto s = be.GeluForward(x, &y);
     benchmark::DoNotOptimize(s);
   }
   SetFlops(state, 10.0 * 1024 * 2048);
 }
-BENCHMARK(BM_Gelu)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Gelu)->DenseRange(0, 1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_CrossEntropy(benchmark::State& state) {
+  CpuBackend& be = OpBackend(state);
   Tensor logits = Random({1024, 256}, 1), probs = Random({1024, 256}, 2);
   std::vector<int32_t> targets(1024, 7);
   for (auto _ : state) {
-    auto r = Backend().CrossEntropyForward(logits, targets, &probs);
+    auto r = be.CrossEntropyForward(logits, targets, &probs);
     benchmark::DoNotOptimize(r);
   }
   SetFlops(state, 5.0 * 1024 * 256);
 }
-BENCHMARK(BM_CrossEntropy)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CrossEntropy)->DenseRange(0, 1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// One chunk of a 512-hidden GPT (8 heads, ffn 2048, seq_len 256, vocab 256), microbatch of 4
-// sequences (1024 tokens). range(0): 0 = middle chunk with 2 blocks, 1 = last chunk (1 block +
-// head). range(1): 0 = F, 1 = B, 2 = W.
+// One chunk of a GPT with 8 heads, ffn 4 x hidden, vocab 256, microbatches of 1024 tokens:
+// range(2) = hidden 256 (seq_len 128, 8 sequences: the peer comparison's model) or 512 (seq_len
+// 256, 4 sequences). range(0): 0 = middle chunk with 2 blocks, 1 = last chunk (1 block + head).
+// range(1): 0 = F, 1 = B, 2 = W.
 void BM_Chunk(benchmark::State& state) {
-  model::GptConfig config{
-      .num_layers = 4, .hidden = 512, .heads = 8, .ffn = 2048, .seq_len = 256, .vocab = 256};
+  const int64_t hidden = state.range(2);
+  model::GptConfig config{.num_layers = 4,
+                          .hidden = static_cast<int>(hidden),
+                          .heads = 8,
+                          .ffn = static_cast<int>(4 * hidden),
+                          .seq_len = hidden == 256 ? 128 : 256,
+                          .vocab = 256};
   const model::ChunkSpec spec = state.range(0) == 0 ? model::ChunkSpec{1, 2, false, false}
                                                     : model::ChunkSpec{3, 1, false, true};
   const int pass = static_cast<int>(state.range(1));
-  const int64_t mbs = 4, n = mbs * config.seq_len;
+  const int64_t mbs = 1024 / config.seq_len, n = mbs * config.seq_len;
   auto chunk = *model::GptChunk::Create(&Backend(), config, spec);
   CHECK((chunk->ZeroGrad()).ok());
   const std::vector<float> input = model::NormalValues(9, 0, "input", n * config.hidden, 1.0f);
@@ -175,9 +227,9 @@ void BM_Chunk(benchmark::State& state) {
   SetFlops(state, flops);
 }
 BENCHMARK(BM_Chunk)
-    ->ArgsProduct({{0, 1}, {0, 1, 2}})
+    ->ArgsProduct({{0, 1}, {0, 1, 2}, {256, 512}})
     ->UseRealTime()
-    ->MinTime(2.0)
+    ->MinTime(1.0)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -7,8 +7,9 @@
 // keeps the others from the previous run, each with its own provenance line.
 //
 // Usage: pipetrain_bench --out DIR [--quick] [--repeats N] [--transport-bench PATH]
-//                        [--kernels-bench PATH] [--offload-bench PATH] [--sections gen,emulated,cpu,clip,
-//                        frontier,offload,external,sampling] [--command "what to record as the command"]
+//                        [--kernels-bench PATH] [--blas-compare PATH] [--offload-bench PATH]
+//                        [--sections gen,emulated,cpu,clip,frontier,offload,external,sampling]
+//                        [--command "what to record as the command"]
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -109,7 +110,8 @@ std::string Merge(const std::string& old, const std::string& generated) {
 int Usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: pipetrain_bench --out DIR [--quick] [--repeats N] "
-               "[--transport-bench PATH] [--kernels-bench PATH] [--offload-bench PATH] [--sections LIST] "
+               "[--transport-bench PATH] [--kernels-bench PATH] [--blas-compare PATH] "
+               "[--offload-bench PATH] [--sections LIST] "
                "[--command TEXT]\n"
                "  sections: gen, emulated, cpu, clip, frontier, offload, external, sampling\n",
                message);
@@ -136,6 +138,8 @@ int main(int argc, char** argv) {
       options.transport_bench = value();
     } else if (a == "--kernels-bench") {
       options.kernels_bench = value();
+    } else if (a == "--blas-compare") {
+      options.blas_compare = value();
     } else if (a == "--offload-bench") {
       options.offload_bench = value();
     } else if (a == "--command") {

@@ -5,19 +5,29 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "common/status_macros.h"
 #include "kernels/bf16.h"
+#include "kernels/caching_memory.h"
+#include "kernels/cpu/openblas_kernels.h"
 #include "kernels/shape_checks.h"
 
 namespace pipetrain::kernels {
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
-    : device_("cpu-device", Location::kDevice, MakeAlignedHostMemory(),
+    : device_("cpu-device", Location::kDevice,
+              options.device_cache_bytes > 0
+                  ? std::make_unique<CachingRawMemory>(MakeAlignedHostMemory(),
+                                                       options.device_cache_bytes)
+                  : MakeAlignedHostMemory(),
               options.device_budget_bytes),
       host_("cpu-host", Location::kHost, MakeAlignedHostMemory(), options.host_budget_bytes),
-      bf16_gemm_(options.bf16_gemm) {
+      bf16_gemm_(options.bf16_gemm),
+      vk_(options.portable_kernels || Avx2VectorKernels() == nullptr ? &PortableVectorKernels()
+                                                                     : Avx2VectorKernels()) {
   openblas_set_num_threads(options.blas_threads < 1 ? 1 : options.blas_threads);
+  blas_core_ = OpenBlasCoreName();
 }
 
 absl::Status CpuBackend::DoUpload(absl::Span<const float> src, Tensor* dst) {
@@ -67,17 +77,12 @@ absl::Status CpuBackend::DoFill(float value, Tensor* t) {
 }
 
 absl::Status CpuBackend::DoAddInPlace(const Tensor& x, Tensor* y) {
-  const float* xp = x.data();
-  float* yp = y->data();
-  for (int64_t i = 0; i < x.numel(); ++i) yp[i] += xp[i];
+  vk_->add(y->data(), x.data(), x.numel(), y->data());
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::DoAdd(const Tensor& a, const Tensor& b, Tensor* out) {
-  const float* ap = a.data();
-  const float* bp = b.data();
-  float* op = out->data();
-  for (int64_t i = 0; i < a.numel(); ++i) op[i] = ap[i] + bp[i];
+  vk_->add(a.data(), b.data(), a.numel(), out->data());
   return absl::OkStatus();
 }
 
@@ -113,12 +118,7 @@ absl::Status CpuBackend::DoGemm(const Tensor& a, bool trans_a, const Tensor& b, 
 }
 
 absl::Status CpuBackend::DoAddBias(const Tensor& bias, Tensor* y) {
-  const int64_t rows = Rows(*y), cols = Cols(*y);
-  const float* bp = bias.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    float* yr = y->data() + r * cols;
-    for (int64_t j = 0; j < cols; ++j) yr[j] += bp[j];
-  }
+  vk_->add_bias(bias.data(), Rows(*y), Cols(*y), y->data());
   return absl::OkStatus();
 }
 
@@ -128,10 +128,7 @@ absl::Status CpuBackend::DoBiasGrad(const Tensor& dy, bool accumulate, Tensor* d
   if (!accumulate) {
     for (int64_t j = 0; j < cols; ++j) out[j] = 0.0f;
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dr = dy.data() + r * cols;
-    for (int64_t j = 0; j < cols; ++j) out[j] += dr[j];
-  }
+  vk_->bias_grad(dy.data(), rows, cols, out);
   return absl::OkStatus();
 }
 
@@ -140,17 +137,8 @@ absl::Status CpuBackend::DoAdamWUpdate(const AdamWConfig& config, int64_t step, 
   const int64_t n = grad.numel();
   const float bc1 = 1.0f - std::pow(config.beta1, static_cast<float>(step));
   const float bc2 = 1.0f - std::pow(config.beta2, static_cast<float>(step));
-  const float* g = grad.data();
-  float* p = param->data();
-  float* mp = m->data();
-  float* vp = v->data();
-  for (int64_t i = 0; i < n; ++i) {
-    mp[i] = config.beta1 * mp[i] + (1.0f - config.beta1) * g[i];
-    vp[i] = config.beta2 * vp[i] + (1.0f - config.beta2) * g[i] * g[i];
-    const float mh = mp[i] / bc1;
-    const float vh = vp[i] / bc2;
-    p[i] -= config.lr * (mh / (std::sqrt(vh) + config.eps) + config.weight_decay * p[i]);
-  }
+  vk_->adamw(config.lr, config.beta1, config.beta2, config.eps, config.weight_decay, bc1, bc2,
+             grad.data(), n, param->data(), m->data(), v->data());
   return absl::OkStatus();
 }
 
@@ -169,8 +157,7 @@ absl::StatusOr<double> CpuBackend::DoSumOfSquares(const Tensor& t) {
 }
 
 absl::Status CpuBackend::DoScale(float scale, Tensor* t) {
-  float* x = t->data();
-  for (int64_t i = 0; i < t->numel(); ++i) x[i] *= scale;
+  vk_->scale(scale, t->numel(), t->data());
   return absl::OkStatus();
 }
 

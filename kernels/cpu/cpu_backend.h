@@ -1,6 +1,7 @@
 // CpuBackend: the fp32 CPU implementation of Backend. GEMMs go through OpenBLAS cblas_sgemm with
-// an explicitly set thread count; everything else is plain C++ loops in a fixed order, so results
-// are bitwise reproducible run to run. "Device" memory is 64-byte aligned RAM counted by
+// an explicitly set thread count (and kernels matching the CPU, openblas_kernels.h); everything else goes through a VectorKernels table
+// (vector_kernels.h: AVX2/FMA intrinsics when the CPU has them, else portable loops), in a fixed
+// order, so results are bitwise reproducible run to run. "Device" memory is 64-byte aligned RAM counted by
 // device_allocator() (optionally with a budget); host_allocator() counts offloaded bytes.
 // Thread-safety: see Backend. openblas_set_num_threads is process-wide: the constructor sets it,
 // so all CpuBackends in one process should agree on blas_threads.
@@ -8,8 +9,10 @@
 #define PIPETRAIN_KERNELS_CPU_CPU_BACKEND_H_
 
 #include <memory>
+#include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/vector_kernels.h"
 
 namespace pipetrain::kernels {
 
@@ -20,6 +23,14 @@ struct CpuBackendOptions {
   // Gemm(): inputs rounded to bf16 (into counted scratch), fp32 accumulation and output: the
   // numerics of a bf16 job's GEMMs on a GPU, so a CPU worker can run a bf16 job.
   bool bf16_gemm = false;
+  // Freed device blocks up to this many bytes are kept for reuse by requests of the same size
+  // (caching_memory.h): a step allocates the same activation sizes every microbatch, and fresh
+  // pages from the system cost a page fault and a zeroing each (measured ~6% of a hidden-256
+  // step's profile). Counting and budgets are unaffected (cached blocks are not in use).
+  int64_t device_cache_bytes = int64_t{512} << 20;
+  // Use the portable loops even where AVX2/FMA is available (tests; results differ from the
+  // AVX2 table in the last bits).
+  bool portable_kernels = false;
 };
 
 class CpuBackend : public Backend {
@@ -27,6 +38,10 @@ class CpuBackend : public Backend {
   explicit CpuBackend(const CpuBackendOptions& options = {});
 
   absl::string_view name() const override { return "cpu"; }
+  // "avx2-fma" or "portable".
+  absl::string_view vector_kernels_name() const { return vk_->name; }
+  // OpenBLAS's kernel set (openblas_kernels.h), e.g. "SkylakeX", "Haswell", "Zen".
+  const std::string& blas_core() const { return blas_core_; }
   CountingAllocator& device_allocator() override { return device_; }
   CountingAllocator& host_allocator() override { return host_; }
   absl::Status Synchronize() override { return absl::OkStatus(); }
@@ -92,6 +107,8 @@ class CpuBackend : public Backend {
   CountingAllocator device_;
   CountingAllocator host_;
   bool bf16_gemm_;
+  const VectorKernels* vk_;
+  std::string blas_core_;
 };
 
 }  // namespace pipetrain::kernels

@@ -1,4 +1,7 @@
-// Every CpuBackend op against a float64 reference on random non-zero inputs.
+// Every CpuBackend op against a float64 reference on random non-zero inputs, once with each
+// VectorKernels table (AVX2/FMA where the CPU has it, and the portable loops). The AVX2 table
+// (its own exp, FMA contraction, 8-lane reductions) differs from the portable one in the last
+// bits; both meet the same tolerances, which issue 26 left unchanged.
 // Tolerances: |got - want| <= atol + rtol * |want| with rtol = 1e-4 and atol = 1e-5 for
 // elementwise ops, atol = 1e-4 for GEMM-based ops (fp32 accumulation over k <= 64 terms).
 // Backward references of attention and layernorm are central finite differences of the float64
@@ -8,10 +11,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 
 #include "glog/logging.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/openblas_kernels.h"
 #include "tests/kernels/reference_ops.h"
 
 namespace pipetrain::kernels {
@@ -34,7 +40,14 @@ void ExpectNear(const std::vector<float>& got, const VecD& want, double atol, do
   EXPECT_EQ(bad, 0) << what;
 }
 
-class CpuBackendTest : public ::testing::Test {
+// The parameter: use the portable kernels.
+class CpuBackendTest : public ::testing::TestWithParam<bool> {
+ public:
+  CpuBackend& backend() { return backend_; }
+  Tensor RandomTensor(const Shape& shape, uint32_t seed, float scale) {
+    return Random(shape, seed, scale);
+  }
+
  protected:
   Tensor Make(const Shape& shape, const std::vector<float>& values) {
     auto t = backend_.FromHost(shape, values, "test");
@@ -48,10 +61,38 @@ class CpuBackendTest : public ::testing::Test {
   std::vector<float> Get(const Tensor& t) { return *backend_.ToVector(t); }
   VecD GetD(const Tensor& t) { return ToDouble(Get(t)); }
 
-  CpuBackend backend_;
+  CpuBackend backend_{{.portable_kernels = GetParam()}};
 };
 
-TEST_F(CpuBackendTest, GemmAllTransposesAndAccumulate) {
+INSTANTIATE_TEST_SUITE_P(VectorKernels, CpuBackendTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Portable" : "Best";
+                         });
+
+// OpenBLAS never runs its pre-AVX2 kernels on a CPU with AVX2 and FMA (unless the user chose a
+// kernel set with OPENBLAS_CORETYPE).
+TEST_P(CpuBackendTest, OpenBlasUsesAvx2KernelsWhereTheCpuHasThem) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || !CpuHasAvx2Fma()) GTEST_SKIP();
+  EXPECT_EQ(OpenBlasCoreCorrection(backend_.blas_core(), true, false, false), "")
+      << backend_.blas_core();
+}
+
+TEST(OpenBlasCoreCorrectionTest, UpgradesOnlyPreAvx2KernelSets) {
+  EXPECT_EQ(OpenBlasCoreCorrection("Prescott", true, true, false), "SkylakeX");
+  EXPECT_EQ(OpenBlasCoreCorrection("Prescott", true, false, false), "Haswell");
+  EXPECT_EQ(OpenBlasCoreCorrection("Sandybridge", true, false, false), "Haswell");
+  EXPECT_EQ(OpenBlasCoreCorrection("Zen", true, false, false), "");
+  EXPECT_EQ(OpenBlasCoreCorrection("Haswell", true, true, false), "");
+  EXPECT_EQ(OpenBlasCoreCorrection("Prescott", false, false, false), "");  // no AVX2: keep
+  EXPECT_EQ(OpenBlasCoreCorrection("Prescott", true, true, true), "");     // user's choice
+}
+
+TEST_P(CpuBackendTest, BestKernelsAreAvx2WhereTheCpuHasIt) {
+  EXPECT_EQ(backend_.vector_kernels_name(),
+            GetParam() || Avx2VectorKernels() == nullptr ? "portable" : "avx2-fma");
+}
+
+TEST_P(CpuBackendTest, GemmAllTransposesAndAccumulate) {
   const int64_t m = 7, k = 13, n = 5;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
@@ -74,14 +115,14 @@ TEST_F(CpuBackendTest, GemmAllTransposesAndAccumulate) {
   EXPECT_EQ(backend_.Gemm(a, false, b, false, 1, 0, &c).code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(CpuBackendTest, GemmFlattensLeadingDims) {
+TEST_P(CpuBackendTest, GemmFlattensLeadingDims) {
   Tensor a = Random({2, 3, 4}, 5), b = Random({4, 6}, 6), c = Empty({2, 3, 6});
   ASSERT_TRUE(backend_.Gemm(a, false, b, false, 1, 0, &c).ok());
   ExpectNear(Get(c), testing::RefGemm(GetD(a), 6, 4, false, GetD(b), 4, 6, false), 1e-4, 1e-4,
              "gemm3d");
 }
 
-TEST_F(CpuBackendTest, AddBiasBiasGradAddFill) {
+TEST_P(CpuBackendTest, AddBiasBiasGradAddFill) {
   Tensor y = Random({6, 5}, 7), bias = Random({5}, 8);
   const VecD y0 = GetD(y), b0 = GetD(bias);
   ASSERT_TRUE(backend_.AddBias(bias, &y).ok());
@@ -113,7 +154,7 @@ TEST_F(CpuBackendTest, AddBiasBiasGradAddFill) {
   ExpectNear(Get(a), VecD(12, 2.5), 0, 0, "fill");
 }
 
-TEST_F(CpuBackendTest, Embedding) {
+TEST_P(CpuBackendTest, Embedding) {
   const int64_t V = 11, H = 6, T = 4, B = 3;
   std::vector<int32_t> ids(B * T);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + 3) % V);
@@ -141,8 +182,15 @@ TEST_F(CpuBackendTest, Embedding) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(CpuBackendTest, LayerNormForwardAndBackward) {
-  const int64_t R = 5, H = 16;
+// LayerNorm over rows of H against float64 (H % 8 != 0 exercises the vector kernels' tails).
+void CheckLayerNorm(CpuBackendTest* test, int64_t R, int64_t H) {
+  auto& backend_ = test->backend();
+  auto Random = [&](const Shape& s, uint32_t seed, float scale = 1.0f) {
+    return test->RandomTensor(s, seed, scale);
+  };
+  auto Empty = [&](const Shape& s) { return *backend_.Empty(s, "test"); };
+  auto Get = [&](const Tensor& t) { return *backend_.ToVector(t); };
+  auto GetD = [&](const Tensor& t) { return ToDouble(Get(t)); };
   Tensor x = Random({R, H}, 20, 2.0f), g = Random({H}, 21), b = Random({H}, 22);
   Tensor y = Empty({R, H}), mean = Empty({R}), rstd = Empty({R});
   ASSERT_TRUE(backend_.LayerNormForward(x, g, b, &y, &mean, &rstd).ok());
@@ -188,13 +236,21 @@ TEST_F(CpuBackendTest, LayerNormForwardAndBackward) {
   ExpectNear(Get(dg), want_dg, 2e-4, 1e-3, "ln dgamma accumulate");
 }
 
-TEST_F(CpuBackendTest, Gelu) {
-  Tensor x = Random({64}, 30, 4.0f), y = Empty({64}), dy = Random({64}, 31), dx = Empty({64});
+TEST_P(CpuBackendTest, LayerNormForwardAndBackward) { CheckLayerNorm(this, 5, 16); }
+TEST_P(CpuBackendTest, LayerNormRowsNotAMultipleOfEight) { CheckLayerNorm(this, 3, 13); }
+
+TEST_P(CpuBackendTest, Gelu) {
+  // 67 elements: the vector kernels' tail; |x| up to 40 reaches tanh's saturation.
+  std::vector<float> xs = RandomNonZero(67, 30, 4.0f);
+  xs[3] = 40.0f;
+  xs[64] = -40.0f;
+  xs[65] = 9.5f;
+  Tensor x = Make({67}, xs), y = Empty({67}), dy = Random({67}, 31), dx = Empty({67});
   ASSERT_TRUE(backend_.GeluForward(x, &y).ok());
   ASSERT_TRUE(backend_.GeluBackward(dy, x, &dx).ok());
   const VecD xd = GetD(x), dyd = GetD(dy);
-  VecD wy(64), wdx(64);
-  for (int i = 0; i < 64; ++i) {
+  VecD wy(67), wdx(67);
+  for (int i = 0; i < 67; ++i) {
     wy[i] = testing::RefGelu(xd[i]);
     const double h = 1e-6;
     wdx[i] = dyd[i] * (testing::RefGelu(xd[i] + h) - testing::RefGelu(xd[i] - h)) / (2 * h);
@@ -203,8 +259,14 @@ TEST_F(CpuBackendTest, Gelu) {
   ExpectNear(Get(dx), wdx, 1e-5, 1e-4, "gelu grad");
 }
 
-TEST_F(CpuBackendTest, CausalAttentionForwardAndBackward) {
-  const int64_t B = 2, T = 5, nh = 2, H = 8;
+// Attention against float64 (finite differences for the backward, on every stride-th input).
+void CheckAttention(CpuBackendTest* test, int64_t B, int64_t T, int64_t nh, int64_t H,
+                    size_t stride) {
+  auto& backend_ = test->backend();
+  auto Random = [&](const Shape& s, uint32_t seed) { return test->RandomTensor(s, seed, 1.0f); };
+  auto Empty = [&](const Shape& s) { return *backend_.Empty(s, "test"); };
+  auto Get = [&](const Tensor& t) { return *backend_.ToVector(t); };
+  auto GetD = [&](const Tensor& t) { return ToDouble(Get(t)); };
   Tensor qkv = Random({B * T, 3 * H}, 40), probs = Empty({B, nh, T, T}), out = Empty({B * T, H});
   ASSERT_TRUE(backend_.AttentionForward(qkv, B, T, nh, &probs, &out).ok());
   VecD wp;
@@ -216,7 +278,9 @@ TEST_F(CpuBackendTest, CausalAttentionForwardAndBackward) {
   ASSERT_TRUE(backend_.AttentionBackward(dout, qkv, probs, B, T, nh, &dqkv).ok());
   const VecD dd = GetD(dout);
   VecD qv = qd, want(qd.size());
-  for (size_t i = 0; i < qv.size(); ++i) {
+  std::vector<float> got = Get(dqkv), got_checked;
+  VecD want_checked;
+  for (size_t i = 0; i < qv.size(); i += stride) {
     const double h = 1e-6, old = qv[i];
     auto l = [&] {
       VecD p;
@@ -231,11 +295,20 @@ TEST_F(CpuBackendTest, CausalAttentionForwardAndBackward) {
     const double lm = l();
     qv[i] = old;
     want[i] = (lp - lm) / (2 * h);
+    got_checked.push_back(got[i]);
+    want_checked.push_back(want[i]);
   }
-  ExpectNear(Get(dqkv), want, 1e-4, 1e-3, "attn dqkv");
+  ExpectNear(got_checked, want_checked, 1e-4, 1e-3, "attn dqkv");
 }
 
-TEST_F(CpuBackendTest, CrossEntropy) {
+TEST_P(CpuBackendTest, CausalAttentionForwardAndBackward) { CheckAttention(this, 2, 5, 2, 8, 1); }
+// T = 70: two full 32-row query blocks and a partial one, so the block-causal GEMMs and the
+// lower-triangle-only dS scratch are exercised.
+TEST_P(CpuBackendTest, CausalAttentionAcrossQueryBlocks) {
+  CheckAttention(this, 1, 70, 2, 16, 7);
+}
+
+TEST_P(CpuBackendTest, CrossEntropy) {
   const int64_t N = 6, V = 7;
   Tensor logits = Random({N, V}, 50, 3.0f), probs = Empty({N, V}), dl = Empty({N, V});
   const std::vector<int32_t> targets = {3, kIgnoreTarget, 0, 6, 2, 2};
@@ -263,7 +336,7 @@ TEST_F(CpuBackendTest, CrossEntropy) {
   ExpectNear(Get(dl), wd, 1e-6, 1e-4, "ce dlogits");
 }
 
-TEST_F(CpuBackendTest, AdamW) {
+TEST_P(CpuBackendTest, AdamW) {
   const int64_t n = 33;
   Tensor p = Random({n}, 60), g = Random({n}, 61), m = Random({n}, 62, 0.1f),
          v = Make({n}, std::vector<float>(n, 0.02f));
@@ -282,7 +355,7 @@ TEST_F(CpuBackendTest, AdamW) {
   ExpectNear(Get(v), vd, 1e-7, 1e-5, "adamw v");
 }
 
-TEST_F(CpuBackendTest, AllFiniteSeesOneNanOrInfInAnyTensor) {
+TEST_P(CpuBackendTest, AllFiniteSeesOneNanOrInfInAnyTensor) {
   Tensor a = Random({7, 5}, 63), b = Random({33}, 64);
   absl::StatusOr<bool> finite = backend_.AllFinite({&a, &b});
   ASSERT_TRUE(finite.ok()) << finite.status();
@@ -304,7 +377,7 @@ TEST_F(CpuBackendTest, AllFiniteSeesOneNanOrInfInAnyTensor) {
   EXPECT_TRUE(*backend_.AllFinite({}));
 }
 
-TEST_F(CpuBackendTest, SumOfSquaresAddsInElementOrderInDouble) {
+TEST_P(CpuBackendTest, SumOfSquaresAddsInElementOrderInDouble) {
   Tensor t = Make({4}, {3.0f, 4.0f, -1.0f, 0.5f});
   absl::StatusOr<double> sum = backend_.SumOfSquares(t);
   ASSERT_TRUE(sum.ok()) << sum.status();
@@ -323,7 +396,7 @@ TEST_F(CpuBackendTest, SumOfSquaresAddsInElementOrderInDouble) {
   EXPECT_TRUE(std::isnan(*backend_.SumOfSquares(nan)));
 }
 
-TEST_F(CpuBackendTest, ScaleMultipliesEveryElementInFloat) {
+TEST_P(CpuBackendTest, ScaleMultipliesEveryElementInFloat) {
   Tensor t = Random({5, 3}, 66);
   const std::vector<float> before = Get(t);
   ASSERT_TRUE(backend_.Scale(0.37f, &t).ok());
@@ -331,7 +404,7 @@ TEST_F(CpuBackendTest, ScaleMultipliesEveryElementInFloat) {
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i] * 0.37f) << i;
 }
 
-TEST_F(CpuBackendTest, HostDeviceRoundTripIsCounted) {
+TEST_P(CpuBackendTest, HostDeviceRoundTripIsCounted) {
   Tensor d = Random({10, 10}, 70);
   const std::vector<float> want = Get(d);
   const int64_t dev0 = backend_.device_allocator().current_bytes();

@@ -1,0 +1,14 @@
+#include "kernels/cpu/cpu_features.h"
+
+namespace pipetrain::kernels {
+
+bool CpuHasAvx2Fma() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace pipetrain::kernels
