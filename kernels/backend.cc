@@ -59,9 +59,12 @@ absl::Status Backend::Download(const Tensor& src, absl::Span<float> dst) {
 }
 
 absl::StatusOr<Tensor> Backend::CopyToHost(const Tensor& src, absl::string_view what) {
-  if (src.empty() || src.location() != Location::kDevice) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CopyToHost: ", what, " is not a device tensor"));
+  // Any dtype: offload moves bf16 stashes too.
+  if (src.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyToHost: ", what, " is empty"));
+  }
+  if (src.location() != Location::kDevice) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyToHost: ", what, " is a host tensor"));
   }
   return DoCopyToHost(src, what);
 }
