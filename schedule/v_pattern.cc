@@ -161,12 +161,16 @@ void Reorder(int p, int m, std::vector<Line>& lines, bool warmup_too, bool impli
     }
     const int delta =
         (x.type == kF0 || x.type == kF1) ? 1 : ((x.type == kW0 || x.type == kW1) ? -1 : 0);
+    // With explicit W's an F fits at t when the memory over [t, slot) stays below the target:
+    // the last slot from which on it does (one backward scan) bounds the candidates.
+    int explicit_from = lo;
+    if (!implicit_w && delta > 0) {
+      explicit_from = slot;
+      while (explicit_from > lo && prof[w][explicit_from - 1] + 1 <= target) --explicit_from;
+    }
     // Whether the pass fits at free slot t: the worker's memory stays within the target.
     auto fits = [&](int t) {
-      if (!implicit_w) {
-        return delta <= 0 ||
-               *std::max_element(prof[w].begin() + t, prof[w].begin() + slot) + 1 <= target;
-      }
+      if (!implicit_w) return t >= explicit_from;
       ImplicitState st = state[w][t];
       for (size_t j = t; j < lines[w].size(); ++j) {
         // Past the moved pass, once the state matches the current one the rest is unchanged
