@@ -102,7 +102,12 @@ std::string FormatJobStatus(const v1::Job& job) {
                           job.steps_done() > 0 ? absl::StrFormat("%8.4f s", job.last_step_s())
                                                : std::string("       -"));
     if (pred.shared_cpu_step_s() > 0) absl::StrAppend(&out, "    (", pred.shared_cpu_note(), ")\n");
-    absl::StrAppendFormat(&out, "  bubble ratio   %8.3f    %s\n", pred.bubble_ratio(),
+    // Both bubbles: the step's (what the idling costs) and the per-stage one the papers print.
+    absl::StrAppendFormat(&out, "  step bubble    %8.3f    %s\n", pred.step_bubble_ratio(),
+                          job.steps_done() > 0
+                              ? absl::StrFormat("%8.3f", job.measured_step_bubble_ratio())
+                              : std::string("       -"));
+    absl::StrAppendFormat(&out, "  bubble ratio   %8.3f    %s   (per stage)\n", pred.bubble_ratio(),
                           job.steps_done() > 0
                               ? absl::StrFormat("%8.3f", job.measured_bubble_ratio())
                               : std::string("       -"));

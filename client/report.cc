@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "schedule/bubble.h"
 #include "schedule/codec/plan_proto.h"
 #include "schedule/render_plot.h"
 #include "schedule/render_svg.h"
@@ -109,10 +110,8 @@ absl::StatusOr<schedule::SimResult> MeasuredStep(const schedule::Schedule& sched
     }
   }
   out.makespan = last > first ? last - first : 0.0;
-  const int busiest =
-      static_cast<int>(std::max_element(out.busy.begin(), out.busy.end()) - out.busy.begin());
-  const double longest = p > 0 ? *std::max_element(out.span.begin(), out.span.end()) : 0.0;
-  out.bubble_ratio = longest > 0 ? 1.0 - out.busy[busiest] / longest : 0.0;
+  out.bubble_ratio = schedule::PerStageBubble(out.busy, out.span);
+  out.step_bubble_ratio = schedule::StepBubble(out.busy, out.makespan);
   return out;
 }
 
@@ -141,6 +140,10 @@ std::string FormatJobReport(const JobReport& r) {
                         r.predicted.makespan * 1e3, r.measured.makespan * 1e3, ratio);
   absl::StrAppendFormat(&out, "bubble ratio: predicted %.4f, measured %.4f\n",
                         r.predicted.bubble_ratio, r.measured.bubble_ratio);
+  absl::StrAppendFormat(&out,
+                        "step bubble (idle share of workers x step time): predicted %.4f, "
+                        "measured %.4f\n",
+                        r.predicted.step_bubble_ratio, r.measured.step_bubble_ratio);
   out += "peak activation bytes per worker (predicted / measured):";
   for (int w = 0; w < r.schedule.num_workers; ++w) {
     absl::StrAppendFormat(&out, " w%d %.0f / %.0f", w, r.predicted.peak_memory[w],
@@ -158,11 +161,13 @@ std::string RenderJobReportSvg(const JobReport& r) {
   options.time_end = end;
   options.px_per_time = 1100.0 / end;
   options.time_label = "ms";
-  options.title = absl::StrFormat("predicted (simulator, plan costs): step %.3f ms, bubble %.4f",
-                                  predicted.makespan, predicted.bubble_ratio);
+  options.title = absl::StrFormat(
+      "predicted (simulator, plan costs): step %.3f ms, step bubble %.4f, per-stage bubble %.4f",
+      predicted.makespan, predicted.step_bubble_ratio, predicted.bubble_ratio);
   const std::string predicted_svg = schedule::RenderSvg(r.schedule, predicted, options);
-  options.title = absl::StrFormat("measured (step %d): step %.3f ms, bubble %.4f", r.step,
-                                  measured.makespan, measured.bubble_ratio);
+  options.title = absl::StrFormat(
+      "measured (step %d): step %.3f ms, step bubble %.4f, per-stage bubble %.4f", r.step,
+      measured.makespan, measured.step_bubble_ratio, measured.bubble_ratio);
   const std::string measured_svg = schedule::RenderSvg(r.schedule, measured, options);
 
   double max_bytes = 0;

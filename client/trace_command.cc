@@ -33,10 +33,11 @@ absl::StatusOr<TraceDocument> RenderStepTrace(const v1::Job& job, const v1::Step
   doc.document = schedule::RenderChromeTrace(schedule, measured, 1e6);
   const v1::Prediction& predicted = job.plan().prediction();
   doc.summary = absl::StrFormat(
-      "%s step %d (%s, %d workers): measured %.4f s, bubble %.3f; predicted %.4f s, bubble "
-      "%.3f; kept steps: %s\n",
+      "%s step %d (%s, %d workers): measured %.4f s, bubble %.3f per stage, %.3f of the step; "
+      "predicted %.4f s, bubble %.3f per stage, %.3f of the step; kept steps: %s\n",
       job.id(), trace.step(), schedule.name, schedule.num_workers, measured.makespan,
-      measured.bubble_ratio, predicted.makespan_s(), predicted.bubble_ratio(),
+      measured.bubble_ratio, measured.step_bubble_ratio, predicted.makespan_s(),
+      predicted.bubble_ratio(), predicted.step_bubble_ratio(),
       absl::StrJoin(trace.kept_steps(), ", "));
   return doc;
 }

@@ -68,7 +68,14 @@ struct CoordinatorMetrics::Impl {
   prometheus::Family<prometheus::Gauge>& bubble =
       prometheus::BuildGauge()
           .Name("pipetrain_job_bubble_ratio")
-          .Help("Pipeline bubble ratio, predicted by the plan or measured on the last step.")
+          .Help("Per-stage pipeline bubble (idle share of the busiest worker's own span), "
+                "predicted by the plan or measured on the last step.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& step_bubble =
+      prometheus::BuildGauge()
+          .Name("pipetrain_job_step_bubble_ratio")
+          .Help("Step bubble: 1 - all workers' compute / (workers x step time), the share of "
+                "the step lost to idling, predicted by the plan or measured on the last step.")
           .Register(*registry);
   prometheus::Family<prometheus::Gauge>& peak =
       prometheus::BuildGauge()
@@ -190,6 +197,8 @@ void CoordinatorMetrics::JobStateChanged(v1::JobState from, v1::JobState to) {
 void CoordinatorMetrics::JobPlanned(const std::string& job_id, const v1::Prediction& prediction) {
   impl_->predicted_step.Add({{"job_id", job_id}}).Set(PredictedStepSeconds(prediction));
   impl_->bubble.Add({{"job_id", job_id}, {"kind", "predicted"}}).Set(prediction.bubble_ratio());
+  impl_->step_bubble.Add({{"job_id", job_id}, {"kind", "predicted"}})
+      .Set(prediction.step_bubble_ratio());
   for (int r = 0; r < prediction.peak_activation_bytes_size(); ++r) {
     impl_->peak.Add({{"job_id", job_id}, {"rank", absl::StrCat(r)}, {"kind", "predicted"}})
         .Set(static_cast<double>(prediction.peak_activation_bytes(r)));
@@ -211,6 +220,8 @@ void CoordinatorMetrics::JobStep(const v1::Job& job) {
   }
   impl_->tokens.Add({{"job_id", id}}).Set(job.tokens_per_s());
   impl_->bubble.Add({{"job_id", id}, {"kind", "measured"}}).Set(job.measured_bubble_ratio());
+  impl_->step_bubble.Add({{"job_id", id}, {"kind", "measured"}})
+      .Set(job.measured_step_bubble_ratio());
   for (int r = 0; r < job.measured_peak_activation_bytes_size(); ++r) {
     impl_->peak.Add({{"job_id", id}, {"rank", absl::StrCat(r)}, {"kind", "measured"}})
         .Set(static_cast<double>(job.measured_peak_activation_bytes(r)));

@@ -13,7 +13,10 @@
 //   pipetrain_job_clipped_steps_total{job_id}              counter: steps whose gradients were
 //                                                          scaled down (clip_grad_norm)
 //   pipetrain_job_tokens_per_second{job_id}                gauge
-//   pipetrain_job_bubble_ratio{job_id,kind}                gauge: kind="predicted" | "measured"
+//   pipetrain_job_bubble_ratio{job_id,kind}                gauge: kind="predicted" | "measured";
+//                                                          per stage (the papers' number)
+//   pipetrain_job_step_bubble_ratio{job_id,kind}           gauge: predicted | measured; 1 -
+//                                                          compute / (workers x step time)
 //   pipetrain_worker_peak_activation_bytes{job_id,rank,kind} gauge: predicted | measured
 //   pipetrain_worker_device_peak_bytes{job_id,rank}        gauge: all memory the allocator held
 //   pipetrain_workers{state}                               gauge: idle | busy | lost

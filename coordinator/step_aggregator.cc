@@ -60,7 +60,7 @@ void StepAggregator::Apply(const std::vector<std::optional<RankStep>>& ranks, v1
   while (job->measured_device_peak_bytes_size() < num_ranks_) {
     job->add_measured_device_peak_bytes(0);
   }
-  int64_t max_duration_ns = 0, max_compute_ns = 0;
+  int64_t max_duration_ns = 0, max_compute_ns = 0, total_compute_ns = 0;
   bool any_timings = false;
   for (int r = 0; r < num_ranks_; ++r) {
     const RankStep& rs = *ranks[r];
@@ -78,6 +78,7 @@ void StepAggregator::Apply(const std::vector<std::optional<RankStep>>& ranks, v1
     if (rs.has_timings) {
       any_timings = true;
       max_compute_ns = std::max(max_compute_ns, rs.compute_ns);
+      total_compute_ns += rs.compute_ns;
     }
   }
   // The ranks agree on a skipped update (worker/runtime/executor.h); one report says it.
@@ -137,6 +138,10 @@ void StepAggregator::Apply(const std::vector<std::optional<RankStep>>& ranks, v1
   if (any_timings && max_duration_ns > 0) {
     const double busy = static_cast<double>(max_compute_ns) / static_cast<double>(max_duration_ns);
     job->set_measured_bubble_ratio(std::clamp(1.0 - busy, 0.0, 1.0));
+    // The step bubble: all ranks' compute against ranks x the step (the longest rank's step).
+    const double work = static_cast<double>(total_compute_ns) /
+                        (static_cast<double>(num_ranks_) * static_cast<double>(max_duration_ns));
+    job->set_measured_step_bubble_ratio(std::clamp(1.0 - work, 0.0, 1.0));
   }
 }
 

@@ -316,10 +316,11 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
   }
   planned.plan.set_costs_measured(options.measured.has_value());
   planned.plan.set_explanation(absl::StrFormat(
-      "%s on %d workers x %d chunks, %d microbatches of %d; predicted step %.3f s, bubble "
-      "%.3f, peak activations %.2f MiB (%.2f units of %.2f MiB); costs %s",
+      "%s on %d workers x %d chunks, %d microbatches of %d; predicted step %.3f s, step bubble "
+      "%.3f (per stage %.3f), peak activations %.2f MiB (%.2f units of %.2f MiB); costs %s",
       planned.schedule.name, p, planned.schedule.ChunksPerWorker(), m, mbs,
-      planned.sim.makespan, planned.sim.bubble_ratio, peak / (1 << 20), peak / bytes,
+      planned.sim.makespan, planned.sim.step_bubble_ratio, planned.sim.bubble_ratio,
+      peak / (1 << 20), peak / bytes,
       bytes / (1 << 20),
       options.measured.has_value()
           ? absl::StrFormat("measured by the workers' profiling step (%d stages)",

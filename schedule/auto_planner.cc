@@ -44,6 +44,7 @@ std::vector<Tried> TryAll(const PipelineSpec& spec) {
     t.row.generated = true;
     t.row.makespan = sim->makespan;
     t.row.bubble = sim->bubble_ratio;
+    t.row.step_bubble = sim->step_bubble_ratio;
     t.row.peak = *std::max_element(sim->peak_memory.begin(), sim->peak_memory.end());
     t.row.fits = spec.memory_limit <= 0 || t.row.peak <= spec.memory_limit + 1e-9;
     t.schedule = std::move(*s);
@@ -70,6 +71,7 @@ std::vector<Tried> TryAll(const PipelineSpec& spec) {
       o.row.generated = true;
       o.row.makespan = plan->sim.makespan;
       o.row.bubble = plan->sim.bubble_ratio;
+      o.row.step_bubble = plan->sim.step_bubble_ratio;
       o.row.peak = *std::max_element(plan->sim.peak_memory.begin(), plan->sim.peak_memory.end());
       o.row.fits = o.row.peak <= spec.memory_limit + 1e-9;
       o.row.offloaded = plan->offloaded;
@@ -97,8 +99,9 @@ std::vector<PlanCandidate> ExplainAuto(const PipelineSpec& spec) {
 }
 
 std::string FormatCandidates(const std::vector<PlanCandidate>& candidates) {
-  std::string out = absl::StrFormat("%-18s %-16s %12s %8s %8s %5s\n", "schedule", "offload",
-                                    "makespan", "bubble", "peak", "fits");
+  // Both bubbles: of the step (what idling costs) and per stage (the papers' number).
+  std::string out = absl::StrFormat("%-18s %-16s %12s %11s %10s %8s %5s\n", "schedule", "offload",
+                                    "makespan", "step bubble", "per-stage", "peak", "fits");
   for (const PlanCandidate& c : candidates) {
     const std::string offload =
         c.offload == "none" ? "none" : absl::StrCat(c.offload, c.generated ? absl::StrCat(" ", c.offloaded, "/", c.stashes) : "");
@@ -107,8 +110,9 @@ std::string FormatCandidates(const std::vector<PlanCandidate>& candidates) {
                       absl::StrFormat("%-18s %-16s %s\n", c.name, c.offload, "refused: " + c.error));
       continue;
     }
-    absl::StrAppend(&out, absl::StrFormat("%-18s %-16s %12.3f %8.4f %8.2f %5s%s\n", c.name,
-                                          offload, c.makespan, c.bubble, c.peak,
+    absl::StrAppend(&out, absl::StrFormat("%-18s %-16s %12.3f %11.4f %10.4f %8.2f %5s%s\n",
+                                          c.name, offload, c.makespan, c.step_bubble, c.bubble,
+                                          c.peak,
                                           c.fits ? "yes" : "no", c.chosen ? "  <- chosen" : ""));
   }
   return out;
@@ -140,9 +144,10 @@ std::string ExplainChoice(const PipelineSpec& spec, const std::vector<PlanCandid
                                       "considered too");
   }
   std::string out = absl::StrFormat(
-      "chosen: %s, makespan %.4g, bubble %.4f, peak %.4g units: the fastest of %d candidate(s) "
-      "that fit %s",
-      label(*chosen), chosen->makespan, chosen->bubble, chosen->peak, fitting, limit);
+      "chosen: %s, makespan %.4g, step bubble %.4f (per stage %.4f), peak %.4g units: the "
+      "fastest of %d candidate(s) that fit %s",
+      label(*chosen), chosen->makespan, chosen->step_bubble, chosen->bubble, chosen->peak,
+      fitting, limit);
   const PlanCandidate* faster = nullptr;
   for (const PlanCandidate& c : rows) {
     if (c.generated && !c.fits && c.makespan < chosen->makespan - 1e-9 &&

@@ -33,7 +33,8 @@ struct PlanCandidate {
   bool generated = false;  // false: the generator refused the spec (see `error`)
   std::string error;
   double makespan = 0.0;  // simulated
-  double bubble = 0.0;    // simulated bubble ratio
+  double bubble = 0.0;    // simulated per-stage bubble ratio (bubble.h)
+  double step_bubble = 0.0;  // simulated step bubble: 1 - work / (workers x makespan)
   double peak = 0.0;      // simulated peak over workers (units)
   bool fits = false;      // generated and peak <= memory_limit (or no limit)
   bool chosen = false;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "schedule/bubble.h"
+
 namespace pipetrain::schedule {
 
 SimResult MeasuredTimeline(const Schedule& schedule,
@@ -31,10 +33,8 @@ SimResult MeasuredTimeline(const Schedule& schedule,
     last = std::max(last, w_last);
   }
   result.makespan = last > first ? last - first : 0.0;
-  const int busiest = static_cast<int>(
-      std::max_element(result.busy.begin(), result.busy.end()) - result.busy.begin());
-  const double longest = *std::max_element(result.span.begin(), result.span.end());
-  result.bubble_ratio = longest > 0 ? 1.0 - result.busy[busiest] / longest : 0.0;
+  result.bubble_ratio = PerStageBubble(result.busy, result.span);
+  result.step_bubble_ratio = StepBubble(result.busy, result.makespan);
   return result;
 }
 

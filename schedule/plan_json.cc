@@ -7,6 +7,7 @@ namespace pipetrain::schedule {
 std::string PlanToJson(const Schedule& schedule, const SimResult& sim, const CostModel& costs) {
   nlohmann::json predictions = {{"makespan", sim.makespan},
                                 {"bubble_ratio", sim.bubble_ratio},
+                                {"step_bubble_ratio", sim.step_bubble_ratio},
                                 {"peak_activation_units", sim.peak_memory},
                                 {"busy", sim.busy},
                                 {"span", sim.span}};

@@ -1,7 +1,8 @@
 // PlanToJson: a plan (schedule) and its predictions as one JSON document with plain field
 // names, for tools and for `pipetrain plan --format json`:
 //   schedule, workers, stages, microbatches, chunks_per_worker, placement (stage -> worker),
-//   units {time, memory}, predictions {makespan, bubble_ratio, peak_activation_units[w],
+//   units {time, memory}, predictions {makespan, bubble_ratio (per stage),
+//   step_bubble_ratio (1 - work / (workers x makespan); bubble.h), peak_activation_units[w],
 //   peak_activation_bytes[w] (when bytes_per_unit > 0), busy[w], span[w]},
 //   actions[w] (text-form tokens), timeline [{worker, action, start, end}].
 //

@@ -84,7 +84,10 @@ std::string RenderSummary(const Schedule& schedule, const SimResult& sim) {
                    schedule.num_stages, " stages (", schedule.ChunksPerWorker(), " per worker), ",
                    schedule.num_microbatches, " microbatches\n");
   absl::StrAppend(&out, "makespan ", Num(sim.makespan), "\n");
-  absl::StrAppend(&out, "bubble ratio ", absl::StrFormat("%.6f", sim.bubble_ratio), "\n");
+  absl::StrAppend(&out, "step bubble ", absl::StrFormat("%.6f", sim.step_bubble_ratio),
+                  " (1 - work / (workers x makespan))\n");
+  absl::StrAppend(&out, "bubble ratio ", absl::StrFormat("%.6f", sim.bubble_ratio),
+                  " (per stage: the busiest worker's idle share of its own span)\n");
   absl::StrAppend(&out, "peak activation memory (units of one microbatch for a worker's share):");
   for (size_t w = 0; w < sim.peak_memory.size(); ++w) {
     absl::StrAppend(&out, " w", w, "=", Num(sim.peak_memory[w]));

@@ -22,7 +22,8 @@ namespace pipetrain::schedule {
 
 std::string RenderAscii(const Schedule& schedule, const SimResult& sim);
 
-// Lines: the schedule's shape, makespan, bubble ratio, and peak activation memory per worker.
+// Lines: the schedule's shape, makespan, step bubble and per-stage bubble ratio (bubble.h), and
+// peak activation memory per worker.
 std::string RenderSummary(const Schedule& schedule, const SimResult& sim);
 
 // For each stage, its chunk index on its worker (0 for the worker's lowest stage, 1 next, ...).

@@ -28,9 +28,12 @@ struct SimResult {
   double makespan = 0.0;              // last end - first start over all workers
   std::vector<double> busy;           // per worker: summed compute time
   std::vector<double> span;           // per worker: last end - first start
-  // Idle share of the busiest worker's span: 1 - busy[w] / max span, w the worker with the most
-  // busy time (= 1 - m(F+B+W)/longest span with per-worker costs summed).
+  // The per-stage bubble (the papers' number): idle share of the busiest worker's span,
+  // 1 - busy[w] / max span, w the worker with the most busy time, each span counted from that
+  // worker's own first action (= 1 - m(F+B+W)/longest span with per-worker costs summed).
   double bubble_ratio = 0.0;
+  // The step bubble (what a user loses): 1 - sum of busy / (p x makespan). See bubble.h.
+  double step_bubble_ratio = 0.0;
   std::vector<double> peak_memory;    // per worker, units (see cost_model.h)
   std::vector<std::vector<MemoryPoint>> memory_curve;  // per worker, step function
   std::vector<TimedAction> timeline;  // every action, ordered by (worker, list position)

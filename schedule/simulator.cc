@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "schedule/bubble.h"
 #include "schedule/engine.h"
 #include "schedule/grid_text.h"
 
@@ -36,10 +37,8 @@ absl::StatusOr<SimResult> Simulate(const Schedule& schedule, const CostModel& co
   }
   const double first = run.first_start, last = run.last_end;
   r.makespan = last > first ? last - first : 0.0;
-  const double max_span = *std::max_element(r.span.begin(), r.span.end());
-  const int busiest =
-      static_cast<int>(std::max_element(r.busy.begin(), r.busy.end()) - r.busy.begin());
-  r.bubble_ratio = max_span > 0 ? 1.0 - r.busy[busiest] / max_span : 0.0;
+  r.bubble_ratio = PerStageBubble(r.busy, r.span);
+  r.step_bubble_ratio = StepBubble(r.busy, r.makespan);
   return r;
 }
 

@@ -136,8 +136,32 @@ std::vector<VVariant> SearchedBlockVariants(int p, const CostModel& costs, doubl
 // period first (it often fits), else a bisection up to +20%, else one from there to +50% (a
 // longer period rarely fits worse, but the bounded beam is narrower where a period has more
 // layouts, so the near range is settled first); each search is bounded, the beam narrows with p.
-std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double cap) {
+//
+// `beat_span`: the longest worker span some other candidate already reaches at m microbatches.
+// A repeated block at period P spans at least (m - 1) P + one microbatch's chain (every pass of
+// the chain and its transfers) on worker 0, so periods past that cannot win and are not searched
+// (only on a grid where the costs are exact, so that the real period is the grid's). At p = 64,
+// m = 1024, 1:1.5:0.5 with comm 0.2, V-Half's pattern (4092) rules out periods past +26%,
+// where the searches that found the (losing) blocks ran.
+std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double cap, int m,
+                                          double beat_span) {
   const int slots = ModuloGridSlots(p, costs);
+  int max_extra = slots / 2;
+  const VChunkCosts grid = LargestVChunkCosts(p, costs);
+  const double q = grid.work / slots;
+  bool exact = m > 1 && beat_span < 1e300;
+  for (double x : {grid.f, grid.b, grid.w, grid.comm}) {
+    exact &= std::abs(x / q - std::round(x / q)) < 1e-6;
+  }
+  if (exact) {
+    double chain = 4.0 * (p - 1) * costs.comm;
+    for (const StageCost& c : costs.stages) chain += c.f + c.b;
+    // The longest period whose bound does not pass beat_span (a tie may still win on makespan),
+    // in slots beyond the work's own period.
+    const double useful = (beat_span - chain) / (m - 1) / q - slots;
+    max_extra = std::min(max_extra, static_cast<int>(std::floor(useful + 1e-9)));
+  }
+  if (max_extra < 0) return {};
   ModuloBlockOptions modulo;
   modulo.beam = std::clamp(512 / p, 8, 32);  // as the searched blocks': linear in p x beam
   modulo.max_results = p <= 16 ? 3 : 1;       // each is a candidate run; fewer at large p
@@ -150,9 +174,28 @@ std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double 
   int found_at = 0;
   for (auto [lo, hi] : {std::pair{1, slots / 5}, std::pair{slots / 5 + 1, slots / 2}}) {
     if (!shortest.empty()) break;
+    hi = std::min(hi, max_extra);
+    bool top_tried = false;
     while (lo <= hi) {  // bisection down to the shortest period found in [lo, hi]
       modulo.extra_slots = (lo + hi) / 2;
       std::vector<BuildingBlock> found = ModuloVBlocks(p, costs, cap, modulo);
+      if (found.empty() && shortest.empty() && !top_tried && modulo.extra_slots < hi) {
+        // Nothing yet in this range: try its longest period before narrowing in on the upper
+        // half. When even that has no block (a longer period rarely fits worse), the range is
+        // done: the upper half's searches, which cost more as the period has more layouts, would
+        // find nothing either (p = 64, V-Min's cap, 1:1.5:0.5 with comm 0.2: 5 searches instead
+        // of 10).
+        top_tried = true;
+        const int mid = modulo.extra_slots;
+        modulo.extra_slots = hi;
+        found = ModuloVBlocks(p, costs, cap, modulo);
+        if (found.empty()) break;
+        shortest = std::move(found);
+        found_at = hi;
+        lo = mid + 1;
+        hi = hi - 1;
+        continue;
+      }
       if (found.empty()) {
         lo = modulo.extra_slots + 1;
       } else {
@@ -262,17 +305,35 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
     for (VVariant& v : SearchedBlockVariants(p, costs, cap)) variants.push_back(std::move(v));
   }
   if (modulo) {
-    for (VVariant& v : ModuloBlockVariants(p, costs, cap)) variants.push_back(std::move(v));
+    // The plain patterns' spans at full m bound which block periods can still win (cheap: one
+    // timing each; the reordered ones cost a reorder more and differ only in the ramps).
+    double beat = wave ? wave->max_span : 1e300;
+    for (VPatternKind kind : patterns) {
+      if (kind != VPatternKind::kMin && kind != VPatternKind::kHalf) continue;
+      const VOrderEval e = EvaluateVOrder(MakeVPattern(kind, p, m, name), costs, cap);
+      if (e.ok) beat = std::min(beat, e.max_span);
+    }
+    for (VVariant& v : ModuloBlockVariants(p, costs, cap, m, beat)) variants.push_back(std::move(v));
   }
-  // With a wave schedule in hand, only candidates that can beat its span matter.
-  absl::StatusOr<VPlan> plan =
-      PlanBestV(p, m, costs, cap, patterns, variants, name, wave ? wave->max_span : 1e300);
+  // With a wave schedule in hand, only candidates that can beat its span matter. Where the plan
+  // gets the order polish, a close runner-up is polished too: the polish can reverse a small
+  // lead (v-half p=12 m=24 1:1.5:0.5 comm 0.2: the reordered pattern 123.8 before the polish,
+  // 120.35 after; a modulo block 124.05 before, 119.7 after).
+  std::optional<VPlan> second;
+  const bool polished = 6L * p * m <= kPolishMaxActions;
+  absl::StatusOr<VPlan> plan = PlanBestV(p, m, costs, cap, patterns, variants, name,
+                                         wave ? wave->max_span : 1e300,
+                                         polished ? &second : nullptr);
   if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
                (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
     return Finished(std::move(wave->schedule), costs, cap);
   }
   if (!plan.ok()) return plan.status();
-  return Finished(std::move(plan->schedule), costs, cap);
+  Schedule first = Finished(std::move(plan->schedule), costs, cap);
+  if (!second) return first;
+  Schedule other = Finished(std::move(second->schedule), costs, cap);
+  return LongestSpan(other, costs) < LongestSpan(first, costs) - 1e-9 ? std::move(other)
+                                                                       : std::move(first);
 }
 
 }  // namespace
@@ -402,7 +463,8 @@ double Prediction(const std::vector<std::pair<int, double>>& predicted, int inde
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
                                 double cap, const std::vector<VPatternKind>& patterns,
                                 const std::vector<VVariant>& variants, const std::string& name,
-                                double beat_span) {
+                                double beat_span, std::optional<VPlan>* close_second) {
+  constexpr double kClose = 1.02;  // see close_second
   const int p = num_workers, m = num_microbatches;
   absl::Status error = absl::InternalError("no V candidate fits the memory cap");
   std::vector<int> all;
@@ -564,12 +626,22 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     const double guess = Prediction(predicted, index);
     if (best && guess < kNoLimit && guess > best->max_span + slack) continue;
     bool pruned = false;
-    const double bound = best ? std::min(best->max_span, beat_span) : beat_span;
+    double bound = best ? std::min(best->max_span, beat_span) : beat_span;
+    if (close_second != nullptr && best) bound = std::min(best->max_span * kClose, beat_span);
     std::optional<VPlan> r = RunCandidate(index, p, m, costs, cap, patterns, variants, name, error,
                                           bound, /*record=*/true, &pruned);
-    if (r && Better(*r, best)) best = std::move(r);
+    if (!r) continue;
+    if (Better(*r, best)) std::swap(r, best);
+    if (close_second != nullptr && r && r->max_span <= best->max_span * kClose &&
+        Better(*r, *close_second)) {
+      *close_second = std::move(r);
+    }
   }
   if (!best) return error;
+  if (close_second != nullptr && *close_second &&
+      (*close_second)->max_span > best->max_span * kClose) {
+    close_second->reset();
+  }
   return std::move(*best);
 }
 

@@ -92,10 +92,13 @@ absl::Status CheckVSpec(const PipelineSpec& spec);
 // the fixed `patterns` (v_pattern.h, real-cost timed) and the greedy `variants`. Candidates
 // whose longest worker span is certain to exceed `beat_span` (or the best so far) are stopped
 // early and never returned (error when none is left).
+// `close_second`, if given: the best full-m plan of another candidate whose span is within
+// 2% of the winner's (the caller polishes both: the polish can reorder their ranking).
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
                                 double cap, const std::vector<VPatternKind>& patterns,
                                 const std::vector<VVariant>& variants, const std::string& name,
-                                double beat_span = 1e300);
+                                double beat_span = 1e300,
+                                std::optional<VPlan>* close_second = nullptr);
 
 absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec);
 absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec);

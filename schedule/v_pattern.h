@@ -11,7 +11,7 @@
 // kMinReordered / kHalfReordered add the authors' two reorder passes:
 // in the warm-up (slots before worker 0's first chunk-0 B; first pass only) and the cool-down
 // (after worker 0's last chunk-0 F) each pass, visited in slot order, moves to the earliest free
-// slot after its dependencies if the worker's peak stays at the pattern's peak; the second pass
+// slot after its dependencies where the worker's peak stays at the pattern's peak; the second pass
 // runs without W's (counted where they would fill empty slots), then the W's are re-filled per
 // chunk (chunk 0's first).
 //

@@ -82,7 +82,8 @@ Section ClippingComparison(const SuiteOptions& options) {
       absl::StrAppend(&rows, "| ", name, " | ", c.label, " | ",
                       c.threshold > 0 ? absl::StrCat(Fixed(c.threshold, 3)) : std::string("-"),
                       " | ", r.clipped_steps, " of ", r.grad_norms.size(), " | ", r.rolled_back,
-                      " / ", r.deferred, " | ", Fixed(r.sim_bubble, 3), " | ",
+                      " / ", r.deferred, " | ", Fixed(r.sim_step_bubble, 3), " | ",
+                      Fixed(r.measured_step_bubble, 3), " | ", Fixed(r.sim_bubble, 3), " | ",
                       Fixed(r.measured_bubble, 3), " | ", Ms(r.fastest_actions_end), " | ",
                       Ms(best), " | ", best_off > 0 ? Fixed(best / best_off, 3) : std::string("-"));
       // Each run against the off run of the same round: the spread is the noise.
@@ -111,7 +112,9 @@ Section ClippingComparison(const SuiteOptions& options) {
       steps,
       " measured steps. Bubbles and actions are those of the fastest step of the last run; step is "
       "the fastest step over all runs (step vs off compares those; in brackets each round's runs, "
-      "the same comparison, whose spread is the noise on this shared box). Simulated "
+      "the same comparison, whose spread is the noise on this shared box). Step bubble: 1 - all "
+      "compute / (workers x step), what the idling costs; per-stage bubble: 1 - the busiest "
+      "worker's compute / the longest worker's own span, the number the papers print. Simulated "
       "bubble: the schedule simulated with the F/B/W/BW times measured in that run (the simulator "
       "has no optimizer step, so it does not change with clipping). Measured bubble: the action "
       "timeline of that step (it includes the wait for the verdict at the start of the step, "
@@ -120,9 +123,10 @@ Section ClippingComparison(const SuiteOptions& options) {
       "the optimizer update. "
       "Rolled back / deferred: updates over both ranks and all steps of the last run (the rank of "
       "stage 0 never needs either).\n\n"
-      "| schedule | clipping | clip_grad_norm | clipped steps | rolled back / deferred | bubble "
-      "simulated | bubble measured | actions ms | step ms | step vs off |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n",
+      "| schedule | clipping | clip_grad_norm | clipped steps | rolled back / deferred | step "
+      "bubble simulated | measured | per-stage bubble simulated | measured | actions ms | step ms "
+      "| step vs off |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       rows, "\n");
   Section section;
   section.markdown = md;

@@ -74,15 +74,18 @@ Section CpuComparison(const SuiteOptions& options) {
       " time(s). Simulated: the schedule simulated with the per-stage F/B/W/BW times measured in "
       "the same run (means over the measured steps) and no transfer cost, so the gap is what the "
       "simulator does not model (transfers, contention between the two workers, the other "
-      "engineers' load). Memory: the model's exact stash bytes; the measured peak is the "
+      "engineers' load). Step bubble: 1 - all compute / (workers x step); per-stage bubble: 1 - "
+      "the busiest worker's compute / the longest worker's own span (the papers' number). "
+      "Memory: the model's exact stash bytes; the measured peak is the "
       "runner's allocator. Losses: every schedule's per-step losses compared bitwise with ",
       reference ? reference->name : "-", "'s.\n\n",
       "| schedule | simulated step ms | measured ms");
   for (int rep = 1; rep < repeats; ++rep) absl::StrAppend(&md, " | run ", rep + 1);
-  md += " | measured / simulated | bubble simulated | measured | peak MiB predicted | measured | "
+  md += " | measured / simulated | step bubble simulated | measured | per-stage bubble simulated | "
+        "measured | peak MiB predicted | measured | "
         "throughput vs 1F1B (best runs; each run) | losses bitwise equal |\n|---|---|---|";
   for (int rep = 1; rep < repeats; ++rep) md += "---|";
-  md += "---|---|---|---|---|---|---|\n";
+  md += "---|---|---|---|---|---|---|---|---|\n";
   for (const CpuRun& r : runs) {
     if (!r.error.empty()) {
       absl::StrAppend(&md, "| ", r.name, " | not run: ", r.error, " |\n");
@@ -104,6 +107,7 @@ Section CpuComparison(const SuiteOptions& options) {
       }
     }
     absl::StrAppend(&md, " | ", Fixed(r.measured.back() / r.simulated, 3), " | ",
+                    Fixed(r.sim_step_bubble, 3), " | ", Fixed(r.measured_step_bubble, 3), " | ",
                     Fixed(r.sim_bubble, 3), " | ", Fixed(r.measured_bubble, 3), " | ",
                     Fixed(r.sim_peak / (1 << 20), 2), " | ", Fixed(r.measured_peak / (1 << 20), 2), " | ",
                     tput, " | ", SameBits(r.losses, reference->losses) ? "yes" : "**no**",

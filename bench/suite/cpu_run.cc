@@ -156,7 +156,10 @@ absl::Status RunCpuSchedule(const CpuJob& job, int p, int steps,
   run->fastest_actions_end = actions_end * 1e-9;
   run->simulated = sim.makespan;
   run->sim_bubble = sim.bubble_ratio;
-  run->measured_bubble = schedule::MeasuredTimeline(plan, timings).bubble_ratio;
+  run->sim_step_bubble = sim.step_bubble_ratio;
+  const schedule::SimResult measured = schedule::MeasuredTimeline(plan, timings);
+  run->measured_bubble = measured.bubble_ratio;
+  run->measured_step_bubble = measured.step_bubble_ratio;
   run->sim_peak = *std::max_element(sim.peak_memory.begin(), sim.peak_memory.end());
   run->measured_peak = static_cast<double>(peak);
   return absl::OkStatus();

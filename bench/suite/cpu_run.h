@@ -28,7 +28,9 @@ struct CpuRun {
   // Fastest step per repetition, seconds: the slowest rank's whole step (its actions, the
   // end-of-step gradient-norm pass and the optimizer update).
   std::vector<double> measured;
+  // Bubbles (schedule/bubble.h): per stage, and of the step (1 - work / (workers x step)).
   double simulated = 0, sim_bubble = 0, measured_bubble = 0;
+  double sim_step_bubble = 0, measured_step_bubble = 0;
   double sim_peak = 0, measured_peak = 0;  // bytes, max over workers
   std::vector<double> losses;
   // The fastest step of the last repetition: the latest end of a rank's last action, seconds

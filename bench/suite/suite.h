@@ -58,10 +58,12 @@ struct ScheduleRun {
   double sim_step = 0;        // nominal costs, seconds
   std::vector<double> sim_calibrated;  // per repetition: with that run's measured overheads
   std::vector<double> overrun;         // per repetition: mean compute-action overrun, seconds
-  double sim_bubble = 0;
+  double sim_bubble = 0;       // per stage (schedule/bubble.h)
+  double sim_step_bubble = 0;  // 1 - work / (workers x step)
   double sim_peak = 0;        // units (max over workers)
   std::vector<double> measured_step;  // seconds, one per repetition (median over steps)
-  double measured_bubble = 0;
+  double measured_bubble = 0;       // per stage, of the last repetition's median step
+  double measured_step_bubble = 0;  // 1 - work / (workers x step), same step
   double measured_peak = 0;   // units
 };
 struct Comparison {

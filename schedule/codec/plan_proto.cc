@@ -100,6 +100,7 @@ v1::Plan PlanToProto(const Schedule& schedule, const CostModel& costs, const Sim
     v1::Prediction* p = plan.mutable_prediction();
     p->set_makespan_s(sim->makespan);
     p->set_bubble_ratio(sim->bubble_ratio);
+    p->set_step_bubble_ratio(sim->step_bubble_ratio);
     for (double units : sim->peak_memory) {
       p->add_peak_activation_units(units);
       p->add_peak_activation_bytes(static_cast<int64_t>(units * bytes_per_unit));

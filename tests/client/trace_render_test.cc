@@ -86,8 +86,11 @@ TEST(RenderStepTraceTest, OneEventPerActionOnItsWorkersTrack) {
   const double makespan_ms = std::max(1.0 * n0, 0.5 + n1);
   const double bubble = 1.0 - std::max(compute[0], compute[1]) / (1.0 * std::max(n0, n1));
   EXPECT_THAT(doc.summary, HasSubstr("job-000042 step 5 (1f1b, 2 workers)"));
-  EXPECT_THAT(doc.summary, HasSubstr(absl::StrFormat("measured %.4f s, bubble %.3f;",
-                                                     makespan_ms * 1e-3, bubble)));
+  // The step bubble: 1 - all compute / (2 workers x the step, first start to last end).
+  const double step_bubble = 1.0 - (compute[0] + compute[1]) / (2.0 * makespan_ms);
+  EXPECT_THAT(doc.summary,
+              HasSubstr(absl::StrFormat("measured %.4f s, bubble %.3f per stage, %.3f of the step;",
+                                        makespan_ms * 1e-3, bubble, step_bubble)));
   EXPECT_THAT(doc.summary,
               HasSubstr(absl::StrFormat("predicted %.4f s", job.plan().prediction().makespan_s())));
   EXPECT_THAT(doc.summary, HasSubstr("kept steps: 0, 5"));

@@ -39,6 +39,8 @@ TEST_F(JobManagerTest, RunsToSucceededAndAggregatesSteps) {
   // global batch 4 x seq_len 8 (the default 2-digit addition task: 3*2+2) per 2 ms.
   EXPECT_DOUBLE_EQ(job.tokens_per_s(), 4 * 8 / 0.002);
   EXPECT_DOUBLE_EQ(job.measured_bubble_ratio(), 1.0 - 0.5 / 2.0);
+  // Step bubble: both ranks' 0.5 ms of compute against 2 ranks x the 2 ms step.
+  EXPECT_DOUBLE_EQ(job.measured_step_bubble_ratio(), 1.0 - (0.5 + 0.5) / (2 * 2.0));
   EXPECT_EQ(job.worker_ids_size(), 2);
   EXPECT_GT(job.plan().workers_size(), 0);
 

@@ -79,6 +79,11 @@ TEST(MetricsExposerTest, ScrapeHasPipetrainSeries) {
       body, HasSubstr("pipetrain_job_bubble_ratio{job_id=\"job-000001\",kind=\"measured\"} 0.75"));
   EXPECT_THAT(body,
               HasSubstr("pipetrain_job_bubble_ratio{job_id=\"job-000001\",kind=\"predicted\"}"));
+  // The step bubble: both fake ranks' 0.5 ms of compute against 2 ranks x the 2 ms step.
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_step_bubble_ratio{job_id=\"job-000001\",kind="
+                              "\"measured\"} 0.75"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_step_bubble_ratio{job_id=\"job-000001\",kind="
+                              "\"predicted\"}"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job_id=\"job-000001\",kind="
                               "\"measured\",rank=\"1\"} 2002"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job_id=\"job-000001\",kind="

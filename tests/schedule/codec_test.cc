@@ -127,6 +127,10 @@ TEST(PlanCodecTest, PlanRoundTripsThroughJson) {
   const CostModel costs = UniformCostModel(4, 2, 1, 1, 1, 0.1);
   const SimResult sim = Simulate(s, costs).value();
   const v1::Plan plan = PlanToProto(s, costs, &sim);
+  // Both bubbles travel in the prediction.
+  EXPECT_DOUBLE_EQ(plan.prediction().bubble_ratio(), sim.bubble_ratio);
+  EXPECT_DOUBLE_EQ(plan.prediction().step_bubble_ratio(), sim.step_bubble_ratio);
+  EXPECT_GT(plan.prediction().step_bubble_ratio(), 0.0);
   absl::StatusOr<std::string> json = ToJson(plan);
   ASSERT_TRUE(json.ok()) << json.status();
   v1::Plan back;
