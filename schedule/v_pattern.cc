@@ -143,7 +143,10 @@ void Reorder(int p, int m, std::vector<Line>& lines, bool warmup_too, bool impli
       }
     }
   }
-  for (const auto& [slot, w] : order) {
+  for (const auto& entry : order) {
+    // Plain variables, not structured bindings: the lambdas below capture them, which clang
+    // (the fuzz build) does not allow for bindings before C++20's P1091.
+    const int slot = entry.first, w = entry.second;
     const Node x = lines[w][slot];
     if (x.type == kNone) continue;
     int lo = 0;
