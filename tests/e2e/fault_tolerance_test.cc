@@ -33,6 +33,7 @@
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/network_namespace.h"
 #include "tests/e2e/process_util.h"
+#include "tests/e2e/wait_job.h"
 
 namespace pipetrain {
 namespace {
@@ -128,23 +129,7 @@ class Cluster {
   std::map<pid_t, bool> exited_;
 };
 
-// Polls GetJob every 5 ms until `done` holds; the last job seen, or an error after `timeout`.
-absl::StatusOr<v1::Job> WaitJob(client::JobClient& jobs, const std::string& id,
-                                const std::function<bool(const v1::Job&)>& done,
-                                absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<v1::Job> job = absl::UnavailableError("not asked yet");
-  while (absl::Now() < deadline) {
-    job = jobs.Get(id);
-    if (job.ok() && done(*job)) return job;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "job ", id, " did not get there in ", absl::FormatDuration(timeout), "; last seen: ",
-      job.ok() ? absl::StrCat(v1::JobState_Name(job->state()), " steps_done ", job->steps_done(),
-                              " ", job->failure_reason())
-               : job.status().ToString()));
-}
+using testing::WaitJob;
 
 bool Ended(const v1::Job& job) {
   return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||

@@ -18,6 +18,7 @@
 #include "client/job_client.h"
 #include "tests/e2e/e2e_jobs.h"
 #include "tests/e2e/process_util.h"
+#include "tests/e2e/wait_job.h"
 #include "tests/e2e/token_corpus.h"
 
 namespace pipetrain {
@@ -37,19 +38,7 @@ testing::Process StartWorker(const std::string& dir, const std::string& coordina
   return p;
 }
 
-// Polls the job every 5 ms until `done` holds; the last job seen, or an error after `timeout`.
-absl::StatusOr<v1::Job> WaitJob(client::JobClient& jobs, const std::string& id,
-                                const std::function<bool(const v1::Job&)>& done,
-                                absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<v1::Job> job = absl::UnavailableError("not asked yet");
-  while (absl::Now() < deadline) {
-    job = jobs.Get(id);
-    if (job.ok() && done(*job)) return job;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return absl::DeadlineExceededError(absl::StrCat("job ", id, " did not get there in time"));
-}
+using testing::WaitJob;
 
 bool Ended(const v1::Job& job) {
   return job.state() == v1::JOB_STATE_SUCCEEDED || job.state() == v1::JOB_STATE_FAILED ||
