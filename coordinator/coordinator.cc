@@ -9,8 +9,10 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/malformed_request.h"
 #include "common/status_macros.h"
 #include "coordinator/grpc_worker_client.h"
 #include "coordinator/job_service.h"
@@ -105,6 +107,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(NewMalformedRequestInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   int port = 0;
   builder.AddListeningPort(config.listen, server_creds, &port);
   builder.SetMaxReceiveMessageSize(config.max_receive_message_bytes);

@@ -110,6 +110,13 @@ std::vector<BadRequest> BadRequests() {
        },
        I, "spec"},
       SpecCase(
+          "name not UTF-8", [](v1::JobSpec& s) { s.set_name("job \xc3\x28"); },
+          "pipetrain.v1.JobSpec.name"),
+      SpecCase(
+          "nested data path not UTF-8",
+          [](v1::JobSpec& s) { s.mutable_training()->mutable_data()->set_path("/data/\xff"); },
+          "pipetrain.v1.DataSpec.path"),
+      SpecCase(
           "zero layers", [](v1::JobSpec& s) { s.mutable_model()->set_num_layers(0); },
           "model.num_layers"),
       SpecCase(
@@ -342,6 +349,10 @@ std::vector<BadRequest> BadRequests() {
        "device_memory_bytes"},
       {"register bad transport address", reg([](auto& r) { r.set_transport_address("nope"); }), I,
        "transport_address"},
+      // Invalid UTF-8 fails protobuf's parse before any handler runs; the answer still names
+      // the field (its full protobuf name), not INTERNAL with an empty message.
+      {"register address not UTF-8", reg([](auto& r) { r.set_address("\xff\xfe:5000"); }), I,
+       "pipetrain.v1.RegisterWorkerRequest.address"},
       {"heartbeat without worker id", heartbeat("", 0), I, "worker_id"},
       {"heartbeat negative step", heartbeat("worker-000001", -1), I, "step"},
       {"report unknown job", report("job-424242"), N, "job_id"},

@@ -6,7 +6,8 @@
 // without the secret, or with a wrong one, is UNAUTHENTICATED (a worker with the wrong secret
 // never counts as registered); a "leaving" heartbeat or a failure report without the session
 // token is refused and changes nothing; Prepare and Abort on a worker's Worker service without
-// the coordinator's token are UNAUTHENTICATED.
+// the coordinator's token are UNAUTHENTICATED; one that does not parse is INVALID_ARGUMENT naming
+// the field.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -183,6 +184,18 @@ TEST_F(ControlPlaneAuthTest, OnlyHoldersOfTheSecretTakePartAndTheJobRunsExactly)
     v1::PrepareResponse response;
     EXPECT_EQ(worker->Prepare(&context, prepare, &response).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    // A request that does not parse (invalid UTF-8 in a string field) is refused before the
+    // credential check, naming the field.
+    grpc::ClientContext context;
+    v1::PrepareRequest prepare;
+    prepare.set_job_id("job-\xff");
+    v1::PrepareResponse response;
+    const grpc::Status status = worker->Prepare(&context, prepare, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "pipetrain.v1.PrepareRequest.job_id"))
+        << status.error_message();
   }
 }
 

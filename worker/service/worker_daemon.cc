@@ -12,9 +12,11 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/malformed_request.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "worker/device/compute_backend.h"
@@ -161,6 +163,9 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(NewMalformedRequestInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   int grpc_port = 0;
   builder.AddListeningPort(config.listen, tls.server, &grpc_port);
   builder.SetMaxReceiveMessageSize(256 << 20);  // whole plans of large jobs
