@@ -146,6 +146,31 @@ absl::Status Backend::AddBias(const Tensor& bias, Tensor* y) {
   return DoAddBias(bias, y);
 }
 
+absl::Status Backend::BiasRows(const Tensor& bias, const Tensor* residual, Tensor* out) {
+  PT_RETURN_IF_ERROR(CheckDevice("BiasRows", "out", *out));
+  PT_RETURN_IF_ERROR(CheckNumel("BiasRows", "bias", bias, Cols(*out)));
+  if (residual != nullptr) {
+    PT_RETURN_IF_ERROR(CheckDevice("BiasRows", "residual", *residual));
+    PT_RETURN_IF_ERROR(CheckNumel("BiasRows", "residual", *residual, out->numel()));
+  }
+  return DoBiasRows(bias, residual, out);
+}
+
+absl::Status Backend::DoBiasRows(const Tensor& bias, const Tensor* residual, Tensor* out) {
+  if (residual != nullptr) {
+    PT_RETURN_IF_ERROR(DoCopy(*residual, out));
+  } else {
+    PT_RETURN_IF_ERROR(DoFill(0.0f, out));
+  }
+  return DoAddBias(bias, out);  // residual + bias, as a fused pass rounds it
+}
+
+absl::Status Backend::Linear(const Tensor& x, const Tensor& w, const Tensor& bias,
+                             const Tensor* residual, Tensor* out) {
+  PT_RETURN_IF_ERROR(BiasRows(bias, residual, out));
+  return Gemm(x, false, w, false, 1.0f, 1.0f, out);
+}
+
 absl::Status Backend::BiasGrad(const Tensor& dy, bool accumulate, Tensor* db) {
   PT_RETURN_IF_ERROR(CheckDevice("BiasGrad", "dy", dy));
   PT_RETURN_IF_ERROR(CheckNumel("BiasGrad", "db", *db, Cols(dy)));

@@ -109,6 +109,14 @@ class Backend {
                     float beta, Tensor* c);
   // y[N,D] += bias[D] broadcast over rows.
   absl::Status AddBias(const Tensor& bias, Tensor* y);
+  // out[N,D] = bias[D] on every row, plus residual[N,D] when residual is not null: the value a
+  // linear layer's Gemm with beta = 1 starts from, so neither the bias nor a residual add needs a
+  // pass of its own over the output (nor the GEMM its zeroing pass).
+  absl::Status BiasRows(const Tensor& bias, const Tensor* residual, Tensor* out);
+  // out[N,D] = residual + bias + x[N,K] @ w[K,D] (residual optional): BiasRows, then Gemm with
+  // beta = 1. Rounded as (residual + bias) + the product's partial sums in the BLAS's order.
+  absl::Status Linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor* residual,
+                      Tensor* out);
   // db[D] (+)= sum over rows of dy[N,D]; accumulate=false overwrites db.
   absl::Status BiasGrad(const Tensor& dy, bool accumulate, Tensor* db);
 
@@ -196,6 +204,8 @@ class Backend {
   virtual absl::Status DoGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                               float alpha, float beta, Tensor* c) = 0;
   virtual absl::Status DoAddBias(const Tensor& bias, Tensor* y) = 0;
+  // Default: Copy (or Fill 0) and AddBias, two passes; a backend may do it in one.
+  virtual absl::Status DoBiasRows(const Tensor& bias, const Tensor* residual, Tensor* out);
   virtual absl::Status DoBiasGrad(const Tensor& dy, bool accumulate, Tensor* db) = 0;
   virtual absl::Status DoEmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len,
                                           const Tensor& wte, const Tensor& wpe, Tensor* out) = 0;

@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -119,6 +120,19 @@ absl::Status CpuBackend::DoGemm(const Tensor& a, bool trans_a, const Tensor& b, 
 
 absl::Status CpuBackend::DoAddBias(const Tensor& bias, Tensor* y) {
   vk_->add_bias(bias.data(), Rows(*y), Cols(*y), y->data());
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::DoBiasRows(const Tensor& bias, const Tensor* residual, Tensor* out) {
+  const int64_t rows = Rows(*out), cols = Cols(*out);
+  float* o = out->data();
+  for (int64_t r = 0; r < rows; ++r) {
+    if (residual != nullptr) {
+      vk_->add(residual->data() + r * cols, bias.data(), cols, o + r * cols);
+    } else {
+      std::copy(bias.data(), bias.data() + cols, o + r * cols);
+    }
+  }
   return absl::OkStatus();
 }
 

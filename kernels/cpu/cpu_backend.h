@@ -66,6 +66,7 @@ class CpuBackend : public Backend {
   absl::Status DoGemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, float alpha,
                       float beta, Tensor* c) override;
   absl::Status DoAddBias(const Tensor& bias, Tensor* y) override;
+  absl::Status DoBiasRows(const Tensor& bias, const Tensor* residual, Tensor* out) override;
   absl::Status DoBiasGrad(const Tensor& dy, bool accumulate, Tensor* db) override;
 
   absl::Status DoEmbeddingForward(absl::Span<const int32_t> ids, int64_t seq_len, const Tensor& wte,

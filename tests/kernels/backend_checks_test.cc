@@ -106,6 +106,15 @@ TEST_F(BackendChecksTest, GemmAndBias) {
   ExpectChecked(
       "AddBias: bias has 5 elements, want 6", [&] { return backend_.AddBias(bias_short, &y); }, &y,
       [&] { return backend_.AddBias(bias, &y); });
+  Tensor y_short = Dev({kR - 1, kH}), residual = Dev({kR, kH});
+  ExpectChecked(
+      "BiasRows: bias has 5 elements, want 6",
+      [&] { return backend_.BiasRows(bias_short, nullptr, &y); }, &y,
+      [&] { return backend_.BiasRows(bias, nullptr, &y); });
+  ExpectChecked(
+      "BiasRows: residual has 18 elements, want 24",
+      [&] { return backend_.BiasRows(bias, &y_short, &y); }, &y,
+      [&] { return backend_.BiasRows(bias, &residual, &y); });
   ExpectChecked(
       "BiasGrad: db has 5 elements, want 6",
       [&] { return backend_.BiasGrad(y, false, &bias_short); }, &bias_short,

@@ -157,6 +157,35 @@ TEST_P(CpuBackendTest, AddBiasBiasGradAddFill) {
   ExpectNear(Get(a), VecD(12, 2.5), 0, 0, "fill");
 }
 
+// BiasRows is exact (one float addition per element, the same in both tables); Linear is
+// BiasRows then a beta = 1 Gemm, held to the float64 product at the Gemm's tolerance.
+TEST_P(CpuBackendTest, BiasRowsAndLinear) {
+  const int64_t rows = 6, k = 11, cols = 13;  // 13: a vector body and a masked tail
+  Tensor bias = Random({cols}, 12), residual = Random({rows, cols}, 13), out = Empty({rows, cols});
+  const std::vector<float> b = Get(bias), r = Get(residual);
+  ASSERT_TRUE(backend_.BiasRows(bias, nullptr, &out).ok());
+  std::vector<float> want(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) want[i * cols + j] = b[j];
+  EXPECT_EQ(Get(out), want);
+  ASSERT_TRUE(backend_.BiasRows(bias, &residual, &out).ok());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) want[i * cols + j] = r[i * cols + j] + b[j];
+  EXPECT_EQ(Get(out), want);
+
+  Tensor x = Random({rows, k}, 14), w = Random({k, cols}, 15);
+  const VecD product = testing::RefGemm(GetD(x), rows, k, false, GetD(w), k, cols, false);
+  ASSERT_TRUE(backend_.Linear(x, w, bias, &residual, &out).ok());
+  VecD want_d(product);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) want_d[i * cols + j] += double(r[i * cols + j]) + b[j];
+  ExpectNear(Get(out), want_d, 1e-4, 1e-4, "linear with residual");
+  ASSERT_TRUE(backend_.Linear(x, w, bias, nullptr, &out).ok());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) want_d[i * cols + j] = product[i * cols + j] + b[j];
+  ExpectNear(Get(out), want_d, 1e-4, 1e-4, "linear");
+}
+
 TEST_P(CpuBackendTest, Embedding) {
   const int64_t V = 11, H = 6, T = 4, B = 3;
   std::vector<int32_t> ids(B * T);

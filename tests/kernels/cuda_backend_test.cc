@@ -147,6 +147,12 @@ TEST_F(CudaVsCpuTest, ElementwiseBiasAndAdamW) {
   ExpectClose(y, "addbias");
   BOTH(cpu_.BiasGrad(y.cpu, true, &db.cpu), gpu_->BiasGrad(y.gpu, true, &db.gpu));
   ExpectClose(db, "biasgrad");
+  BOTH(cpu_.BiasRows(bias.cpu, &x.cpu, &out.cpu), gpu_->BiasRows(bias.gpu, &x.gpu, &out.gpu));
+  ExpectClose(out, "biasrows");
+  Pair w = Random({17, 17}, 13);
+  BOTH(cpu_.Linear(x.cpu, w.cpu, bias.cpu, &y.cpu, &out.cpu),
+       gpu_->Linear(x.gpu, w.gpu, bias.gpu, &y.gpu, &out.gpu));
+  ExpectClose(out, "linear");
   Pair g = Random({33, 17}, 10), m = Random({33, 17}, 11, 0.1f), v = Random({33, 17}, 12, 0.1f);
   for (Pair* p : {&v}) {  // second moments must be non-negative
     std::vector<float> h = *cpu_.ToVector(p->cpu);

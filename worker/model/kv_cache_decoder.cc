@@ -107,8 +107,7 @@ absl::StatusOr<Tensor> KvCacheDecoder::Block(int b, Tensor x, int64_t pos) {
   PT_ASSIGN_OR_RETURN(Tensor rstd, be.Empty({k}, "kv cache rstd"));
   PT_RETURN_IF_ERROR(be.LayerNormForward(x, w.ln1_g->value, w.ln1_b->value, &ln1, &mean, &rstd));
   PT_ASSIGN_OR_RETURN(Tensor qkv, be.Empty({k, 3 * H}, "kv cache qkv"));
-  PT_RETURN_IF_ERROR(be.Gemm(ln1, false, w.qkv_w->value, false, 1, 0, &qkv));
-  PT_RETURN_IF_ERROR(be.AddBias(w.qkv_b->value, &qkv));
+  PT_RETURN_IF_ERROR(be.Linear(ln1, w.qkv_w->value, w.qkv_b->value, nullptr, &qkv));
   std::vector<float> host_qkv(static_cast<size_t>(k * 3 * H));
   PT_RETURN_IF_ERROR(be.Download(qkv, absl::MakeSpan(host_qkv)));
   std::vector<float> host_att;
@@ -116,20 +115,15 @@ absl::StatusOr<Tensor> KvCacheDecoder::Block(int b, Tensor x, int64_t pos) {
   PT_ASSIGN_OR_RETURN(Tensor att, be.Empty({k, H}, "kv cache attention"));
   PT_RETURN_IF_ERROR(be.Upload(host_att, &att));
   PT_ASSIGN_OR_RETURN(Tensor x1, be.Empty({k, H}, "kv cache x1"));
-  PT_RETURN_IF_ERROR(be.Gemm(att, false, w.proj_w->value, false, 1, 0, &x1));
-  PT_RETURN_IF_ERROR(be.AddBias(w.proj_b->value, &x1));
-  PT_RETURN_IF_ERROR(be.AddInPlace(x, &x1));
+  PT_RETURN_IF_ERROR(be.Linear(att, w.proj_w->value, w.proj_b->value, &x, &x1));
   PT_ASSIGN_OR_RETURN(Tensor ln2, be.Empty({k, H}, "kv cache ln2"));
   PT_RETURN_IF_ERROR(be.LayerNormForward(x1, w.ln2_g->value, w.ln2_b->value, &ln2, &mean, &rstd));
   PT_ASSIGN_OR_RETURN(Tensor h, be.Empty({k, F}, "kv cache mlp h"));
-  PT_RETURN_IF_ERROR(be.Gemm(ln2, false, w.fc_w->value, false, 1, 0, &h));
-  PT_RETURN_IF_ERROR(be.AddBias(w.fc_b->value, &h));
+  PT_RETURN_IF_ERROR(be.Linear(ln2, w.fc_w->value, w.fc_b->value, nullptr, &h));
   PT_ASSIGN_OR_RETURN(Tensor g, be.Empty({k, F}, "kv cache mlp gelu"));
   PT_RETURN_IF_ERROR(be.GeluForward(h, &g));
   PT_ASSIGN_OR_RETURN(Tensor x2, be.Empty({k, H}, "kv cache block output"));
-  PT_RETURN_IF_ERROR(be.Gemm(g, false, w.fc2_w->value, false, 1, 0, &x2));
-  PT_RETURN_IF_ERROR(be.AddBias(w.fc2_b->value, &x2));
-  PT_RETURN_IF_ERROR(be.AddInPlace(x1, &x2));
+  PT_RETURN_IF_ERROR(be.Linear(g, w.fc2_w->value, w.fc2_b->value, &x1, &x2));
   return x2;
 }
 

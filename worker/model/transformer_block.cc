@@ -55,30 +55,24 @@ absl::StatusOr<Tensor> TransformerBlock::Forward(Tensor x, int64_t batch, Stash*
   PT_RETURN_IF_ERROR(
       be.LayerNormForward(s->x0, ln1_g_.value, ln1_b_.value, &s->ln1, &s->mean1, &s->rstd1));
   PT_ASSIGN_OR_RETURN(s->qkv, be.Empty({N, 3 * H}, "block qkv"));
-  PT_RETURN_IF_ERROR(be.Gemm(s->ln1, false, qkv_w_.value, false, 1, 0, &s->qkv));
-  PT_RETURN_IF_ERROR(be.AddBias(qkv_b_.value, &s->qkv));
+  PT_RETURN_IF_ERROR(be.Linear(s->ln1, qkv_w_.value, qkv_b_.value, nullptr, &s->qkv));
   PT_ASSIGN_OR_RETURN(s->probs, be.Empty({batch, nh, T, T}, "block attn probs"));
   PT_ASSIGN_OR_RETURN(s->att, be.Empty({N, H}, "block attn out"));
   PT_RETURN_IF_ERROR(be.AttentionForward(s->qkv, batch, T, nh, &s->probs, &s->att));
-  // x1 = x0 + (att Wo + bo), built in place.
+  // x1 = x0 + bo + att Wo: the residual and the bias are the GEMM's starting value.
   PT_ASSIGN_OR_RETURN(s->x1, be.Empty({N, H}, "block x1"));
-  PT_RETURN_IF_ERROR(be.Gemm(s->att, false, proj_w_.value, false, 1, 0, &s->x1));
-  PT_RETURN_IF_ERROR(be.AddBias(proj_b_.value, &s->x1));
-  PT_RETURN_IF_ERROR(be.AddInPlace(s->x0, &s->x1));
+  PT_RETURN_IF_ERROR(be.Linear(s->att, proj_w_.value, proj_b_.value, &s->x0, &s->x1));
   PT_ASSIGN_OR_RETURN(s->ln2, be.Empty({N, H}, "block ln2"));
   PT_ASSIGN_OR_RETURN(s->mean2, be.Empty({N}, "block mean2"));
   PT_ASSIGN_OR_RETURN(s->rstd2, be.Empty({N}, "block rstd2"));
   PT_RETURN_IF_ERROR(
       be.LayerNormForward(s->x1, ln2_g_.value, ln2_b_.value, &s->ln2, &s->mean2, &s->rstd2));
   PT_ASSIGN_OR_RETURN(s->h, be.Empty({N, F}, "block mlp h"));
-  PT_RETURN_IF_ERROR(be.Gemm(s->ln2, false, fc_w_.value, false, 1, 0, &s->h));
-  PT_RETURN_IF_ERROR(be.AddBias(fc_b_.value, &s->h));
+  PT_RETURN_IF_ERROR(be.Linear(s->ln2, fc_w_.value, fc_b_.value, nullptr, &s->h));
   PT_ASSIGN_OR_RETURN(s->g, be.Empty({N, F}, "block mlp gelu"));
   PT_RETURN_IF_ERROR(be.GeluForward(s->h, &s->g));
   PT_ASSIGN_OR_RETURN(Tensor x2, be.Empty({N, H}, "block output"));
-  PT_RETURN_IF_ERROR(be.Gemm(s->g, false, fc2_w_.value, false, 1, 0, &x2));
-  PT_RETURN_IF_ERROR(be.AddBias(fc2_b_.value, &x2));
-  PT_RETURN_IF_ERROR(be.AddInPlace(s->x1, &x2));
+  PT_RETURN_IF_ERROR(be.Linear(s->g, fc2_w_.value, fc2_b_.value, &s->x1, &x2));
   return x2;
 }
 
