@@ -143,7 +143,8 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
   const v1::JobSpec spec = model::WithDefaults(submitted);
   PT_ASSIGN_OR_RETURN(model::GptConfig config, model::ModelConfig(spec));
   const int p = spec.parallelism().num_workers();
-  const int m = model::NumMicrobatches(spec);
+  // Each data-parallel replica runs the plan on its share of the step's microbatches.
+  const int m = model::MicrobatchesPerReplica(spec);
   const int mbs = spec.training().microbatch_size();
   const std::string& name = spec.parallelism().schedule();
   absl::StatusOr<int> chunks =

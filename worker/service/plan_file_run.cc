@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "model/job_model.h"
 #include "schedule/codec/plan_proto.h"
 #include "schedule/measured_timeline.h"
 #include "schedule/render_trace.h"
@@ -21,7 +22,20 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
   text << in.rdbuf();
   v1::PrepareRequest request;
   PT_RETURN_IF_ERROR(schedule::FromJson(text.str(), &request));
-  request.set_rank(config.rank);
+  // --rank is the job rank: with data parallelism, replica q's pipeline rank s is q * p + s.
+  const int pipeline_ranks = request.plan().workers_size();
+  if (pipeline_ranks > 0 && model::DataParallelSize(request.spec()) > 1) {
+    const int job_ranks = model::DataParallelSize(request.spec()) * pipeline_ranks;
+    if (config.rank < 0 || config.rank >= job_ranks) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--rank: %d is outside 0..%d (%d replicas of %d pipeline ranks)", config.rank,
+          job_ranks - 1, job_ranks / pipeline_ranks, pipeline_ranks));
+    }
+    request.set_rank(config.rank % pipeline_ranks);
+    request.set_replica(config.rank / pipeline_ranks);
+  } else {
+    request.set_rank(config.rank);
+  }
   request.set_start_step(config.start_step);
   request.set_checkpoint_path(config.resume_from);
   const int steps =
