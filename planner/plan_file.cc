@@ -25,9 +25,10 @@ absl::StatusOr<v1::PrepareRequest> MakePlanFile(const v1::JobSpec& spec, const v
     }
   }
   if (static_cast<int>(addresses.size()) != ranks) {
-    return absl::InvalidArgumentError(absl::StrCat("addresses: ", addresses.size(),
-                                                   " given for a plan of ", ranks,
-                                                   " ranks; give one host:port per rank"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "addresses: ", addresses.size(), " given for a job of ", ranks, " workers (",
+        model::DataParallelSize(spec), " data-parallel replica(s) x ", plan.workers_size(),
+        " pipeline ranks); give one host:port per worker"));
   }
   for (const std::string& address : addresses) {
     const size_t colon = address.rfind(':');
