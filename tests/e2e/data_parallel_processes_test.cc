@@ -204,10 +204,11 @@ TEST(DataParallelProcesses, ReplicaOneWorkerKilledResumesBitwise) {
   const int loss_rank = planned->schedule.WorkerOf(planned->schedule.num_stages - 1);
   auto steps = worker::ParseStepLines(testing::ReadFile(second[loss_rank].stdout_path));
   ASSERT_EQ(steps.size(), static_cast<size_t>(kLongSteps - resume));
-  for (size_t i = 0; i < steps.size(); ++i) {
+  for (int step = resume; step < kLongSteps; ++step) {  // step lines by their step number
+    ASSERT_EQ(steps.count(step), 1u) << "step " << step;
     double loss = 0;
-    ASSERT_TRUE(absl::SimpleAtod(steps[i].loss, &loss)) << steps[i].loss;
-    EXPECT_EQ(loss, ref.losses[resume + i]) << "step " << resume + i;
+    ASSERT_TRUE(absl::SimpleAtod(steps[step].loss, &loss)) << steps[step].loss;
+    EXPECT_EQ(loss, ref.losses[step]) << "step " << step;
   }
   ExpectBitwise(testing::CheckpointWeights(spec, dir + "/ckpt", kLongSteps,
                                            planned->schedule.num_stages),
