@@ -45,7 +45,8 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
   std::ofstream report;
   if (!config.report_path.empty()) report.open(config.report_path);
   const schedule::Schedule& sched = session->schedule();
-  const int rank = config.rank;
+  const int rank = config.rank;             // the job rank (step lines, file names)
+  const int pipeline_rank = request.rank();  // its rank in the plan (the trace's lane)
   WorkerSession* s = session.get();
   return session->Run(steps, [&](const StepResult& r) {
     const std::string loss = r.loss ? absl::StrFormat("%.17g", *r.loss) : "null";
@@ -75,7 +76,7 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
     }
     if (!config.trace_dir.empty()) {
       std::vector<std::vector<ActionTiming>> timings(sched.num_workers);
-      timings[rank] = r.timings;
+      timings[pipeline_rank] = r.timings;
       std::ofstream trace(
           absl::StrFormat("%s/step-%d.rank-%d.trace.json", config.trace_dir, r.step, rank));
       trace << schedule::RenderChromeTrace(sched, schedule::MeasuredTimeline(sched, timings));
