@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "model/job_model.h"
@@ -61,18 +62,28 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     if (report.is_open()) {
-      report << absl::StrFormat(
-                    "{\"rank\":%d,\"step\":%d,\"loss\":%s,\"duration_ns\":%d,"
-                    "\"peak_activation_bytes\":%d,\"sent_bytes\":%d,\"received_bytes\":%d,"
-                    "\"checkpoint_step\":%d,\"update_skipped\":%s,\"grad_norm\":%s,"
-                    "\"grad_clipped\":%s}",
-                    rank, r.step, loss, r.duration_ns, r.peak_activation_bytes, r.sent_bytes,
-                    r.received_bytes, checkpoint, r.update_skipped ? "true" : "false",
-                    r.grad_norm && std::isfinite(*r.grad_norm)
-                        ? absl::StrFormat("%.17g", *r.grad_norm)
-                        : "null",
-                    r.grad_clipped ? "true" : "false")
-             << std::endl;
+      std::string json = absl::StrFormat(
+          "{\"rank\":%d,\"step\":%d,\"loss\":%s,\"duration_ns\":%d,"
+          "\"peak_activation_bytes\":%d,\"sent_bytes\":%d,\"received_bytes\":%d,"
+          "\"checkpoint_step\":%d,\"update_skipped\":%s,\"grad_norm\":%s,"
+          "\"grad_clipped\":%s",
+          rank, r.step, loss, r.duration_ns, r.peak_activation_bytes, r.sent_bytes,
+          r.received_bytes, checkpoint, r.update_skipped ? "true" : "false",
+          r.grad_norm && std::isfinite(*r.grad_norm) ? absl::StrFormat("%.17g", *r.grad_norm)
+                                                     : "null",
+          r.grad_clipped ? "true" : "false");
+      // Data parallelism: each held stage's gradient sum across replicas (replica_reducer.h).
+      if (!r.reduce_timings.empty()) {
+        absl::StrAppend(&json, ",\"allreduce\":[");
+        for (size_t i = 0; i < r.reduce_timings.size(); ++i) {
+          const ReduceTiming& t = r.reduce_timings[i];
+          absl::StrAppendFormat(&json,
+                                "%s{\"stage\":%d,\"start_ns\":%d,\"end_ns\":%d,\"bytes\":%d}",
+                                i > 0 ? "," : "", t.stage, t.start_ns, t.end_ns, t.bytes);
+        }
+        absl::StrAppend(&json, "]");
+      }
+      report << json << "}" << std::endl;
     }
     if (!config.trace_dir.empty()) {
       std::vector<std::vector<ActionTiming>> timings(sched.num_workers);
