@@ -17,6 +17,13 @@
 // after its checkpoint, a second executor runs it on the same runner and transport, and the
 // step's result carries the pass (StepResult::validation).
 //
+// Data parallelism (spec.parallelism.data_parallel d > 1; docs/data_parallel.md): the request's
+// replica q and rank s make this worker job rank q * p + s of d x p; the transport links it to
+// its replica's pipeline neighbours and to rank s of every other replica, the executor sees its
+// replica's pipeline through a ReplicaViewTransport, a ReplicaReducer sums the stage gradients
+// across replicas, the runner trains the step's microbatches q * M/d .. (q + 1) * M/d - 1, and
+// only replica 0 writes checkpoint files (every replica loads them on a resume).
+//
 // Thread-safety: not thread-safe; one thread calls Run.
 #ifndef PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
 #define PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
