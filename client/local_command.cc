@@ -16,6 +16,7 @@
 #include "client/model_export.h"
 #include "client/model_samples.h"
 #include "common/status_macros.h"
+#include "model/job_model.h"
 
 namespace pipetrain::client {
 
@@ -57,7 +58,8 @@ absl::Status LocalCommand(const LocalOptions& options, std::ostream& out, std::o
   if (!options.schedule.empty()) spec.mutable_parallelism()->set_schedule(options.schedule);
   if (options.workers > 0) spec.mutable_parallelism()->set_num_workers(options.workers);
   if (options.steps > 0) spec.mutable_training()->set_steps(options.steps);
-  const int workers = spec.parallelism().num_workers();
+  // One worker process per pipeline rank of every data-parallel replica.
+  const int workers = model::TotalWorkers(spec);
 
   LocalClusterOptions cluster_options;
   cluster_options.workers = workers;

@@ -77,7 +77,10 @@ int main(int argc, char** argv) {
           "--schedule", plan.schedule,
           "Schedule name, one of: " + absl::StrJoin(pipetrain::schedule::GeneratorNames(), ", "))
       ->capture_default_str();
-  plan_cmd->add_option("--workers,-p", plan.workers, "Pipeline workers p (>= 1; without --job)");
+  plan_cmd->add_option("--workers,-p", plan.workers,
+                       "Pipeline workers p (>= 1); with --job: N workers to split into "
+                       "data-parallel replicas x pipeline ranks (the fastest split is planned; "
+                       "--explain lists every split)");
   plan_cmd->add_option("--microbatches,-m", plan.microbatches,
                        "Microbatches per step m (>= 1; without --job)");
   plan_cmd->add_option("--from-csv", plan.csv_path,
@@ -231,7 +234,9 @@ int main(int argc, char** argv) {
       "addition task), watch it, summarise, shut down");
   local_cmd->add_option("--job", local.job_file, "Job spec file instead of the default job");
   local_cmd->add_option("--schedule", local.schedule, "Override the job's schedule");
-  local_cmd->add_option("--workers", local.workers, "Override the job's number of workers");
+  local_cmd->add_option("--workers", local.workers,
+                        "Override the job's pipeline ranks (parallelism.num_workers; the local "
+                        "cluster starts data_parallel x that many worker processes)");
   local_cmd->add_option("--steps", local.steps, "Override the job's number of steps");
   local_cmd->add_option("--dir", local.dir, "Directory for logs and the job database");
   local_cmd->add_flag("--emulate", local.emulate,

@@ -15,6 +15,7 @@
 #include "client/job_file.h"
 #include "client/model_view.h"
 #include "common/status_macros.h"
+#include "planner/data_parallel_search.h"
 #include "planner/plan_file.h"
 #include "planner/planner.h"
 #include "schedule/auto_planner.h"
@@ -82,19 +83,36 @@ const std::vector<std::string>& Formats() {
 // --job: the job planned as the coordinator plans it (analytic costs), rendered or as a plan
 // file.
 absl::StatusOr<PlanOutput> RunJobPlan(const PlanOptions& o) {
-  if (o.workers != -1 || o.microbatches != -1) {
-    return Bad("--workers and --microbatches come from the --job file "
-               "(parallelism.num_workers, training.global_batch / microbatch_size); drop them");
+  if (o.microbatches != -1) {
+    return Bad("--microbatches comes from the --job file (training.global_batch / "
+               "microbatch_size); drop it");
   }
   absl::StatusOr<v1::JobSpec> spec = LoadJobSpec(o.job_path);
   if (!spec.ok()) return absl::Status(spec.status().code(), spec.status().message());
-  absl::StatusOr<planner::PlannedJob> planned = planner::PlanJob(*spec);
+  PlanOutput out;
+  absl::StatusOr<planner::PlannedJob> planned;
+  if (o.workers != -1) {
+    // --workers N with a job: the split of N into data-parallel replicas x pipeline ranks with
+    // the shortest predicted step (planner/data_parallel_search.h).
+    if (o.workers < 1) return Bad(absl::StrCat("--workers must be >= 1 (got ", o.workers, ")"));
+    absl::StatusOr<planner::DataParallelSearch> search =
+        planner::SearchDataParallel(*spec, o.workers);
+    if (!search.ok()) {
+      return absl::Status(search.status().code(),
+                          absl::StrCat("--job ", o.job_path, " on --workers ", o.workers, ": ",
+                                       FirstLine(search.status()).message()));
+    }
+    if (o.explain) out.explanation = planner::FormatDataParallelSearch(*search);
+    *spec = search->spec;
+    planned = std::move(search->planned);
+  } else {
+    planned = planner::PlanJob(*spec);
+  }
   if (!planned.ok()) {
     return absl::Status(planned.status().code(),
                         absl::StrCat("--job ", o.job_path, ": ",
                                      FirstLine(planned.status()).message()));
   }
-  PlanOutput out;
   out.format = o.format.empty() ? "plan-file" : o.format;
   out.summary = absl::StrCat(FormatModelLine(*spec), "\n",
                              schedule::RenderSummary(planned->schedule, planned->sim),

@@ -1,5 +1,6 @@
 #include "coordinator/dispatcher.h"
 
+#include <algorithm>
 #include <functional>
 #include <thread>
 
@@ -60,7 +61,10 @@ absl::StatusOr<std::vector<v1::PrepareRequest>> Dispatcher::BuildPrepareRequests
   for (size_t r = 0; r < targets.size(); ++r) {
     v1::PrepareRequest& request = requests[r];
     request.set_job_id(job.id());
-    request.set_rank(static_cast<int>(r));
+    // Data parallelism: target r is replica r / p's pipeline rank r % p (replica_reducer.h).
+    const int p = std::max(1, job.plan().workers_size());
+    request.set_rank(static_cast<int>(r) % p);
+    request.set_replica(static_cast<int>(r) / p);
     *request.mutable_spec() = job.spec();
     *request.mutable_plan() = job.plan();
     for (size_t peer = 0; peer < targets.size(); ++peer) {

@@ -129,7 +129,8 @@ void JobManager::DispatchWaiting() {
         it = waiting_.erase(it);
         continue;
       }
-      const int p = r.job.plan().workers_size();
+      // d replicas of the plan's pipeline: job rank q * p + s (docs/data_parallel.md).
+      const int p = r.job.plan().workers_size() * model::DataParallelSize(r.job.spec());
       // A job runs on workers of one kind: the one it asks for, else any kind with enough.
       const v1::DeviceKind required = model::RequiredDeviceKind(r.job.spec());
       int idle = 0, live = 0;  // of the kind with the most

@@ -68,8 +68,10 @@ void ApplySharedCpu(const std::vector<RankHost>& ranks, const schedule::Schedule
 }
 
 double PredictedStepSeconds(const v1::Prediction& prediction) {
-  return prediction.shared_cpu_step_s() > 0 ? prediction.shared_cpu_step_s()
-                                            : prediction.makespan_s();
+  if (prediction.shared_cpu_step_s() > 0) return prediction.shared_cpu_step_s();
+  // Data parallelism: the step with the gradient sums across replicas.
+  if (prediction.data_parallel_step_s() > 0) return prediction.data_parallel_step_s();
+  return prediction.makespan_s();
 }
 
 }  // namespace pipetrain::coordinator

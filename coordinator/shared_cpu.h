@@ -40,7 +40,8 @@ struct RankHost {
 void ApplySharedCpu(const std::vector<RankHost>& ranks, const schedule::Schedule& schedule,
                     const schedule::CostModel& costs, v1::Prediction* prediction);
 
-// The step time to expect: the shared-core simulation when set, else the simulated makespan.
+// The step time to expect: the shared-core simulation when set, else the step with the
+// data-parallel gradient sums when set, else the simulated makespan.
 double PredictedStepSeconds(const v1::Prediction& prediction);
 
 }  // namespace pipetrain::coordinator

@@ -1,5 +1,7 @@
 #include "model/job_model.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "model/cost_model.h"
 #include "model/token_corpus.h"
@@ -50,6 +52,7 @@ v1::JobSpec WithDefaults(const v1::JobSpec& spec) {
   if (o->lr_schedule().empty()) o->set_lr_schedule(kDefaultLrSchedule);
   v1::ParallelismSpec* p = s.mutable_parallelism();
   if (p->schedule().empty()) p->set_schedule(kDefaultSchedule);
+  if (p->data_parallel() == 0) p->set_data_parallel(1);
   v1::MemorySpec* mem = s.mutable_memory();
   if (mem->offload() == v1::OFFLOAD_POLICY_UNSPECIFIED) mem->set_offload(v1::OFFLOAD_POLICY_NONE);
   v1::ComputeSpec* compute = s.mutable_compute();
@@ -130,6 +133,10 @@ absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec) {
 }
 
 v1::DeviceKind RequiredDeviceKind(const v1::JobSpec& spec) {
+  // Data parallelism runs on CPU workers only (docs/data_parallel.md).
+  if (DataParallelSize(spec) > 1 && spec.compute().device() == v1::DEVICE_KIND_UNSPECIFIED) {
+    return v1::DEVICE_KIND_CPU;
+  }
   return spec.compute().device();
 }
 
@@ -140,6 +147,18 @@ int64_t StashElementBytes(const v1::JobSpec& spec) {
 int NumMicrobatches(const v1::JobSpec& spec) {
   const int mbs = spec.training().microbatch_size();
   return mbs > 0 ? spec.training().global_batch() / mbs : 0;
+}
+
+int DataParallelSize(const v1::JobSpec& spec) {
+  return std::max(1, spec.parallelism().data_parallel());
+}
+
+int MicrobatchesPerReplica(const v1::JobSpec& spec) {
+  return NumMicrobatches(spec) / DataParallelSize(spec);
+}
+
+int TotalWorkers(const v1::JobSpec& spec) {
+  return DataParallelSize(spec) * spec.parallelism().num_workers();
 }
 
 int64_t TokensPerStep(const v1::JobSpec& spec) {

@@ -56,6 +56,16 @@ int64_t StashElementBytes(const v1::JobSpec& spec);
 // training.global_batch / training.microbatch_size (0 if the microbatch size is unset).
 int NumMicrobatches(const v1::JobSpec& spec);
 
+// parallelism.data_parallel d, the number of pipeline replicas (1 when unset).
+int DataParallelSize(const v1::JobSpec& spec);
+
+// Microbatches one replica trains per step: NumMicrobatches / DataParallelSize. Replica r
+// trains the step's microbatches r * this .. (r + 1) * this - 1 (docs/data_parallel.md).
+int MicrobatchesPerReplica(const v1::JobSpec& spec);
+
+// Workers the job runs on: DataParallelSize x parallelism.num_workers.
+int TotalWorkers(const v1::JobSpec& spec);
+
 // Tokens one training step consumes: global_batch x the model's sequence length (0 if the spec
 // has no valid model shape).
 int64_t TokensPerStep(const v1::JobSpec& spec);

@@ -1,5 +1,6 @@
 #include "model/job_spec_validation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -152,6 +153,39 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (p.schedule().size() > 64) {
     return Bad("parallelism.schedule", absl::StrCat(p.schedule().size(), " characters"),
                "a schedule name has at most 64");
+  }
+  // Data parallelism (docs/data_parallel.md).
+  if (absl::Status s = Range("parallelism.data_parallel", p.data_parallel(), 0, kMaxReplicas);
+      !s.ok()) {
+    return s;
+  }
+  if (const int dp = std::max(1, p.data_parallel()); dp > 1) {
+    if (int64_t{dp} * p.num_workers() > kMaxWorkers) {
+      return Bad("parallelism.data_parallel", dp,
+                 absl::StrCat("data_parallel x num_workers (", p.num_workers(),
+                              ") workers must be at most ", kMaxWorkers));
+    }
+    const int microbatches = t.global_batch() / t.microbatch_size();
+    if (microbatches % dp != 0) {
+      return Bad("training.global_batch", t.global_batch(),
+                 absl::StrCat("with parallelism.data_parallel ", dp,
+                              " each replica trains an equal share of every step's microbatches: "
+                              "global_batch / microbatch_size (",
+                              microbatches, ") must be a multiple of ", dp,
+                              ", i.e. global_batch a multiple of ",
+                              int64_t{dp} * t.microbatch_size()));
+    }
+    if (spec.compute().device() == v1::DEVICE_KIND_CUDA) {
+      return Bad("parallelism.data_parallel", dp,
+                 "data parallelism runs on CPU workers only so far (its gradient sum travels "
+                 "over the TCP transport; NCCL communicators per stage group are not built); "
+                 "use compute.device DEVICE_KIND_CPU or data_parallel 1");
+    }
+    if (spec.compute().device() == v1::DEVICE_KIND_EMULATED) {
+      return Bad("parallelism.data_parallel", dp,
+                 "emulated compute has no gradients to sum across replicas; use "
+                 "compute.device DEVICE_KIND_CPU or data_parallel 1");
+    }
   }
 
   const v1::MemorySpec& mem = spec.memory();

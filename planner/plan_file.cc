@@ -10,7 +10,8 @@ namespace pipetrain::planner {
 
 absl::StatusOr<v1::PrepareRequest> MakePlanFile(const v1::JobSpec& spec, const v1::Plan& plan,
                                                 const PlanFileOptions& options) {
-  const int ranks = plan.workers_size();
+  // Every worker of the job: d replicas of the plan's pipeline (job rank q * p + s).
+  const int ranks = plan.workers_size() * model::DataParallelSize(spec);
   if (options.job_id.empty()) return absl::InvalidArgumentError("job_id: must not be empty");
   std::vector<std::string> addresses = options.addresses;
   if (addresses.empty()) {
@@ -24,9 +25,10 @@ absl::StatusOr<v1::PrepareRequest> MakePlanFile(const v1::JobSpec& spec, const v
     }
   }
   if (static_cast<int>(addresses.size()) != ranks) {
-    return absl::InvalidArgumentError(absl::StrCat("addresses: ", addresses.size(),
-                                                   " given for a plan of ", ranks,
-                                                   " ranks; give one host:port per rank"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "addresses: ", addresses.size(), " given for a job of ", ranks, " workers (",
+        model::DataParallelSize(spec), " data-parallel replica(s) x ", plan.workers_size(),
+        " pipeline ranks); give one host:port per worker"));
   }
   for (const std::string& address : addresses) {
     const size_t colon = address.rfind(':');

@@ -12,6 +12,7 @@
 #include "planner/job_spec_validation.h"
 #include "schedule/auto_planner.h"
 #include "schedule/codec/plan_proto.h"
+#include "schedule/data_parallel_step.h"
 #include "schedule/forward_only.h"
 #include "schedule/generator.h"
 #include "schedule/offload_pass.h"
@@ -143,7 +144,8 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
   const v1::JobSpec spec = model::WithDefaults(submitted);
   PT_ASSIGN_OR_RETURN(model::GptConfig config, model::ModelConfig(spec));
   const int p = spec.parallelism().num_workers();
-  const int m = model::NumMicrobatches(spec);
+  // Each data-parallel replica runs the plan on its share of the step's microbatches.
+  const int m = model::MicrobatchesPerReplica(spec);
   const int mbs = spec.training().microbatch_size();
   const std::string& name = spec.parallelism().schedule();
   absl::StatusOr<int> chunks =
@@ -315,6 +317,31 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
     planned.plan.add_stage_num_layers(s.num_blocks);
   }
   planned.plan.set_costs_measured(options.measured.has_value());
+  // Data parallelism: each stage's gradient sum across the replicas after its last
+  // weight-gradient action, and the step with them (schedule/data_parallel_step.h).
+  const int replicas = model::DataParallelSize(spec);
+  std::string data_parallel_note;
+  if (replicas > 1) {
+    std::vector<double> allreduce;
+    for (const model::ChunkSpec& s : split) {
+      allreduce.push_back(schedule::StageAllReduceSeconds(
+          model::EstimateChunkCost(config, s, mbs).parameter_bytes, replicas,
+          options.link_bytes_per_s, options.link_latency_s));
+    }
+    PT_ASSIGN_OR_RETURN(const schedule::DataParallelStep step,
+                        schedule::SimulateDataParallelStep(planned.schedule, planned.sim,
+                                                           allreduce));
+    v1::Prediction* prediction = planned.plan.mutable_prediction();
+    for (double t : allreduce) prediction->add_stage_allreduce_s(t);
+    prediction->set_data_parallel_step_s(step.step_s);
+    planned.plan.set_data_parallel(replicas);
+    planned.plan.set_allreduce_bytes_per_s(options.link_bytes_per_s);
+    data_parallel_note = absl::StrFormat(
+        "; x%d data-parallel replicas (%d workers): gradient sums up to %.2f ms per stage, "
+        "predicted step with them %.3f s",
+        replicas, replicas * p, 1e3 * *std::max_element(allreduce.begin(), allreduce.end()),
+        step.step_s);
+  }
   planned.plan.set_explanation(absl::StrFormat(
       "%s on %d workers x %d chunks, %d microbatches of %d; predicted step %.3f s, step bubble "
       "%.3f (per stage %.3f), peak activations %.2f MiB (%.2f units of %.2f MiB); costs %s",
@@ -327,6 +354,7 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
                             options.measured->num_stages)
           : absl::StrFormat("analytic (%.0f GFLOP/s per worker assumed)",
                             options.device_flops_per_s / 1e9)));
+  absl::StrAppend(planned.plan.mutable_explanation(), data_parallel_note);
   if (spec.eval().interval_steps() > 0) {
     PT_ASSIGN_OR_RETURN(*planned.plan.mutable_evaluation(),
                         EvaluationPlan(planned, spec.eval().batches()));

@@ -8,6 +8,8 @@
 //                    [--resume-from CKPT_DIR --start-step N]
 //       one rank of a plan file, without a coordinator (testing and debugging the runtime);
 //       --resume-from loads CKPT_DIR/step-N (written with the spec's checkpoint settings).
+//       With data parallelism (d replicas of p ranks) R is the job rank: replica R / p, pipeline
+//       rank R % p; --report lines then carry each stage's gradient sum ("allreduce").
 //
 // --device auto|cpu|cuda|cuda:N (either mode; default auto): where the stage compute runs. auto
 // takes the first CUDA device when one is usable and otherwise the CPU, logging why; an
@@ -73,7 +75,9 @@ int main(int argc, char** argv) {
                  "daemon: file holding the cluster secret the coordinator requires (else the "
                  "PIPETRAIN_CLUSTER_SECRET environment variable)");
   app.add_option("--plan", plan.plan_path, "plan-file mode: PrepareRequest JSON");
-  app.add_option("--rank", plan.rank, "plan-file mode: this worker's rank");
+  app.add_option("--rank", plan.rank,
+                 "plan-file mode: this worker's rank (with parallelism.data_parallel d: the job "
+                 "rank 0..d*p-1, replica R / p's pipeline rank R % p)");
   app.add_option("--steps", plan.steps, "plan-file mode: steps (default: training.steps)");
   app.add_option("--trace-dir", plan.trace_dir, "plan-file mode: Chrome trace per step here");
   app.add_option("--report", plan.report_path, "plan-file mode: one JSON line per step here");

@@ -14,7 +14,8 @@
 //   - a network partition of one worker (its own network namespace, link down then up; skipped
 //     without root / iproute2);
 // and Cancel stops a running job on every worker promptly; one-step jobs submitted back to back
-// drain without a worker refusing one as busy. Every wait is bounded.
+// drain without a worker refusing one as busy; a data-parallel job (2 replicas x 2 ranks) whose
+// replica-1 worker is killed resumes bitwise. Every wait is bounded.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -473,6 +474,75 @@ TEST(BackToBackJobsTest, ShortJobsDrainWithoutARestart) {
     EXPECT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << id << ": " << done->failure_reason();
     EXPECT_EQ(done->restarts(), 0) << id;
     for (const v1::JobRecovery& r : done->recoveries()) ADD_FAILURE() << id << ": " << r.reason();
+  }
+}
+
+// Data parallelism through the coordinator: 2 replicas x 2 pipeline ranks on the 4 workers. The
+// uninterrupted job trains bitwise like the single-process reference on the global batch; then
+// kill -9 of a worker of replica 1 (job rank 2 or 3) mid-run: the job recovers on a
+// replacement from the common checkpoint (replica 0 wrote it) and ends with the same losses and
+// byte-identical final checkpoint files.
+TEST(DataParallelFaultTest, KilledReplicaOneWorkerResumesAsIfUninterrupted) {
+  Cluster cluster("127.0.0.1");
+  cluster.StartCoordinator();
+  std::map<std::string, testing::Process> by_name;
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = absl::StrCat("w", i);
+    by_name.emplace(name, cluster.StartWorker(name));
+  }
+  client::JobClient jobs(cluster.address(), "", client::ClientTls{}, absl::Seconds(5));
+  auto spec_for = [&](const std::string& dir) {
+    v1::JobSpec spec = testing::SmallJob("1f1b", 2, 8, kSteps);
+    spec.mutable_parallelism()->set_data_parallel(2);
+    spec.mutable_checkpoint()->set_dir(dir);
+    spec.mutable_checkpoint()->set_interval_steps(kInterval);
+    spec.mutable_checkpoint()->set_keep_last(2);
+    return spec;
+  };
+  // Uninterrupted: bitwise the reference trainer on all 8 microbatches of every step.
+  const v1::JobSpec reference_spec = spec_for(cluster.dir() + "/dp-reference-ckpt");
+  auto first = jobs.Submit(reference_spec);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto done = WaitJob(jobs, first->id(), Ended, absl::Seconds(90));
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED) << done->failure_reason() << cluster.Logs();
+  ASSERT_EQ(done->worker_ids_size(), 4);
+  const std::vector<double> losses(done->losses().begin(), done->losses().end());
+  ASSERT_EQ(losses, testing::ReferenceLosses(reference_spec));
+  const int stages = done->plan().stage_to_worker_size();
+  const std::vector<std::string> reference_weights =
+      FinalCheckpoint(reference_spec.checkpoint().dir(), stages);
+
+  // Again, with a kill -9 of replica 1's worker of pipeline rank 1 (job rank 3).
+  const v1::JobSpec spec = spec_for(cluster.dir() + "/dp-ckpt");
+  auto submitted = jobs.Submit(spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  auto running = WaitJob(
+      jobs, submitted->id(),
+      [](const v1::Job& j) { return j.checkpoint_step() >= 4 || Ended(j); }, absl::Seconds(60));
+  ASSERT_TRUE(running.ok()) << running.status();
+  ASSERT_EQ(running->state(), v1::JOB_STATE_RUNNING) << "ended before the fault";
+  const std::string victim_id = running->worker_ids(3);
+  auto workers = jobs.ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  std::string victim;
+  for (const v1::WorkerSummary& w : workers->workers()) {
+    if (w.id() == victim_id) victim = w.name();
+  }
+  ASSERT_EQ(by_name.count(victim), 1u) << "job rank 3 runs on unknown worker " << victim_id;
+  testing::Kill(by_name.at(victim), SIGKILL);
+  cluster.StartWorker("replacement");
+  auto recovered = WaitJob(jobs, submitted->id(), Ended, absl::Seconds(120));
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  ASSERT_EQ(recovered->state(), v1::JOB_STATE_SUCCEEDED)
+      << recovered->failure_reason() << cluster.Logs();
+  EXPECT_GE(recovered->recoveries_size(), 1);
+  const std::vector<double> resumed(recovered->losses().begin(), recovered->losses().end());
+  EXPECT_EQ(resumed, losses);  // bitwise
+  const std::vector<std::string> weights = FinalCheckpoint(spec.checkpoint().dir(), stages);
+  for (int s = 0; s < stages; ++s) {
+    EXPECT_TRUE(weights[s] == reference_weights[s])
+        << "stage " << s << ": the final checkpoint differs from the uninterrupted run's";
   }
 }
 

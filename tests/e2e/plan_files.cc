@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "model/job_model.h"
 #include "planner/plan_file.h"
 #include "tests/e2e/process_util.h"
 
@@ -16,7 +17,8 @@ std::string WritePlanFile(const v1::JobSpec& spec, const v1::Plan& plan, const s
   static std::atomic<int> counter{0};
   planner::PlanFileOptions options;
   options.job_id = absl::StrCat("test-", ::getpid(), "-", counter++);
-  for (int r = 0; r < plan.workers_size(); ++r) {
+  // Every worker of the job: d data-parallel replicas of the plan's ranks.
+  for (int r = 0; r < plan.workers_size() * model::DataParallelSize(spec); ++r) {
     options.addresses.push_back(absl::StrCat("127.0.0.1:", FreePort()));
   }
   absl::StatusOr<std::string> json = planner::PlanFileJson(spec, plan, options);

@@ -226,9 +226,11 @@ TEST(FrameHeaderTest, SenderAndReceiverChecks) {
   bad.magic = 0x12345678;
   rejected(bad, "magic");
   bad = h;
-  bad.role = 5;  // 1..4: activation, gradient, step status, tied embedding gradient
+  bad.role = 7;  // 1..6: activation, gradient, step status, tied embedding gradient, replica
+                 // gradient sum, replica losses
   rejected(bad, "role");
-  for (TensorRole role : {TensorRole::kStepStatus, TensorRole::kTiedGradient}) {
+  for (TensorRole role : {TensorRole::kStepStatus, TensorRole::kTiedGradient,
+                          TensorRole::kReplicaGradient, TensorRole::kReplicaLoss}) {
     FrameHeader status = h;
     status.role = static_cast<uint8_t>(role);
     EXPECT_TRUE(CheckReceivedHeader(status, 1 << 20, "rank 1").ok());

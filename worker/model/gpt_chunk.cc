@@ -381,6 +381,43 @@ absl::Status GptChunk::CheckNoBufferedGrads(const char* op) const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<float>> GptChunk::FlatGradients() {
+  PT_RETURN_IF_ERROR(CheckNoBufferedGrads("FlatGradients"));
+  std::vector<Parameter*> params = parameters();
+  int64_t total = 0;
+  for (Parameter* p : params) total += p->grad.numel();
+  std::vector<float> flat(static_cast<size_t>(total));
+  int64_t at = 0;
+  for (Parameter* p : params) {
+    PT_RETURN_IF_ERROR(backend_->Download(
+        p->grad, absl::MakeSpan(flat.data() + at, static_cast<size_t>(p->grad.numel()))));
+    at += p->grad.numel();
+  }
+  return flat;
+}
+
+absl::Status GptChunk::ResumeGradientsAt(absl::Span<const float> flat, int next_microbatch) {
+  std::vector<Parameter*> params = parameters();
+  int64_t total = 0;
+  for (Parameter* p : params) total += p->grad.numel();
+  if (static_cast<int64_t>(flat.size()) != total) {
+    return absl::InvalidArgumentError(absl::StrCat("ResumeGradientsAt: ", flat.size(),
+                                                   " values for ", total, " gradient elements"));
+  }
+  if (!pending_grads_.empty() && pending_grads_.begin()->first < next_microbatch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ResumeGradientsAt: microbatch ", pending_grads_.begin()->first,
+        " is buffered but the given sum already covers microbatches 0..", next_microbatch - 1));
+  }
+  int64_t at = 0;
+  for (Parameter* p : params) {
+    PT_RETURN_IF_ERROR(backend_->Upload(flat.subspan(at, p->grad.numel()), &p->grad));
+    at += p->grad.numel();
+  }
+  next_grad_mb_ = next_microbatch;
+  return DrainOrderedGrads();
+}
+
 absl::StatusOr<bool> GptChunk::GradientsFinite() {
   PT_RETURN_IF_ERROR(CheckNoBufferedGrads("GradientsFinite"));
   std::vector<const Tensor*> grads;

@@ -138,6 +138,16 @@ class GptChunk {
   Parameter* tied_head_copy();
   // Both in this chunk: each gradient becomes their sum. Nothing otherwise.
   absl::Status TieGradients();
+  // Data parallelism (worker/runtime/replica_reducer.h). Every gradient, parameters() order,
+  // as one vector. FailedPrecondition if ordered W results are still buffered.
+  absl::StatusOr<std::vector<float>> FlatGradients();
+  // Ordered accumulation continued from a sum computed elsewhere: every gradient becomes its
+  // slice of `flat` (the sum over microbatches 0..next_microbatch-1, in order, as FlatGradients
+  // gives it), the cursor moves to `next_microbatch` and the buffered W results from there on
+  // are added in order. So a replica whose microbatches follow another's continues that
+  // replica's running sum exactly as one chunk doing all of them would. InvalidArgument if the
+  // size is wrong; FailedPrecondition if a buffered microbatch lies below next_microbatch.
+  absl::Status ResumeGradientsAt(absl::Span<const float> flat, int next_microbatch);
   // Multiplies every gradient by `scale` (gradient clipping).
   absl::Status ScaleGradients(float scale);
   // Copies every parameter's value and AdamW moments into `copy` (allocated on first use, from

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/transport/double_codec.h"
 
 namespace pipetrain::worker {
 namespace {
@@ -55,6 +56,19 @@ Executor::Executor(const schedule::Schedule& schedule, int rank, StageRunner* ru
     }
   }
   my_stages_ = StagesOf(schedule_, rank_);
+  const std::vector<Action>& actions = schedule_.worker_actions[rank_];
+  reduce_after_.assign(actions.size(), false);
+  if (options_.replicas != nullptr && !schedule_.forward_only) {
+    for (int s : my_stages_) {
+      for (size_t i = actions.size(); i-- > 0;) {
+        const Action& a = actions[i];
+        if (a.stage == s && (a.kind == ActionKind::kW || a.kind == ActionKind::kBW)) {
+          reduce_after_[i] = true;
+          break;
+        }
+      }
+    }
+  }
   if (!my_stages_.empty() && my_stages_.front() > 0) {
     verdict_parent_ = schedule_.WorkerOf(my_stages_.front() - 1);
   }
@@ -189,33 +203,16 @@ namespace {
 constexpr int kSumPass = 0;
 constexpr int kVerdictPass = 1;
 
-// A double travels as its 64 bits in four 16-bit pieces, each exactly representable as a float
-// (no NaN payload or rounding can change it on the way).
-std::vector<float> EncodeDouble(double value) {
-  uint64_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  std::vector<float> out(4);
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<float>((bits >> (16 * i)) & 0xFFFF);
-  return out;
-}
+// One double as EncodeDoubles' four pieces.
+std::vector<float> EncodeDouble(double value) { return EncodeDoubles({value}); }
 
 absl::StatusOr<double> DecodeDouble(const Message& message) {
   if (message.data.size() != 4) {
     return absl::DataLossError(absl::StrCat(ToString(message.key), ": ", message.data.size(),
                                             " values, expected 4"));
   }
-  uint64_t bits = 0;
-  for (int i = 0; i < 4; ++i) {
-    const float piece = message.data[i];
-    if (!(piece >= 0.0f && piece <= 65535.0f) ||
-        piece != static_cast<float>(static_cast<int>(piece))) {
-      return absl::DataLossError(absl::StrCat(ToString(message.key), ": malformed value"));
-    }
-    bits |= static_cast<uint64_t>(piece) << (16 * i);
-  }
-  double value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
+  PT_ASSIGN_OR_RETURN(const std::vector<double> values, DecodeDoubles(message));
+  return values[0];
 }
 
 }  // namespace
@@ -352,9 +349,11 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
   // The verdict on the last step's update (file comment); counted in this step's time.
   PT_RETURN_IF_ERROR(SettlePendingUpdate());
   PT_RETURN_IF_ERROR(runner_->BeginStep(step));
+  if (options_.replicas != nullptr) options_.replicas->BeginStep(step_start);
   const std::vector<Action>& actions = schedule_.worker_actions[rank_];
   result.timings.reserve(actions.size());
-  for (const Action& action : actions) {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& action = actions[i];
     ActionTiming timing{action, options_.clock->NowNs() - step_start, 0, 0};
     if (absl::Status status = Run(action, step, &timing.bytes); !status.ok()) {
       return Annotate(status, action, step);
@@ -369,12 +368,26 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
     }
     timing.end_ns = options_.clock->NowNs() - step_start;
     result.timings.push_back(timing);
+    if (reduce_after_[i]) {
+      if (absl::Status status = options_.replicas->StageDone(step, action.stage); !status.ok()) {
+        return absl::Status(status.code(),
+                            absl::StrCat("step ", step, ", summing stage ", action.stage,
+                                         "'s gradients across replicas: ", status.message()));
+      }
+    }
   }
   PT_RETURN_IF_ERROR(transport_->Flush(absl::Now() + options_.recv_timeout));
   if (!inbox_.empty() || !outbox_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "step ", step, ": ", inbox_.size(), " received and ", outbox_.size(),
         " produced tensor(s) were never consumed (a RECV or SEND is missing from the plan)"));
+  }
+  if (options_.replicas != nullptr) {
+    if (absl::Status status = options_.replicas->FinishStep(step); !status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("step ", step, ", ending the sum across "
+                                                      "replicas: ", status.message()));
+    }
+    result.reduce_timings = options_.replicas->timings();
   }
   if (tie_peer_ >= 0) {
     if (absl::Status tied = ExchangeTiedGradient(step); !tied.ok()) {

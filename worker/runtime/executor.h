@@ -39,6 +39,13 @@
 // Reports: the rank holding stage 0 sets StepResult::grad_norm, grad_clipped and
 // update_skipped; the other ranks learn the verdict a step later and report none of them.
 
+// Data parallelism (ExecutorOptions::replicas, worker/runtime/replica_reducer.h): right after
+// the last weight-gradient action (W or BW) of each held stage the stage's gradients are summed
+// across the replicas, and after the last action (before the tied-embedding exchange and the
+// sum pass) the complete sums are installed, so everything above sees the gradients of the
+// whole batch. The executor keeps talking to its own replica's pipeline ranks (the session
+// gives it a ReplicaViewTransport).
+
 // Tensor flow: F/B produce a tensor for the neighbouring stage. If that stage lives on this
 // worker the tensor is handed over directly (no transfer, e.g. the V's turn on the last
 // worker); otherwise it waits in the outbox for the matching SEND action. RECV actions put what
@@ -65,6 +72,7 @@
 #include "common/clock.h"
 #include "schedule/measured_timeline.h"
 #include "schedule/schedule.h"
+#include "worker/runtime/replica_reducer.h"
 #include "worker/runtime/stage_runner.h"
 #include "worker/transport/transport.h"
 
@@ -101,6 +109,8 @@ struct StepResult {
   std::optional<ValidationResult> validation;
   std::optional<double> grad_norm;
   bool grad_clipped = false;
+  // Data parallelism: this step's gradient sums across replicas, one per held stage.
+  std::vector<ReduceTiming> reduce_timings;
 };
 
 struct ExecutorOptions {
@@ -112,6 +122,8 @@ struct ExecutorOptions {
   int64_t activation_budget_bytes = 0;
   // Times the actions and the step; never null.
   const Clock* clock = Clock::Real();
+  // Data parallelism (file comment); null: one pipeline. Not owned.
+  ReplicaReducer* replicas = nullptr;
 };
 
 class Executor {
@@ -166,6 +178,9 @@ class Executor {
   // (stage, microbatch) of this rank's RELEASE actions: their OFFLOADs are released by them.
   absl::flat_hash_set<int64_t> explicit_release_;
   std::vector<int> my_stages_;  // ascending
+  // Data parallelism: per action of this rank's list, whether it is its stage's last
+  // weight-gradient action (the stage's gradients are then summed across replicas).
+  std::vector<bool> reduce_after_;
   // The verdict tree: the parent's rank (-1 for the rank of stage 0) and the children's ranks.
   int verdict_parent_ = -1;
   std::vector<int> verdict_children_;

@@ -50,7 +50,7 @@ absl::StatusOr<std::vector<kernels::Tensor*>> ModelStageRunner::Slots(model::Gpt
                                                                       int microbatch) {
   std::vector<kernels::Tensor*> slots;
   PT_RETURN_IF_ERROR(
-      c->ForEachStashedTensor(microbatch, [&](kernels::Tensor* t) { slots.push_back(t); }));
+      c->ForEachStashedTensor(Global(microbatch), [&](kernels::Tensor* t) { slots.push_back(t); }));
   return slots;
 }
 
@@ -91,7 +91,7 @@ absl::StatusOr<kernels::Tensor> ModelStageRunner::Forward(int stage, int microba
     auto it = data_.find(microbatch);
     if (it == data_.end()) {
       if (!config_.data) return absl::FailedPreconditionError("no data source on this worker");
-      PT_ASSIGN_OR_RETURN(MicrobatchData d, config_.data(step_, microbatch));
+      PT_ASSIGN_OR_RETURN(MicrobatchData d, config_.data(step_, Global(microbatch)));
       it = data_.emplace(microbatch, std::move(d)).first;
     }
     if (c->spec().has_embedding) in.tokens = it->second.tokens;
@@ -101,9 +101,9 @@ absl::StatusOr<kernels::Tensor> ModelStageRunner::Forward(int stage, int microba
     }
   }
   in.activation = std::move(input);
-  PT_ASSIGN_OR_RETURN(model::ForwardOutput out, c->Forward(microbatch, std::move(in)));
+  PT_ASSIGN_OR_RETURN(model::ForwardOutput out, c->Forward(Global(microbatch), std::move(in)));
   if (c->spec().has_head) {
-    losses_[microbatch] = out.loss;
+    losses_[Global(microbatch)] = out.loss;
   }
   ComputeEnded(/*forward=*/true);
   return std::move(out.activation);
@@ -112,14 +112,15 @@ absl::StatusOr<kernels::Tensor> ModelStageRunner::Forward(int stage, int microba
 absl::StatusOr<kernels::Tensor> ModelStageRunner::BackwardInput(int stage, int microbatch,
                                                                 kernels::Tensor grad_output) {
   PT_ASSIGN_OR_RETURN(model::GptChunk * c, ResidentChunk(stage, microbatch, "backward"));
-  PT_ASSIGN_OR_RETURN(kernels::Tensor grad, c->BackwardInput(microbatch, std::move(grad_output)));
+  PT_ASSIGN_OR_RETURN(kernels::Tensor grad,
+                      c->BackwardInput(Global(microbatch), std::move(grad_output)));
   ComputeEnded(/*forward=*/false);
   return grad;
 }
 
 absl::Status ModelStageRunner::BackwardWeight(int stage, int microbatch) {
   PT_ASSIGN_OR_RETURN(model::GptChunk * c, ResidentChunk(stage, microbatch, "weight backward"));
-  PT_RETURN_IF_ERROR(c->BackwardWeight(microbatch));
+  PT_RETURN_IF_ERROR(c->BackwardWeight(Global(microbatch)));
   ComputeEnded(/*forward=*/false);
   return absl::OkStatus();
 }
@@ -127,7 +128,8 @@ absl::Status ModelStageRunner::BackwardWeight(int stage, int microbatch) {
 absl::StatusOr<kernels::Tensor> ModelStageRunner::Backward(int stage, int microbatch,
                                                            kernels::Tensor grad_output) {
   PT_ASSIGN_OR_RETURN(model::GptChunk * c, ResidentChunk(stage, microbatch, "backward"));
-  PT_ASSIGN_OR_RETURN(kernels::Tensor grad, c->Backward(microbatch, std::move(grad_output)));
+  PT_ASSIGN_OR_RETURN(kernels::Tensor grad,
+                      c->Backward(Global(microbatch), std::move(grad_output)));
   ComputeEnded(/*forward=*/false);
   return grad;
 }
@@ -296,6 +298,23 @@ absl::Status ModelStageRunner::SettleUpdate(double sum_squares) {
                                                              : absl::OkStatus();
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> ModelStageRunner::StageGradients(int stage) {
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  return c->FlatGradients();
+}
+
+absl::Status ModelStageRunner::ResumeStageGradients(int stage, absl::Span<const float> sum,
+                                                    int next_microbatch) {
+  PT_ASSIGN_OR_RETURN(model::GptChunk * c, Chunk(stage));
+  return c->ResumeGradientsAt(sum, next_microbatch);
+}
+
+std::map<int, double> ModelStageRunner::TakeStepLosses() { return std::exchange(losses_, {}); }
+
+void ModelStageRunner::AddStepLosses(const std::map<int, double>& losses) {
+  losses_.insert(losses.begin(), losses.end());
 }
 
 absl::Status ModelStageRunner::BeginValidation(int completed_steps) {

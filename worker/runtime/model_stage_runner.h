@@ -79,7 +79,11 @@ struct ModelStageConfig {
   model::ChunkOptions chunk;
   model::OptimizerSettings optimizer;  // a job's: OptimizerSettingsOf(spec)
   int num_stages = 1;
-  int num_microbatches = 1;
+  int num_microbatches = 1;  // of the whole step (all data-parallel replicas together)
+  // Data parallelism: the step's index of this replica's microbatch 0 (replica r of d: r x the
+  // plan's microbatch count). The plan's microbatch mb is the step's mb + offset: its data,
+  // its chunk id (ordered accumulation) and its loss's place all use that index.
+  int microbatch_offset = 0;
   std::vector<int> stages;  // the stages this worker holds
   MicrobatchSource data;    // needed by the workers holding the first or last stage
   // Validation passes: (completed steps, validation microbatch) -> its data, for the same
@@ -114,6 +118,11 @@ class ModelStageRunner final : public StageRunner {
   absl::StatusOr<double> AddGradientSquares(int stage, double running) override;
   absl::StatusOr<StepEnd> EndStep(std::optional<GradientNormPart> norm) override;
   absl::Status SettleUpdate(double sum_squares) override;
+  absl::StatusOr<std::vector<float>> StageGradients(int stage) override;
+  absl::Status ResumeStageGradients(int stage, absl::Span<const float> sum,
+                                    int next_microbatch) override;
+  std::map<int, double> TakeStepLosses() override;
+  void AddStepLosses(const std::map<int, double>& losses) override;
   absl::Status BeginValidation(int completed_steps) override;
   absl::StatusOr<kernels::Tensor> ValidationForward(int stage, int microbatch,
                                                     kernels::Tensor input) override;
@@ -159,7 +168,10 @@ class ModelStageRunner final : public StageRunner {
   absl::StatusOr<model::GptChunk*> Chunk(int stage);
   // The stage's chunk, once a pending RELOAD of (stage, microbatch) has landed.
   absl::StatusOr<model::GptChunk*> ResidentChunk(int stage, int microbatch, const char* action);
+  // The stashed tensors of the plan's `microbatch` (its chunk id: Global).
   absl::StatusOr<std::vector<kernels::Tensor*>> Slots(model::GptChunk* c, int microbatch);
+  // The plan's microbatch as the step's (ModelStageConfig::microbatch_offset).
+  int Global(int microbatch) const { return config_.microbatch_offset + microbatch; }
   void Measure();
   // FailedPrecondition naming the stage when a chunk still holds a microbatch's stash (its W or
   // BW did not run this step).
@@ -181,7 +193,7 @@ class ModelStageRunner final : public StageRunner {
   // AdamW steps applied; set by LoadCheckpoint or, failing that, by the first BeginStep.
   int64_t optimizer_steps_ = 0;
   bool optimizer_steps_known_ = false;
-  std::map<int, double> losses_;  // per microbatch, summed in microbatch order at EndStep
+  std::map<int, double> losses_;  // per step microbatch (Global), summed in microbatch order at EndStep
   // The validation pass in progress: its data (fetched on first use) and losses.
   int validation_step_ = 0;
   std::map<int, MicrobatchData> validation_inputs_;

@@ -12,11 +12,13 @@
 #define PIPETRAIN_WORKER_RUNTIME_STAGE_RUNNER_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "kernels/backend.h"
 #include "kernels/tensor.h"
 #include "worker/model/gradient_clipping.h"
@@ -91,6 +93,25 @@ class StageRunner {
   // The step's complete sum of squared gradients, for the update EndStep held open; called
   // before the next BeginStep (and before weights are read or saved).
   virtual absl::Status SettleUpdate(double sum_squares) = 0;
+
+  // ---- Data parallelism (replica_reducer.h); runners without gradients keep the defaults ----
+  // `stage`'s gradients summed over this step's microbatches so far, every parameter flat.
+  virtual absl::StatusOr<std::vector<float>> StageGradients(int /*stage*/) {
+    return absl::UnimplementedError("this runner keeps no gradients to sum across replicas");
+  }
+  // `sum` is `stage`'s gradients summed in order over the step's microbatches
+  // 0..next_microbatch-1 (the earlier replicas'): this runner's own microbatches of the stage
+  // are added to it in order (model::GptChunk::ResumeGradientsAt). With next_microbatch = the
+  // step's microbatch count it simply installs the complete sum.
+  virtual absl::Status ResumeStageGradients(int /*stage*/, absl::Span<const float> /*sum*/,
+                                            int /*next_microbatch*/) {
+    return absl::UnimplementedError("this runner keeps no gradients to sum across replicas");
+  }
+  // The losses of this step's microbatches scored here (by their index in the step's whole
+  // batch), removed from the runner; AddStepLosses adds another replica's, so the runner of
+  // replica 0 reports the loss of the whole batch.
+  virtual std::map<int, double> TakeStepLosses() { return {}; }
+  virtual void AddStepLosses(const std::map<int, double>& /*losses*/) {}
 
   // ---- Validation passes (a forward-only plan; executor.h, RunValidation) ----
   // Called before the pass's first action, once `completed_steps` training steps are done.

@@ -25,6 +25,7 @@
 #include "worker/runtime/job_config.h"
 #include "worker/runtime/model_stage_runner.h"
 #include "worker/transport/nccl_link.h"
+#include "worker/transport/replica_view_transport.h"
 #include "worker/transport/tcp_transport.h"
 
 namespace pipetrain::worker {
@@ -69,12 +70,15 @@ absl::Status CheckMemoryFits(const v1::PrepareRequest& request, const model::Gpt
 WorkerSession::~WorkerSession() {
   // The executor refers to the runner and transport; tear down in dependency order.
   executor_.reset();
+  validation_executor_.reset();
+  reducer_.reset();
+  replica_view_.reset();
   transport_.reset();
   runner_.reset();
 }
 
 bool WorkerSession::holds_loss() const {
-  return schedule_.WorkerOf(schedule_.num_stages - 1) == rank_;
+  return schedule_.WorkerOf(schedule_.num_stages - 1) == rank_ && replica_.replica == 0;
 }
 
 absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
@@ -132,15 +136,32 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("rank: ", rank, " is outside 0..", sched.num_workers - 1));
   }
-  if (request.peers_size() != sched.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "peers: ", request.peers_size(), " given, the plan has ", sched.num_workers, " workers"));
+  // Data parallelism: d replicas of the plan's pipeline, job rank q * p + s (replica_reducer.h).
+  const int replicas = model::DataParallelSize(request.spec());
+  if (request.replica() < 0 || request.replica() >= replicas) {
+    return absl::InvalidArgumentError(absl::StrCat("replica: ", request.replica(),
+                                                   " is outside 0..", replicas - 1,
+                                                   " (parallelism.data_parallel ", replicas, ")"));
   }
-  std::vector<std::string> addresses(sched.num_workers);
+  const int job_ranks = replicas * sched.num_workers;
+  if (replicas > 1 && sched.num_microbatches * replicas != model::NumMicrobatches(request.spec())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan.num_microbatches: ", sched.num_microbatches, " per replica, but the spec's ",
+        model::NumMicrobatches(request.spec()), " microbatches per step over ", replicas,
+        " replicas make ", model::MicrobatchesPerReplica(request.spec())));
+  }
+  session->replica_ = ReplicaPlace{request.replica(), replicas, rank, sched.num_workers};
+  const int job_rank = session->replica_.JobRank(request.replica());
+  if (request.peers_size() != job_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peers: ", request.peers_size(), " given, the job has ", job_ranks, " workers (",
+        replicas, " replica(s) of ", sched.num_workers, " pipeline ranks)"));
+  }
+  std::vector<std::string> addresses(job_ranks);
   for (const v1::Peer& peer : request.peers()) {
-    if (peer.rank() < 0 || peer.rank() >= sched.num_workers) {
+    if (peer.rank() < 0 || peer.rank() >= job_ranks) {
       return absl::InvalidArgumentError(
-          absl::StrCat("peers[].rank: ", peer.rank(), " is outside 0..", sched.num_workers - 1));
+          absl::StrCat("peers[].rank: ", peer.rank(), " is outside 0..", job_ranks - 1));
     }
     addresses[peer.rank()] = peer.address();
   }
@@ -153,6 +174,13 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "compute.device: the job needs ", v1::DeviceKind_Name(required), ", this worker is ",
         v1::DeviceKind_Name(mine), " (", Describe(options.device), ")"));
+  }
+  if (replicas > 1 && (options.emulate || mine == v1::DEVICE_KIND_CUDA ||
+                       request.transport() == v1::TRANSPORT_KIND_NCCL)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parallelism.data_parallel: ", replicas, " replicas need real compute on CPU workers over "
+        "the TCP transport (this worker: ", v1::DeviceKind_Name(mine), ", transport ",
+        v1::TransportKind_Name(request.transport()), "); use data_parallel 1"));
   }
   ComputeBackendOptions backend_options;
   backend_options.blas_threads = options.blas_threads;
@@ -172,12 +200,21 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
       }
     }
   }
+  // The transport speaks job ranks: this replica's pipeline neighbours, plus this pipeline
+  // rank in the other replicas (the gradient sums and losses).
+  {
+    std::set<int> in_replica;
+    in_replica.swap(peers);
+    for (int n : in_replica) peers.insert(session->replica_.replica * sched.num_workers + n);
+  }
+  for (int n : ReplicaPeers(session->replica_)) peers.insert(n);
   // Tied embeddings: the ranks of the first and the last stage swap their copies' gradients
   // every step (executor.h), so they need a link even where they are not neighbours.
   const int first_rank = sched.WorkerOf(0), last_rank = sched.WorkerOf(sched.num_stages - 1);
   if (request.spec().model().tie_embeddings() && first_rank != last_rank &&
       (rank == first_rank || rank == last_rank)) {
-    peers.insert(rank == first_rank ? last_rank : first_rank);
+    peers.insert(session->replica_.replica * sched.num_workers +
+                 (rank == first_rank ? last_rank : first_rank));
   }
 
   // Only the embedding (first stage) and the loss (last stage) read training data: the other
@@ -222,7 +259,8 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     mc.chunk.stash_bf16 = request.spec().compute().precision() == v1::PRECISION_BF16;
     PT_ASSIGN_OR_RETURN(mc.optimizer, OptimizerSettingsOf(request.spec()));
     mc.num_stages = sched.num_stages;
-    mc.num_microbatches = m;
+    mc.num_microbatches = m * replicas;  // the step's, over every replica
+    mc.microbatch_offset = request.replica() * m;
     mc.stages = my_stages;
     mc.copy_bandwidth_bytes_per_s = options.copy_bandwidth_bytes_per_s;
     if (const data::Dataset* dataset = session->dataset_.get(); dataset != nullptr) {
@@ -260,6 +298,8 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
       session->checkpoint_dir_ = ckpt.dir();
       session->checkpoint_interval_ = ckpt.interval_steps();
       session->crash_in_checkpoint_ = options.crash_in_checkpoint;
+      // One copy per stage: replica 0 writes it, the others hold the same weights.
+      session->writes_checkpoints_ = request.replica() == 0;
       session->first_stage_ = my_stages.empty() ? 0 : my_stages.front();
     }
     session->model_runner_ = runner.get();
@@ -281,18 +321,28 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
     nccl.timeout = options.recv_timeout;
     PT_ASSIGN_OR_RETURN(session->transport_, ConnectNccl(nccl));
   } else {
-    PT_ASSIGN_OR_RETURN(session->transport_,
-                        ConnectTcp(request, rank, addresses, peers, options, std::move(listener)));
+    PT_ASSIGN_OR_RETURN(session->transport_, ConnectTcp(request, job_rank, addresses, peers,
+                                                        options, std::move(listener)));
   }
-  session->executor_ =
-      std::make_unique<Executor>(session->schedule_, rank, session->runner_.get(),
-                                 session->transport_.get(),
-                                 ExecutorOptions{options.recv_timeout,
-                                                 request.spec().memory().device_budget_bytes()});
+  Transport* pipeline_transport = session->transport_.get();
+  ExecutorOptions executor_options{options.recv_timeout,
+                                   request.spec().memory().device_budget_bytes()};
+  if (replicas > 1) {
+    session->replica_view_ = std::make_unique<ReplicaViewTransport>(
+        session->transport_.get(), request.replica() * sched.num_workers);
+    pipeline_transport = session->replica_view_.get();
+    session->reducer_ = std::make_unique<ReplicaReducer>(
+        session->replica_, my_stages, sched.num_stages - 1, m, session->runner_.get(),
+        session->transport_.get(), options.recv_timeout);
+  }
+  ExecutorOptions training_options = executor_options;
+  training_options.replicas = session->reducer_.get();
+  session->executor_ = std::make_unique<Executor>(session->schedule_, rank, session->runner_.get(),
+                                                  pipeline_transport, training_options);
   if (evaluate) {
-    session->validation_executor_ = std::make_unique<Executor>(
-        session->validation_schedule_, rank, session->runner_.get(), session->transport_.get(),
-        ExecutorOptions{options.recv_timeout, request.spec().memory().device_budget_bytes()});
+    session->validation_executor_ =
+        std::make_unique<Executor>(session->validation_schedule_, rank, session->runner_.get(),
+                                   pipeline_transport, executor_options);
   }
   return session;
 }
@@ -364,8 +414,10 @@ absl::Status WorkerSession::Run(int num_steps,
         next_step_ % checkpoint_interval_ == 0) {
       // A checkpoint holds settled weights: wait for the step's verdict (executor.h).
       PT_RETURN_IF_ERROR(executor_->SettlePendingUpdate());
-      if (next_step_ == crash_in_checkpoint_) CrashWhileWritingCheckpoint();
-      PT_RETURN_IF_ERROR(model_runner_->SaveCheckpoint(checkpoint_dir_, next_step_));
+      if (writes_checkpoints_) {
+        if (next_step_ == crash_in_checkpoint_) CrashWhileWritingCheckpoint();
+        PT_RETURN_IF_ERROR(model_runner_->SaveCheckpoint(checkpoint_dir_, next_step_));
+      }
       last_checkpoint_step_ = next_step_;
     }
     if (validation_executor_ != nullptr && EvaluationDue(spec_, next_step_)) {

@@ -17,6 +17,13 @@
 // after its checkpoint, a second executor runs it on the same runner and transport, and the
 // step's result carries the pass (StepResult::validation).
 //
+// Data parallelism (spec.parallelism.data_parallel d > 1; docs/data_parallel.md): the request's
+// replica q and rank s make this worker job rank q * p + s of d x p; the transport links it to
+// its replica's pipeline neighbours and to rank s of every other replica, the executor sees its
+// replica's pipeline through a ReplicaViewTransport, a ReplicaReducer sums the stage gradients
+// across replicas, the runner trains the step's microbatches q * M/d .. (q + 1) * M/d - 1, and
+// only replica 0 writes checkpoint files (every replica loads them on a resume).
+//
 // Thread-safety: not thread-safe; one thread calls Run.
 #ifndef PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
 #define PIPETRAIN_WORKER_RUNTIME_WORKER_SESSION_H_
@@ -37,6 +44,7 @@
 #include "worker/device/device_info.h"
 #include "worker/runtime/allowed_paths.h"
 #include "worker/runtime/executor.h"
+#include "worker/runtime/replica_reducer.h"
 #include "worker/runtime/stage_profiler.h"
 #include "worker/runtime/stage_runner.h"
 #include "worker/transport/tcp_transport.h"
@@ -95,7 +103,10 @@ class WorkerSession {
 
   const schedule::Schedule& schedule() const { return schedule_; }
   int rank() const { return rank_; }
+  // Holds the last stage in replica 0 (the rank that reports the step's loss).
   bool holds_loss() const;
+  // Data parallelism: where this worker sits (replica 0 of 1 without it).
+  const ReplicaPlace& replica() const { return replica_; }
   int64_t parameter_bytes() const { return parameter_bytes_; }
   // Completed-step count N of the last checkpoint this session wrote (step-N), or -1. Read it in
   // Run's on_step: it is updated before on_step of the step that wrote it.
@@ -123,6 +134,10 @@ class WorkerSession {
   std::string checkpoint_dir_;  // empty: no checkpoints
   int checkpoint_interval_ = 0;
   int crash_in_checkpoint_ = -1;
+  // Data parallelism: only replica 0 writes the checkpoint files (one copy per stage); the
+  // others still count the checkpoint step (last_checkpoint_step).
+  bool writes_checkpoints_ = true;
+  ReplicaPlace replica_;
   int first_stage_ = 0;  // the lowest stage this rank holds
   int64_t last_checkpoint_step_ = -1;
   ModelStageRunner* model_runner_ = nullptr;  // runner_ when it runs real chunks
@@ -130,7 +145,11 @@ class WorkerSession {
   std::unique_ptr<data::Dataset> validation_dataset_;  // the same, and only with evaluation
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<StageRunner> runner_;
-  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Transport> transport_;  // the job's, with job ranks
+  // Data parallelism (d > 1): this replica's view of transport_ for the executors, and the
+  // gradient sums across replicas.
+  std::unique_ptr<Transport> replica_view_;
+  std::unique_ptr<ReplicaReducer> reducer_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Executor> validation_executor_;  // null: the job does not evaluate
 };

@@ -5,8 +5,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "model/job_model.h"
 #include "schedule/codec/plan_proto.h"
 #include "schedule/measured_timeline.h"
 #include "schedule/render_trace.h"
@@ -21,7 +23,20 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
   text << in.rdbuf();
   v1::PrepareRequest request;
   PT_RETURN_IF_ERROR(schedule::FromJson(text.str(), &request));
-  request.set_rank(config.rank);
+  // --rank is the job rank: with data parallelism, replica q's pipeline rank s is q * p + s.
+  const int pipeline_ranks = request.plan().workers_size();
+  if (pipeline_ranks > 0 && model::DataParallelSize(request.spec()) > 1) {
+    const int job_ranks = model::DataParallelSize(request.spec()) * pipeline_ranks;
+    if (config.rank < 0 || config.rank >= job_ranks) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--rank: %d is outside 0..%d (%d replicas of %d pipeline ranks)", config.rank,
+          job_ranks - 1, job_ranks / pipeline_ranks, pipeline_ranks));
+    }
+    request.set_rank(config.rank % pipeline_ranks);
+    request.set_replica(config.rank / pipeline_ranks);
+  } else {
+    request.set_rank(config.rank);
+  }
   request.set_start_step(config.start_step);
   request.set_checkpoint_path(config.resume_from);
   const int steps =
@@ -31,7 +46,8 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
   std::ofstream report;
   if (!config.report_path.empty()) report.open(config.report_path);
   const schedule::Schedule& sched = session->schedule();
-  const int rank = config.rank;
+  const int rank = config.rank;             // the job rank (step lines, file names)
+  const int pipeline_rank = request.rank();  // its rank in the plan (the trace's lane)
   WorkerSession* s = session.get();
   return session->Run(steps, [&](const StepResult& r) {
     const std::string loss = r.loss ? absl::StrFormat("%.17g", *r.loss) : "null";
@@ -46,22 +62,32 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     if (report.is_open()) {
-      report << absl::StrFormat(
-                    "{\"rank\":%d,\"step\":%d,\"loss\":%s,\"duration_ns\":%d,"
-                    "\"peak_activation_bytes\":%d,\"sent_bytes\":%d,\"received_bytes\":%d,"
-                    "\"checkpoint_step\":%d,\"update_skipped\":%s,\"grad_norm\":%s,"
-                    "\"grad_clipped\":%s}",
-                    rank, r.step, loss, r.duration_ns, r.peak_activation_bytes, r.sent_bytes,
-                    r.received_bytes, checkpoint, r.update_skipped ? "true" : "false",
-                    r.grad_norm && std::isfinite(*r.grad_norm)
-                        ? absl::StrFormat("%.17g", *r.grad_norm)
-                        : "null",
-                    r.grad_clipped ? "true" : "false")
-             << std::endl;
+      std::string json = absl::StrFormat(
+          "{\"rank\":%d,\"step\":%d,\"loss\":%s,\"duration_ns\":%d,"
+          "\"peak_activation_bytes\":%d,\"sent_bytes\":%d,\"received_bytes\":%d,"
+          "\"checkpoint_step\":%d,\"update_skipped\":%s,\"grad_norm\":%s,"
+          "\"grad_clipped\":%s",
+          rank, r.step, loss, r.duration_ns, r.peak_activation_bytes, r.sent_bytes,
+          r.received_bytes, checkpoint, r.update_skipped ? "true" : "false",
+          r.grad_norm && std::isfinite(*r.grad_norm) ? absl::StrFormat("%.17g", *r.grad_norm)
+                                                     : "null",
+          r.grad_clipped ? "true" : "false");
+      // Data parallelism: each held stage's gradient sum across replicas (replica_reducer.h).
+      if (!r.reduce_timings.empty()) {
+        absl::StrAppend(&json, ",\"allreduce\":[");
+        for (size_t i = 0; i < r.reduce_timings.size(); ++i) {
+          const ReduceTiming& t = r.reduce_timings[i];
+          absl::StrAppendFormat(&json,
+                                "%s{\"stage\":%d,\"start_ns\":%d,\"end_ns\":%d,\"bytes\":%d}",
+                                i > 0 ? "," : "", t.stage, t.start_ns, t.end_ns, t.bytes);
+        }
+        absl::StrAppend(&json, "]");
+      }
+      report << json << "}" << std::endl;
     }
     if (!config.trace_dir.empty()) {
       std::vector<std::vector<ActionTiming>> timings(sched.num_workers);
-      timings[rank] = r.timings;
+      timings[pipeline_rank] = r.timings;
       std::ofstream trace(
           absl::StrFormat("%s/step-%d.rank-%d.trace.json", config.trace_dir, r.step, rank));
       trace << schedule::RenderChromeTrace(sched, schedule::MeasuredTimeline(sched, timings));

@@ -158,7 +158,8 @@ absl::StatusOr<v1::PrepareResponse> WorkerAgent::Prepare(const v1::PrepareReques
           absl::StrCat("job ", job_id_, " is already running on this worker"));
     }
     job_id_ = request.job_id();
-    rank_ = request.rank();
+    // The job rank the coordinator knows this worker by (replica q's rank s: q * p + s).
+    rank_ = request.replica() * request.plan().workers_size() + request.rank();
     attempt_ = request.attempt();
     ++generation_;
     // The agent keeps its listening socket for its lifetime and each session accepts on a
@@ -183,12 +184,13 @@ absl::StatusOr<v1::PrepareResponse> WorkerAgent::Prepare(const v1::PrepareReques
     }
     listener = std::move(*duplicate);
   }
-  if (request.rank() < 0 || request.rank() >= request.peers_size() ||
-      request.peers(request.rank()).address() != options_.transport_address) {
+  const int job_rank = request.replica() * request.plan().workers_size() + request.rank();
+  if (request.rank() < 0 || job_rank < 0 || job_rank >= request.peers_size() ||
+      request.peers(job_rank).address() != options_.transport_address) {
     absl::MutexLock lock(&mu_);
     job_id_.clear();
     return absl::InvalidArgumentError(absl::StrCat(
-        "peers[rank=", request.rank(), "].address must be this worker's transport address ",
+        "peers[rank=", job_rank, "].address must be this worker's transport address ",
         options_.transport_address));
   }
   auto session = WorkerSession::Create(request, options_.session, std::move(listener));

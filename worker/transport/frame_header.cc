@@ -62,7 +62,9 @@ absl::Status CheckReceivedHeader(const FrameHeader& h, int64_t max_message_bytes
   if (h.ndim > kMaxFrameDims || (h.role != static_cast<uint8_t>(TensorRole::kActivation) &&
                                  h.role != static_cast<uint8_t>(TensorRole::kGradient) &&
                                  h.role != static_cast<uint8_t>(TensorRole::kStepStatus) &&
-                                 h.role != static_cast<uint8_t>(TensorRole::kTiedGradient))) {
+                                 h.role != static_cast<uint8_t>(TensorRole::kTiedGradient) &&
+                                 h.role != static_cast<uint8_t>(TensorRole::kReplicaGradient) &&
+                                 h.role != static_cast<uint8_t>(TensorRole::kReplicaLoss))) {
     return absl::DataLossError(absl::StrCat("malformed frame header from ", from));
   }
   int64_t elements = 1;

@@ -11,6 +11,8 @@ std::string ToString(const MessageKey& key) {
   if (key.role == TensorRole::kActivation) role = "activation";
   if (key.role == TensorRole::kStepStatus) role = "step status";
   if (key.role == TensorRole::kTiedGradient) role = "tied embedding gradient";
+  if (key.role == TensorRole::kReplicaGradient) role = "replica gradient sum";
+  if (key.role == TensorRole::kReplicaLoss) role = "replica losses";
   return absl::StrFormat("step %d %s of stage %d microbatch %d", key.step, role, key.stage,
                          key.microbatch);
 }

@@ -20,6 +20,13 @@ enum class TensorRole : uint8_t {
   // End of step, tied embeddings split over two ranks: the gradient of one rank's copy of the
   // token embedding, for the other (executor.h).
   kTiedGradient = 4,
+  // Data parallelism (worker/runtime/replica_reducer.h): one stage's gradients summed over the
+  // step's microbatches so far (microbatch 0: the running sum for the next replica; 1: the sum
+  // over every microbatch, for all replicas), all parameters flat.
+  kReplicaGradient = 5,
+  // Data parallelism: one replica's per-microbatch losses for replica 0 (doubles as in
+  // kStepStatus, microbatch = the sending replica).
+  kReplicaLoss = 6,
 };
 
 struct MessageKey {

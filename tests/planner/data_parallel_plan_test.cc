@@ -1,0 +1,186 @@
+// Data parallelism before any worker runs: the spec's checks (clear errors naming the field and
+// the allowed values), the plan of one replica with its gradient-sum prediction, the plan file
+// of d x p workers, and the search over d x p = N.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/cost_model.h"
+#include "model/job_model.h"
+#include "model/job_spec_validation.h"
+#include "planner/data_parallel_search.h"
+#include "planner/plan_file.h"
+#include "planner/planner.h"
+#include "schedule/data_parallel_step.h"
+
+namespace pipetrain::planner {
+namespace {
+
+// 4 layers, hidden 32, 8 microbatches of 4 per step on `p` pipeline ranks.
+v1::JobSpec Job(const std::string& schedule, int p, int d) {
+  v1::JobSpec spec;
+  spec.mutable_model()->set_num_layers(4);
+  spec.mutable_model()->set_hidden(32);
+  spec.mutable_model()->set_num_heads(4);
+  spec.mutable_model()->set_ffn_hidden(64);
+  spec.mutable_training()->set_steps(3);
+  spec.mutable_training()->set_microbatch_size(4);
+  spec.mutable_training()->set_global_batch(32);
+  spec.mutable_parallelism()->set_num_workers(p);
+  spec.mutable_parallelism()->set_schedule(schedule);
+  spec.mutable_parallelism()->set_data_parallel(d);
+  return spec;
+}
+
+std::string Error(const v1::JobSpec& spec) {
+  const absl::Status s = model::ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  return std::string(s.message());
+}
+
+TEST(DataParallelSpecTest, DefaultsToOneReplica) {
+  const v1::JobSpec spec = model::WithDefaults(Job("1f1b", 2, 0));
+  EXPECT_EQ(spec.parallelism().data_parallel(), 1);
+  EXPECT_EQ(model::DataParallelSize(Job("1f1b", 2, 0)), 1);
+  EXPECT_EQ(model::TotalWorkers(Job("1f1b", 2, 3)), 6);
+  EXPECT_EQ(model::MicrobatchesPerReplica(Job("1f1b", 2, 4)), 2);
+  EXPECT_TRUE(model::ValidateJobSpec(Job("1f1b", 2, 4)).ok());
+}
+
+TEST(DataParallelSpecTest, ErrorsNameTheFieldAndTheAllowedValues) {
+  EXPECT_EQ(Error(Job("1f1b", 2, -1)),
+            "parallelism.data_parallel: -1 is not allowed; allowed: 0..64");
+  EXPECT_EQ(Error(Job("1f1b", 2, 65)),
+            "parallelism.data_parallel: 65 is not allowed; allowed: 0..64");
+  // 8 microbatches do not split into 3 equal shares.
+  EXPECT_EQ(Error(Job("1f1b", 2, 3)),
+            "training.global_batch: 32 is not allowed; with parallelism.data_parallel 3 each "
+            "replica trains an equal share of every step's microbatches: global_batch / "
+            "microbatch_size (8) must be a multiple of 3, i.e. global_batch a multiple of 12");
+  v1::JobSpec too_many = Job("1f1b", 4000, 2);
+  EXPECT_EQ(Error(too_many),
+            "parallelism.data_parallel: 2 is not allowed; data_parallel x num_workers (4000) "
+            "workers must be at most 4096");
+  v1::JobSpec cuda = Job("1f1b", 2, 2);
+  cuda.mutable_compute()->set_device(v1::DEVICE_KIND_CUDA);
+  EXPECT_NE(Error(cuda).find("parallelism.data_parallel: 2 is not allowed; data parallelism "
+                             "runs on CPU workers only"),
+            std::string::npos);
+  v1::JobSpec emulated = Job("1f1b", 2, 2);
+  emulated.mutable_compute()->set_device(v1::DEVICE_KIND_EMULATED);
+  EXPECT_NE(Error(emulated).find("emulated compute has no gradients"), std::string::npos);
+  // An unset device means CPU workers for a data-parallel job.
+  EXPECT_EQ(model::RequiredDeviceKind(Job("1f1b", 2, 2)), v1::DEVICE_KIND_CPU);
+  EXPECT_EQ(model::RequiredDeviceKind(Job("1f1b", 2, 1)), v1::DEVICE_KIND_UNSPECIFIED);
+}
+
+TEST(DataParallelPlanTest, PlansOneReplicaWithTheGradientSums) {
+  const v1::JobSpec spec = Job("1f1b", 2, 2);
+  PlannerOptions options;
+  options.link_bytes_per_s = 1e9;
+  options.link_latency_s = 1e-4;
+  auto planned = PlanJob(spec, options);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  EXPECT_EQ(planned->schedule.num_microbatches, 4);  // 8 over 2 replicas
+  EXPECT_EQ(planned->plan.data_parallel(), 2);
+  EXPECT_EQ(planned->plan.allreduce_bytes_per_s(), 1e9);
+  const v1::Prediction& pred = planned->plan.prediction();
+  ASSERT_EQ(pred.stage_allreduce_s_size(), planned->schedule.num_stages);
+  auto config = model::ModelConfig(spec);
+  ASSERT_TRUE(config.ok());
+  auto split = model::SplitEvenly(*config, planned->schedule.num_stages);
+  ASSERT_TRUE(split.ok());
+  double latest = pred.makespan_s();
+  for (int s = 0; s < planned->schedule.num_stages; ++s) {
+    const int64_t bytes = model::EstimateChunkCost(*config, (*split)[s], 4).parameter_bytes;
+    // 2 (d - 1) hops of latency + bytes / bandwidth.
+    EXPECT_DOUBLE_EQ(pred.stage_allreduce_s(s), 2.0 * (1e-4 + bytes / 1e9)) << "stage " << s;
+  }
+  auto step = schedule::SimulateDataParallelStep(
+      planned->schedule, planned->sim,
+      {pred.stage_allreduce_s().begin(), pred.stage_allreduce_s().end()});
+  ASSERT_TRUE(step.ok()) << step.status();
+  for (double end : step->allreduce_end) latest = std::max(latest, end);
+  EXPECT_DOUBLE_EQ(pred.data_parallel_step_s(), latest);
+  EXPECT_GT(pred.data_parallel_step_s(), pred.makespan_s());  // stage 0's W ends last
+  EXPECT_NE(planned->plan.explanation().find("x2 data-parallel replicas (4 workers)"),
+            std::string::npos)
+      << planned->plan.explanation();
+  // One replica: no sums.
+  auto single = PlanJob(Job("1f1b", 2, 1), options);
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->plan.prediction().stage_allreduce_s_size(), 0);
+  EXPECT_EQ(single->plan.prediction().data_parallel_step_s(), 0);
+}
+
+TEST(DataParallelPlanTest, StepIsTheLaterOfTheLastActionAndTheLastSum) {
+  // Two stages; stage 1's last W ends at 5, stage 0's at 8 (the makespan).
+  schedule::Schedule sched;
+  sched.num_stages = 2;
+  sched.num_workers = 2;
+  sched.stage_to_worker = {0, 1};
+  schedule::SimResult sim;
+  sim.makespan = 8;
+  schedule::Action w1{schedule::ActionKind::kW, 1, 3};
+  schedule::Action w0{schedule::ActionKind::kBW, 0, 3};
+  sim.timeline = {{w1, 1, 4, 5}, {w0, 0, 7, 8}};
+  auto step = schedule::SimulateDataParallelStep(sched, sim, {0.5, 2.0});
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->last_weight_end, (std::vector<double>{8, 5}));
+  EXPECT_EQ(step->allreduce_end, (std::vector<double>{8.5, 7}));
+  EXPECT_EQ(step->step_s, 8.5);
+  EXPECT_EQ(schedule::StageAllReduceSeconds(1000, 3, 1000, 0.25), 2 * 2 * 1.25);
+  EXPECT_EQ(schedule::StageAllReduceSeconds(1000, 1, 1000, 0.25), 0);
+  EXPECT_FALSE(schedule::SimulateDataParallelStep(sched, sim, {1.0}).ok());
+}
+
+TEST(DataParallelPlanTest, PlanFileListsEveryWorkerOfEveryReplica) {
+  const v1::JobSpec spec = Job("1f1b", 2, 2);
+  auto planned = PlanJob(spec);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  auto file = MakePlanFile(spec, planned->plan);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->peers_size(), 4);
+  EXPECT_EQ(file->peers(3).address(), "127.0.0.1:29503");
+  PlanFileOptions three;
+  three.addresses = {"a:1", "b:2", "c:3"};
+  const absl::Status bad = MakePlanFile(spec, planned->plan, three).status();
+  EXPECT_EQ(bad.message(),
+            "addresses: 3 given for a job of 4 workers (2 data-parallel replica(s) x 2 pipeline "
+            "ranks); give one host:port per worker");
+}
+
+TEST(DataParallelSearchTest, ListsEverySplitAndPicksTheShortestStep) {
+  // 4 workers on a 4-layer model with a 1-chunk schedule: d = 1, 2, 4 (p = 4, 2, 1).
+  auto search = SearchDataParallel(Job("1f1b", 1, 1), 4);
+  ASSERT_TRUE(search.ok()) << search.status();
+  ASSERT_EQ(search->candidates.size(), 3u);
+  double best = 1e300;
+  for (const DataParallelCandidate& c : search->candidates) {
+    EXPECT_EQ(c.replicas * c.pipeline_ranks, 4);
+    EXPECT_TRUE(c.rejected.empty()) << c.rejected;
+    best = std::min(best, c.step_s);
+  }
+  ASSERT_GE(search->chosen, 0);
+  EXPECT_EQ(search->candidates[search->chosen].step_s, best);
+  EXPECT_EQ(search->spec.parallelism().data_parallel() * search->spec.parallelism().num_workers(),
+            4);
+  const std::string table = FormatDataParallelSearch(*search);
+  EXPECT_NE(table.find("<- chosen"), std::string::npos) << table;
+  EXPECT_NE(table.find("chosen: "), std::string::npos) << table;
+  // A V schedule needs 2 stages per rank: p = 4 has too few layers, and 3 workers split 8
+  // microbatches only as d = 1.
+  auto v = SearchDataParallel(Job("v-half", 1, 1), 4);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_NE(v->candidates[0].rejected.find("model.num_layers"), std::string::npos)
+      << v->candidates[0].rejected;
+  auto three = SearchDataParallel(Job("1f1b", 1, 1), 3);
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_NE(three->candidates[1].rejected.find("do not split into 3 equal shares"),
+            std::string::npos);
+  EXPECT_EQ(SearchDataParallel(Job("1f1b", 1, 1), 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pipetrain::planner
