@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/build_info.h"
+#include "common/grpc_server_metrics.h"
 #include "common/status_macros.h"
 #include "coordinator/grpc_worker_client.h"
 #include "coordinator/job_service.h"
@@ -78,7 +80,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
     PT_ASSIGN_OR_RETURN(c->owned_store_, SqliteJobStore::Open(config.db_path));
     store = c->owned_store_.get();
   }
-  c->metrics_ = std::make_unique<CoordinatorMetrics>();
+  JobSeriesOptions job_series;
+  job_series.retention = config.job_metrics_retention;
+  c->metrics_ = std::make_unique<CoordinatorMetrics>(job_series);
+  RegisterBuildInfo(c->metrics_->registry(), "pipetrain-coordinator");
+  c->grpc_metrics_ = std::make_unique<GrpcServerMetrics>(c->metrics_->registry());
   WorkerRegistryOptions registry_options;
   registry_options.heartbeat_timeout = config.heartbeat_timeout;
   registry_options.issue_credentials = !config.cluster_secret.empty();
@@ -110,6 +116,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   builder.SetMaxReceiveMessageSize(config.max_receive_message_bytes);
   builder.RegisterService(c->job_service_.get());
   builder.RegisterService(c->registry_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(c->grpc_metrics_->MakeInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   c->server_ = builder.BuildAndStart();
   if (c->server_ == nullptr || port == 0) {
     c->jobs_->Shutdown();
@@ -128,7 +137,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
       return absl::UnavailableError(
           absl::StrCat("metrics-listen: cannot serve on ", config.metrics_listen, ": ", e.what()));
     }
-    c->exposer_->RegisterCollectable(c->metrics_->registry());
+    c->exposer_->RegisterCollectable(c->metrics_->collectable());
     const std::vector<int> ports = c->exposer_->GetListeningPorts();
     c->metrics_address_ = WithPort(config.metrics_listen, ports.empty() ? 0 : ports.front());
   }
