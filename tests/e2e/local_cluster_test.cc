@@ -137,13 +137,13 @@ TEST_F(LocalClusterTest, VHalfJobSucceedsWithReferenceLossesAndPredictedMemory) 
   for (const std::string& address : cluster_->worker_metrics_addresses()) {
     auto worker_metrics = testing::HttpGet(address, "/metrics");
     ASSERT_TRUE(worker_metrics.ok()) << worker_metrics.status();
-    // Each worker's series carry the job and its rank there.
-    EXPECT_NE(worker_metrics->find(absl::StrCat("pipetrain_worker_steps_total{job_id=\"",
-                                                done->id(), "\",rank=\"")),
-              std::string::npos)
-        << *worker_metrics;
-    EXPECT_NE(worker_metrics->find(absl::StrCat("\"} ", kSteps, "\n")), std::string::npos)
-        << *worker_metrics;
+    // Each worker's series carry the job and its rank there: "...{job_id="J",rank="R"} 3".
+    const std::string prefix =
+        absl::StrCat("pipetrain_worker_steps_total{job_id=\"", done->id(), "\",rank=\"");
+    const size_t at = worker_metrics->find(prefix);
+    ASSERT_NE(at, std::string::npos) << *worker_metrics;
+    const std::string line = worker_metrics->substr(at, worker_metrics->find('\n', at) - at);
+    EXPECT_TRUE(absl::EndsWith(line, absl::StrCat("\"} ", kSteps))) << line;
     EXPECT_NE(worker_metrics->find("pipetrain_build_info{program=\"pipetrain-worker\""),
               std::string::npos)
         << *worker_metrics;
