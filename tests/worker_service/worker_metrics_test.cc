@@ -46,11 +46,11 @@ TEST(WorkerMetricsTest, SeriesCarryTheJobAndRankAndGoAfterTheRetention) {
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_step_seconds_count" + job + "2\n"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_step_seconds_sum" + job + "2\n"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_step_seconds_bucket{job_id=\"job-000007\","
-                              "le=\"0.512\",rank=\"2\"} 1\n"));
+                              "rank=\"2\",le=\"0.512\"} 1\n"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_step_seconds_bucket{job_id=\"job-000007\","
-                              "le=\"1.024\",rank=\"2\"} 1\n"));
+                              "rank=\"2\",le=\"1.024\"} 1\n"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_step_seconds_bucket{job_id=\"job-000007\","
-                              "le=\"2.048\",rank=\"2\"} 2\n"));
+                              "rank=\"2\",le=\"2.048\"} 2\n"));
   // The last step's peaks, not the max.
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes" + job + "2048\n"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_device_peak_bytes" + job + "20480\n"));
