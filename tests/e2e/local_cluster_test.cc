@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -202,26 +203,32 @@ TEST_F(LocalClusterTest, PrometheusScrapesBothDaemons) {
   ASSERT_EQ(answer["data"]["result"].size(), 1u) << answer.dump();
   EXPECT_EQ(answer["data"]["result"][0]["value"][1].get<std::string>(), "3");
 
-  // The job's measured peak (the coordinator's, max over steps) and the workers' own last-step
-  // peaks: the plan is exact, so every step peaks the same and the two agree.
-  double expected = 0;
-  for (int64_t b : done->measured_peak_activation_bytes()) expected = std::max<double>(expected, b);
+  // The job's measured peak per rank (the coordinator's, max over steps) and each worker's own
+  // last-step peak: the plan is exact, so every step peaks the same and the two agree rank by
+  // rank. Prometheus scrapes each target on its own schedule: wait (bounded) until it has every
+  // rank of both.
+  std::map<std::string, double> expected;  // by rank
+  for (int r = 0; r < done->measured_peak_activation_bytes_size(); ++r) {
+    expected[absl::StrCat(r)] = static_cast<double>(done->measured_peak_activation_bytes(r));
+  }
   for (const std::string& series :
-       {absl::StrCat("pipetrain_job_peak_activation_bytes%7Bkind%3D%22measured%22%7D"),
+       {std::string("pipetrain_job_peak_activation_bytes%7Bkind%3D%22measured%22%7D"),
         absl::StrCat("pipetrain_worker_peak_activation_bytes%7Bjob_id%3D%22", done->id(),
                      "%22%7D")}) {
-    // The workers are scraped on their own schedule: wait for their first scrape (bounded).
-    nlohmann::json peak_answer;
+    nlohmann::json result;
     for (const absl::Time until = absl::Now() + absl::Seconds(20); absl::Now() < until;
          absl::SleepFor(absl::Milliseconds(500))) {
-      auto peak = testing::HttpGet(web, "/api/v1/query?query=max(" + series + ")");
+      auto peak = testing::HttpGet(web, "/api/v1/query?query=" + series);
       ASSERT_TRUE(peak.ok()) << peak.status();
-      peak_answer = nlohmann::json::parse(*peak);
-      if (peak_answer["data"]["result"].size() == 1) break;
+      result = nlohmann::json::parse(*peak)["data"]["result"];
+      if (result.size() == expected.size()) break;
     }
-    ASSERT_EQ(peak_answer["data"]["result"].size(), 1u) << series << peak_answer.dump();
-    const double scraped =
-        std::stod(peak_answer["data"]["result"][0]["value"][1].get<std::string>());
+    ASSERT_EQ(result.size(), expected.size()) << series << result.dump();
+    std::map<std::string, double> scraped;
+    for (const nlohmann::json& sample : result) {
+      scraped[sample["metric"]["rank"].get<std::string>()] =
+          std::stod(sample["value"][1].get<std::string>());
+    }
     EXPECT_EQ(scraped, expected) << series;
   }
   testing::Kill(prometheus, SIGTERM);
