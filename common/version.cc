@@ -5,7 +5,11 @@
 namespace pipetrain {
 
 std::string VersionLine(const std::string& binary) {
-  return binary + " " + PIPETRAIN_VERSION + " (git " + PIPETRAIN_GIT_REVISION + ")";
+  return binary + " " + ProjectVersion() + " (git " + GitRevision() + ")";
 }
+
+std::string ProjectVersion() { return PIPETRAIN_VERSION; }
+
+std::string GitRevision() { return PIPETRAIN_GIT_REVISION; }
 
 }  // namespace pipetrain

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/build_info.h"
+#include "common/grpc_server_metrics.h"
 #include "common/malformed_request.h"
 #include "common/status_macros.h"
 #include "coordinator/grpc_worker_client.h"
@@ -80,7 +82,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
     PT_ASSIGN_OR_RETURN(c->owned_store_, SqliteJobStore::Open(config.db_path));
     store = c->owned_store_.get();
   }
-  c->metrics_ = std::make_unique<CoordinatorMetrics>();
+  JobSeriesOptions job_series;
+  job_series.retention = config.job_metrics_retention;
+  c->metrics_ = std::make_unique<CoordinatorMetrics>(job_series);
+  RegisterBuildInfo(c->metrics_->registry(), "pipetrain-coordinator");
+  c->grpc_metrics_ = std::make_unique<GrpcServerMetrics>(c->metrics_->registry());
   WorkerRegistryOptions registry_options;
   registry_options.heartbeat_timeout = config.heartbeat_timeout;
   registry_options.issue_credentials = !config.cluster_secret.empty();
@@ -107,14 +113,16 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(NewMalformedRequestInterceptorFactory());
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   int port = 0;
   builder.AddListeningPort(config.listen, server_creds, &port);
   builder.SetMaxReceiveMessageSize(config.max_receive_message_bytes);
   builder.RegisterService(c->job_service_.get());
   builder.RegisterService(c->registry_service_.get());
+  // In this order: the metrics count the status the malformed-request rewrite sends.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(NewMalformedRequestInterceptorFactory());
+  interceptors.push_back(c->grpc_metrics_->MakeInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   c->server_ = builder.BuildAndStart();
   if (c->server_ == nullptr || port == 0) {
     c->jobs_->Shutdown();
@@ -133,7 +141,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
       return absl::UnavailableError(
           absl::StrCat("metrics-listen: cannot serve on ", config.metrics_listen, ": ", e.what()));
     }
-    c->exposer_->RegisterCollectable(c->metrics_->registry());
+    c->exposer_->RegisterCollectable(c->metrics_->collectable());
     const std::vector<int> ports = c->exposer_->GetListeningPorts();
     c->metrics_address_ = WithPort(config.metrics_listen, ports.empty() ? 0 : ports.front());
   }

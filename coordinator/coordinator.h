@@ -1,7 +1,8 @@
 // Coordinator: the assembled daemon behind pipetrain-coordinator. It owns the job store (SQLite
 // at config.db_path unless one is injected), the metrics, the worker registry, the job manager,
 // the gRPC server (JobService + WorkerRegistry + grpc.health.v1 + reflection; optional bearer
-// token on JobService and optional TLS / mutual TLS) and the Prometheus Exposer. main parses the
+// token on JobService and optional TLS / mutual TLS) and the Prometheus Exposer (its series,
+// the build info and the gRPC server's RPC counts). main parses the
 // flags into CoordinatorConfig; tests build one in-process on port 0.
 //
 // Thread-safety: Start/Shutdown from one thread; the accessors' objects are thread-safe.
@@ -24,6 +25,10 @@ class Server;
 }
 namespace prometheus {
 class Exposer;
+}
+
+namespace pipetrain {
+class GrpcServerMetrics;
 }
 
 namespace pipetrain::coordinator {
@@ -49,6 +54,8 @@ struct CoordinatorConfig {
   std::string tls_key_file;
   std::string tls_client_ca_file;
   int max_receive_message_bytes = 16 << 20;
+  // A job's Prometheus series are removed this long after it ends (docs/metrics.md).
+  absl::Duration job_metrics_retention = absl::Minutes(10);
   JobManagerOptions jobs;
   // Injected for tests (not owned; must outlive the coordinator). Null: the real ones.
   JobStore* store = nullptr;
@@ -78,6 +85,7 @@ class Coordinator {
   std::unique_ptr<JobStore> owned_store_;
   std::unique_ptr<WorkerClient> owned_worker_client_;
   std::unique_ptr<CoordinatorMetrics> metrics_;
+  std::unique_ptr<GrpcServerMetrics> grpc_metrics_;  // counts the server's RPCs into metrics_
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<JobServiceImpl> job_service_;

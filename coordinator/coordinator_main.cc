@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   pipetrain::coordinator::CoordinatorConfig config;
   double heartbeat_timeout_s = 3;
   double prepare_timeout_s = 120;
+  double job_metrics_retention_s = 600;
   CLI::App app{"pipetrain coordinator: plans, dispatches and watches pipeline-parallel jobs"};
   app.set_version_flag("--version", pipetrain::VersionLine("pipetrain-coordinator"));
   app.add_option("--listen", config.listen, "gRPC address (host:port; port 0 picks one)")
@@ -33,6 +34,11 @@ int main(int argc, char** argv) {
                  "deadline of a worker's Prepare (building chunks, connecting to peers)")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--job-metrics-retention-s", job_metrics_retention_s,
+                 "a job's Prometheus series are removed this long after it ends (0: at the next "
+                 "scrape)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 30.0 * 24 * 3600));
   app.add_option("--auth-token", config.auth_token,
                  "require \"authorization: Bearer <token>\" on JobService calls");
   std::string cluster_secret_file;
@@ -58,6 +64,7 @@ int main(int argc, char** argv) {
   config.cluster_secret = *std::move(cluster_secret);
   config.heartbeat_timeout = absl::Seconds(heartbeat_timeout_s);
   config.jobs.dispatch.prepare_timeout = absl::Seconds(prepare_timeout_s);
+  config.job_metrics_retention = absl::Seconds(job_metrics_retention_s);
 
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;

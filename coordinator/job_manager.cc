@@ -149,7 +149,9 @@ absl::Status JobManager::Start() {
       Record& r = jobs_[*seq];
       r.job = std::move(job);
       const v1::JobState state = r.job.state();
-      if (metrics_ != nullptr) metrics_->JobStateChanged(v1::JOB_STATE_UNSPECIFIED, state);
+      if (metrics_ != nullptr) {
+        metrics_->JobStateChanged(r.job.id(), v1::JOB_STATE_UNSPECIFIED, state);
+      }
       if (!IsTerminal(state)) ++unfinished_;
       switch (state) {
         case v1::JOB_STATE_QUEUED:
@@ -283,7 +285,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec) {
     ++unfinished_;
     if (metrics_ != nullptr) {
       metrics_->JobSubmitted();
-      metrics_->JobStateChanged(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_QUEUED);
+      metrics_->JobStateChanged(created->id(), v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_QUEUED);
     }
     stored = std::move(*created);
   }
@@ -419,7 +421,7 @@ absl::StatusOr<v1::ReportStepResponse> JobManager::ReportStep(
     }
     std::vector<CompletedStep> completed = r.aggregator->Add(report, &r.job);
     for (CompletedStep& step : completed) {
-      if (metrics_ != nullptr) metrics_->JobStep(r.job);
+      if (metrics_ != nullptr) metrics_->JobStep(r.job, step.rank_bubble_ratios);
       v1::JobEvent event;
       *event.mutable_job() = SlimCopy(r.job, /*with_losses=*/false);
       *event.mutable_step() = std::move(step.summary);
@@ -534,7 +536,7 @@ void JobManager::TransitionLocked(Record& r, v1::JobState state, const std::stri
   }
   SetNow(r.job.mutable_updated());
   PersistLocked(r);
-  if (metrics_ != nullptr) metrics_->JobStateChanged(from, state);
+  if (metrics_ != nullptr) metrics_->JobStateChanged(r.job.id(), from, state);
   const bool terminal = IsTerminal(state);
   if (terminal && !IsTerminal(from)) --unfinished_;
 

@@ -3,12 +3,26 @@
 #include <algorithm>
 #include <cmath>
 
+#include "schedule/bubble.h"
+
 namespace pipetrain::coordinator {
 namespace {
 
 bool IsCompute(v1::ActionKind kind) {
   return kind == v1::ACTION_KIND_F || kind == v1::ACTION_KIND_B || kind == v1::ACTION_KIND_W ||
          kind == v1::ACTION_KIND_BW;
+}
+
+template <typename RankSteps>
+std::vector<double> RankBubbleRatios(const RankSteps& ranks) {
+  std::vector<double> busy;
+  int64_t step_ns = 0;
+  for (const auto& r : ranks) {
+    if (!r->has_timings) return {};
+    busy.push_back(static_cast<double>(r->compute_ns));
+    step_ns = std::max(step_ns, r->report.step_duration_ns());
+  }
+  return schedule::RankBubbles(busy, static_cast<double>(step_ns));
 }
 
 }  // namespace
@@ -43,6 +57,7 @@ std::vector<CompletedStep> StepAggregator::Add(const v1::StepReport& report, v1:
     for (const auto& r : all) {
       if (r->report.has_loss()) loss_rank = &*r;
     }
+    done.rank_bubble_ratios = RankBubbleRatios(all);
     done.summary = loss_rank->report;
     done.summary.clear_timings();
     done.trace.set_step(it->first);

@@ -32,6 +32,9 @@ namespace pipetrain::coordinator {
 struct CompletedStep {
   v1::StepReport summary;  // the loss-holding rank's report, without timings
   v1::StepTrace trace;     // every rank's report with timings, by rank (job_id unset)
+  // By rank: 1 - the rank's compute-action time / the step's duration (the slowest rank's),
+  // schedule::RankBubbles; empty when some rank's report had no timings.
+  std::vector<double> rank_bubble_ratios;
 };
 
 // What one step computes and what the job's devices could: the job-constant inputs of the

@@ -18,4 +18,11 @@ double PerStageBubble(const std::vector<double>& busy, const std::vector<double>
   return longest > 0 ? 1.0 - busiest / longest : 0.0;
 }
 
+std::vector<double> RankBubbles(const std::vector<double>& busy, double step_time) {
+  std::vector<double> bubbles;
+  if (step_time <= 0) return bubbles;
+  for (double b : busy) bubbles.push_back(std::clamp(1.0 - b / step_time, 0.0, 1.0));
+  return bubbles;
+}
+
 }  // namespace pipetrain::schedule

@@ -8,7 +8,7 @@
 //                     their scripts) print. It ignores the time a worker waits before its first
 //                     action, so it can be 0 while the step is longer than the work.
 //
-// Both are 0 for an empty timeline. Thread-safety: pure functions.
+// Both are 0 for an empty timeline. RankBubbles splits the step bubble by worker. Thread-safety: pure functions.
 #ifndef PIPETRAIN_SCHEDULE_BUBBLE_H_
 #define PIPETRAIN_SCHEDULE_BUBBLE_H_
 
@@ -21,6 +21,11 @@ double StepBubble(const std::vector<double>& busy, double step_time);
 
 // busy[w] as above; span[w]: worker w's last end - its own first start.
 double PerStageBubble(const std::vector<double>& busy, const std::vector<double>& span);
+
+// Per worker: 1 - busy[w] / step_time, the share of the step worker w idles (clamped to 0..1).
+// Their mean is StepBubble(busy, step_time) when no worker is busy longer than the step. Empty
+// when step_time <= 0.
+std::vector<double> RankBubbles(const std::vector<double>& busy, double step_time);
 
 }  // namespace pipetrain::schedule
 

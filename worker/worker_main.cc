@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   pipetrain::worker::WorkerDaemonConfig daemon;
   pipetrain::worker::PlanFileRunConfig plan;
   pipetrain::worker::SessionOptions session;
-  double connect_timeout_s = 30, recv_timeout_s = 60;
+  double connect_timeout_s = 30, recv_timeout_s = 60, job_metrics_retention_s = 600;
   std::string device = "auto";
   app.add_option("--coordinator", daemon.coordinator, "daemon mode: coordinator host:port");
   app.add_option("--listen", daemon.listen, "daemon: Worker gRPC address")->capture_default_str();
@@ -63,6 +63,11 @@ int main(int argc, char** argv) {
                  "daemon: Prometheus address (empty disables)")
       ->capture_default_str();
   app.add_option("--name", daemon.name, "daemon: stable worker name (default worker-PID)");
+  app.add_option("--job-metrics-retention-s", job_metrics_retention_s,
+                 "daemon: a job's Prometheus series are removed this long after its run here "
+                 "ends (0: at the next scrape)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 30.0 * 24 * 3600));
   app.add_option("--tls-cert", daemon.tls_cert_file,
                  "daemon: certificate (PEM) served by the Worker service and presented to the "
                  "coordinator; enables TLS");
@@ -117,6 +122,7 @@ int main(int argc, char** argv) {
       ->group("");
   CLI11_PARSE(app, argc, argv);
   session.connect_timeout = absl::Seconds(connect_timeout_s);
+  daemon.job_metrics_retention = absl::Seconds(job_metrics_retention_s);
   absl::StatusOr<std::string> cluster_secret = pipetrain::LoadSecret(
       cluster_secret_file, "PIPETRAIN_CLUSTER_SECRET", "--cluster-secret-file");
   if (!cluster_secret.ok()) {

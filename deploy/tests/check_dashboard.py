@@ -5,8 +5,14 @@ The dashboard must be valid, provisioning-ready JSON (uid, title, null id, uniqu
 a Prometheus data source variable), and every PromQL query in it (panel targets and template
 variables) and in the rule files may only name metrics the daemons export, with labels they
 carry. Names exported: read from a live scrape (live_scrape.py output, --exported FILE) when
-given, otherwise from the metric registrations in the source (coordinator/, worker/).
-Recording-rule names are allowed in the rules only.
+given, otherwise from the metric registrations in the source (coordinator/, worker/, common/;
+labels from the `name{label,...}` lists in the headers, where every registered name must be
+documented). Recording-rule names are allowed in the rules only.
+Histograms: queries use their _bucket (with `le`), _sum and _count series, never the bare name
+(which has no samples).
+Alerts on per-job series (labelled job_id, directly or through a recording rule) must hold only
+while the job runs: `pipetrain_job_state{state="running"}` in the expression, since a job's
+series outlive it by the coordinator's retention.
 Labels: no exported metric may carry a target label (`job`, `instance`, ...): Prometheus would
 rename it `exported_job` (the pipetrain job id is `job_id`), and the scrape configs must not set
 honor_labels to hide that. Query variables must be over a label the metric itself exports (the
@@ -27,33 +33,43 @@ KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "boo
             "stdvar", "topk", "bottomk", "quantile", "count_values", "group"}
 # Labels Prometheus adds to every scraped series (target labels), allowed on any metric.
 TARGET_LABELS = {"instance", "job", "namespace", "pod", "service", "endpoint", "container"}
+HISTOGRAM_PARTS = ("_bucket", "_sum", "_count")
+RUNNING_GUARD = re.compile(r'pipetrain_job_state\s*\{\s*state\s*=\s*"running"\s*\}')
 errors = []
+histograms = set()  # exported names that are histograms
 
 
 def source_metrics(repo: pathlib.Path):
-    """metric name -> set of label names, from .Name("...") registrations and .Add({{"l", ...}})."""
+    """metric name -> set of label names, from .Name("...") registrations in the daemons' .cc
+    files and the `name{label,...}` lists in their headers."""
     found = {}
-    for path in list((repo / "coordinator").glob("*.cc")) + list((repo / "worker").rglob("*.cc")):
+    dirs = [repo / "coordinator", repo / "worker", repo / "common"]
+    for path in [p for d in dirs for p in d.rglob("*.cc")]:
         text = path.read_text()
         for m in re.finditer(r'\.Name\("(pipetrain_\w+)"\)', text):
             found.setdefault(m.group(1), set())
-    # Labels as documented for the coordinator (metrics.h) and used by the worker.
-    labels = {"pipetrain_jobs": {"state"}, "pipetrain_workers": {"state"},
-              "pipetrain_job_bubble_ratio": {"job_id", "kind"},
-              "pipetrain_worker_peak_activation_bytes": {"job_id", "rank", "kind"},
-              "pipetrain_worker_transfer_bytes_total": {"direction"},
-              "pipetrain_coordinator_rpc_errors_total": {"method"}}
+            if re.search(r"BuildHistogram\(\)\s*$", text[max(0, m.start() - 80):m.start()]):
+                histograms.add(m.group(1))
+    documented = {}
+    for path in [p for d in dirs for p in d.rglob("*.h")]:
+        for m in re.finditer(r"\b(pipetrain_\w+)(\{[\w,]*\})?", path.read_text()):
+            labels = set(filter(None, (m.group(2) or "{}")[1:-1].split(",")))
+            documented.setdefault(m.group(1), set()).update(labels)
     for name in found:
-        found[name] = labels.get(name, {"job_id"} if name.startswith("pipetrain_job_") else set())
+        if name not in documented:
+            errors.append(f"{name} is registered but no header documents it (name{{labels}})")
+        found[name] = documented.get(name, set())
     return found
 
 
 def scraped_metrics(path: pathlib.Path):
-    """live_scrape.py output: 'name label,label' per line."""
+    """live_scrape.py output: 'name type label,label' per line."""
     found = {}
     for line in path.read_text().splitlines():
-        parts = line.split(" ", 1)
-        found[parts[0]] = set(filter(None, parts[1].split(","))) if len(parts) > 1 else set()
+        parts = line.split(" ")
+        found[parts[0]] = set(filter(None, parts[2].split(","))) if len(parts) > 2 else set()
+        if len(parts) > 1 and parts[1] == "histogram":
+            histograms.add(parts[0])
     return found
 
 
@@ -98,16 +114,44 @@ def check_scrape_config(path: pathlib.Path):
                           f"override the scrape job's `job` label; not needed (job_id)")
 
 
+def resolve(name: str, known):
+    """(exported name, extra labels) a selected series comes from, or None."""
+    if name in known:
+        return name, set()
+    for part in HISTOGRAM_PARTS:
+        base = name[: -len(part)]
+        if name.endswith(part) and base in histograms:
+            return base, {"le"} if part == "_bucket" else set()
+    return None
+
+
 def check_expr(where: str, expr: str, known, recorded=frozenset()):
     for name, labels in selectors(expr):
         if name in recorded:
             continue
-        if name not in known:
+        source = resolve(name, known)
+        if source is None:
             errors.append(f"{where}: metric {name!r} is not exported by the daemons")
             continue
-        unknown = labels - known[name] - TARGET_LABELS
+        if name in histograms:
+            errors.append(f"{where}: {name} is a histogram: query {name}_bucket, _sum or _count")
+            continue
+        unknown = labels - known[source[0]] - source[1] - TARGET_LABELS
         if unknown:
             errors.append(f"{where}: {name} has no label(s) {sorted(unknown)}")
+
+
+def check_alert_guard(fname: str, rule, known, recorded):
+    """An alert over per-job series must hold only while the job runs."""
+    names = [n for n, _ in selectors(rule["expr"])]
+    names += [n for r in names if r in recorded for n, _ in selectors(recorded[r])]
+    per_job = sorted({n for n in names if "job_id" in known.get((resolve(n, known) or ("",))[0],
+                                                                    set())
+                      and n != "pipetrain_job_state"})
+    if per_job and not RUNNING_GUARD.search(rule["expr"]):
+        errors.append(f"{fname} {rule['alert']}: alerts on per-job series ({', '.join(per_job)}) "
+                      f"but is not guarded by pipetrain_job_state{{state=\"running\"}}: it would "
+                      f"keep firing for a job that ended, until its series are removed")
 
 
 def check_dashboard(path: pathlib.Path, known):
@@ -184,9 +228,13 @@ def main() -> None:
     for f in sorted((deploy / "prometheus/rules").glob("*.yml")):
         for g in yaml.safe_load(f.read_text())["groups"]:
             rules += [(f.name, r) for r in g["rules"]]
-    recorded = {r["record"] for _, r in rules if "record" in r}
+    recorded = {r["record"]: r["expr"] for _, r in rules if "record" in r}
     for fname, r in rules:
         check_expr(f"{fname} {r.get('record') or r.get('alert')}", r["expr"], known, recorded)
+    if "pipetrain_job_state" in known:
+        for fname, r in rules:
+            if "alert" in r:
+                check_alert_guard(fname, r, known, recorded)
     for e in errors:
         print(f"FAIL: {e}")
     if errors:

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Starts a real coordinator and two CPU workers on 127.0.0.1, runs a tiny job for a few steps,
-and prints the metric names their /metrics endpoints export, one per line with its label
-names: `name label,label`.
+and prints the metric names their /metrics endpoints export, one per line with its type and
+label names: `name type label,label` (a histogram's labels include those of its _bucket,
+_sum and _count series, but not `le`).
 
 prometheus-cpp only exposes a family once it has a series, so the job must step (for the
 pipetrain_job_* families), evaluate after its first step (for pipetrain_job_validation_*), and
@@ -59,19 +60,23 @@ def scrape(address):
 
 
 def names(text):
-    """{metric name: set of label names} from the text exposition format."""
-    found = {m.group(1): set() for m in re.finditer(r"^# TYPE (\S+) ", text, re.M)}
+    """{metric name: (type, set of label names)} from the text exposition format."""
+    found = {m.group(1): (m.group(2), set())
+             for m in re.finditer(r"^# TYPE (\S+) (\S+)", text, re.M)}
     for m in re.finditer(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}", text, re.M):
         base = m.group(1)
         if base not in found:  # histogram/summary parts (_bucket, _sum, _count)
-            continue
-        found[base] |= set(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', m.group(2)))
+            base = re.sub(r"_(bucket|sum|count)$", "", base)
+            if base not in found:
+                continue
+        labels = set(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', m.group(2))) - {"le", "quantile"}
+        found[base][1].update(labels)
     return found
 
 
 def merge(into, more):
-    for k, v in more.items():
-        into.setdefault(k, set()).update(v)
+    for k, (kind, labels) in more.items():
+        into.setdefault(k, (kind, set()))[1].update(labels)
 
 
 def main() -> None:
@@ -118,7 +123,8 @@ def main() -> None:
         for w in workers:
             merge(exported, names(scrape(w["metrics"])))
         for name in sorted(exported):
-            print(name, ",".join(sorted(exported[name])))
+            kind, labels = exported[name]
+            print(name, kind, ",".join(sorted(labels)))
     finally:
         for p in procs:
             p.terminate()

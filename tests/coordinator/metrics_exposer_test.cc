@@ -19,6 +19,7 @@ namespace pipetrain::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Plain HTTP/1.0 GET of http://127.0.0.1:port/path; the whole response.
 std::string HttpGet(int port, const std::string& path) {
@@ -84,12 +85,26 @@ TEST(MetricsExposerTest, ScrapeHasPipetrainSeries) {
                               "\"measured\"} 0.75"));
   EXPECT_THAT(body, HasSubstr("pipetrain_job_step_bubble_ratio{job_id=\"job-000001\",kind="
                               "\"predicted\"}"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job_id=\"job-000001\",kind="
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_peak_activation_bytes{job_id=\"job-000001\",kind="
                               "\"measured\",rank=\"1\"} 2002"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_worker_peak_activation_bytes{job_id=\"job-000001\",kind="
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_peak_activation_bytes{job_id=\"job-000001\",kind="
                               "\"predicted\",rank=\"0\"}"));
-  EXPECT_THAT(body, HasSubstr("pipetrain_worker_device_peak_bytes{job_id=\"job-000001\","
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_device_peak_bytes{job_id=\"job-000001\","
                               "rank=\"1\"} 200002"));
+  // The coordinator exports no pipetrain_worker_ series of a job: those are the workers'.
+  EXPECT_THAT(body, Not(HasSubstr("pipetrain_worker_peak_activation_bytes")));
+  EXPECT_THAT(body, Not(HasSubstr("pipetrain_worker_device_peak_bytes")));
+  // Both fake ranks: 0.5 ms of compute in the 2 ms step.
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_rank_bubble_ratio{job_id=\"job-000001\",kind="
+                              "\"measured\",rank=\"0\"} 0.75"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_rank_bubble_ratio{job_id=\"job-000001\",kind="
+                              "\"predicted\",rank=\"1\"}"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_step_seconds_count{job_id=\"job-000001\"} 3"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_step_seconds_bucket{job_id=\"job-000001\",le="
+                              "\"0.002\"} 3"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_state{job_id=\"job-000001\",state=\"succeeded\"} 1"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_job_state{job_id=\"job-000001\",state=\"running\"} 0"));
+  EXPECT_THAT(body, HasSubstr("pipetrain_build_info{program=\"pipetrain-coordinator\""));
   EXPECT_THAT(body, HasSubstr("pipetrain_workers{state=\"idle\"} 2"));
   EXPECT_THAT(body, HasSubstr("pipetrain_worker_heartbeats_total 1"));
   workers.Shutdown();

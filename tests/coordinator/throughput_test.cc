@@ -30,7 +30,7 @@ v1::StepReport Report(int rank, int step, int64_t duration_ns, bool holds_loss) 
 }
 
 std::string Scrape(const CoordinatorMetrics& metrics) {
-  return prometheus::TextSerializer().Serialize(metrics.registry()->Collect());
+  return prometheus::TextSerializer().Serialize(metrics.collectable()->Collect());
 }
 
 TEST(ThroughputTest, StepAndJobRatesFollowFromTheSlowestRank) {
@@ -105,6 +105,43 @@ TEST(ThroughputTest, ValidationPassesAreKeptInStepOrderAndRedonePassesReplaced) 
   EXPECT_EQ(job.evaluations(0).step(), 1);
   EXPECT_DOUBLE_EQ(job.evaluations(0).perplexity(), 9.0);
   EXPECT_EQ(job.evaluations(1).step(), 3);
+}
+
+// The bubble per rank: each rank's compute-action time against the step (the slowest rank's
+// duration); the mean over ranks is the step bubble. None when a rank sent no timings.
+TEST(ThroughputTest, RankBubblesSplitTheStepBubble) {
+  StepAggregator aggregator(2, StepWork{64, 1e9, 8e9});
+  v1::Job job;
+  auto timed = [](v1::StepReport r, int64_t compute_ns) {
+    v1::ActionTiming* f = r.add_timings();
+    f->mutable_action()->set_kind(v1::ACTION_KIND_F);
+    f->set_start_ns(0);
+    f->set_end_ns(compute_ns / 2);
+    v1::ActionTiming* send = r.add_timings();  // not compute
+    send->mutable_action()->set_kind(v1::ACTION_KIND_SEND_ACT);
+    send->set_start_ns(compute_ns / 2);
+    send->set_end_ns(compute_ns);
+    v1::ActionTiming* bw = r.add_timings();
+    bw->mutable_action()->set_kind(v1::ACTION_KIND_BW);
+    bw->set_start_ns(compute_ns);
+    bw->set_end_ns(compute_ns + compute_ns / 2);
+    return r;
+  };
+  // Step 800 ms (rank 1's); rank 0 computes 200 ms, rank 1 600 ms.
+  aggregator.Add(timed(Report(0, 0, 400'000'000, false), 200'000'000), &job);
+  std::vector<CompletedStep> done =
+      aggregator.Add(timed(Report(1, 0, 800'000'000, true), 600'000'000), &job);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].rank_bubble_ratios.size(), 2u);
+  EXPECT_DOUBLE_EQ(done[0].rank_bubble_ratios[0], 0.75);
+  EXPECT_DOUBLE_EQ(done[0].rank_bubble_ratios[1], 0.25);
+  EXPECT_DOUBLE_EQ(job.measured_step_bubble_ratio(),
+                   (done[0].rank_bubble_ratios[0] + done[0].rank_bubble_ratios[1]) / 2);
+  // A step one rank reports without timings has no per-rank bubble.
+  aggregator.Add(timed(Report(0, 1, 400'000'000, false), 200'000'000), &job);
+  done = aggregator.Add(Report(1, 1, 800'000'000, true), &job);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].rank_bubble_ratios.empty());
 }
 
 TEST(ThroughputMetricsTest, ExpositionHasTheComparedSeries) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -137,7 +138,14 @@ TEST_F(LocalClusterTest, VHalfJobSucceedsWithReferenceLossesAndPredictedMemory) 
   for (const std::string& address : cluster_->worker_metrics_addresses()) {
     auto worker_metrics = testing::HttpGet(address, "/metrics");
     ASSERT_TRUE(worker_metrics.ok()) << worker_metrics.status();
-    EXPECT_NE(worker_metrics->find(absl::StrCat("pipetrain_worker_steps_total ", kSteps)),
+    // Each worker's series carry the job and its rank there: "...{job_id="J",rank="R"} 3".
+    const std::string prefix =
+        absl::StrCat("pipetrain_worker_steps_total{job_id=\"", done->id(), "\",rank=\"");
+    const size_t at = worker_metrics->find(prefix);
+    ASSERT_NE(at, std::string::npos) << *worker_metrics;
+    const std::string line = worker_metrics->substr(at, worker_metrics->find('\n', at) - at);
+    EXPECT_TRUE(absl::EndsWith(line, absl::StrCat("\"} ", kSteps))) << line;
+    EXPECT_NE(worker_metrics->find("pipetrain_build_info{program=\"pipetrain-worker\""),
               std::string::npos)
         << *worker_metrics;
     const std::string file = absl::StrCat(cluster_->dir(), "/exposition.txt");
@@ -195,15 +203,34 @@ TEST_F(LocalClusterTest, PrometheusScrapesBothDaemons) {
   ASSERT_EQ(answer["data"]["result"].size(), 1u) << answer.dump();
   EXPECT_EQ(answer["data"]["result"][0]["value"][1].get<std::string>(), "3");
 
-  auto peak = testing::HttpGet(
-      web, "/api/v1/query?query=max(pipetrain_worker_peak_activation_bytes)");
-  ASSERT_TRUE(peak.ok()) << peak.status();
-  nlohmann::json peak_answer = nlohmann::json::parse(*peak);
-  ASSERT_EQ(peak_answer["data"]["result"].size(), 1u) << peak_answer.dump();
-  const double scraped = std::stod(peak_answer["data"]["result"][0]["value"][1].get<std::string>());
-  double expected = 0;
-  for (int64_t b : done->measured_peak_activation_bytes()) expected = std::max<double>(expected, b);
-  EXPECT_EQ(scraped, expected);
+  // The job's measured peak per rank (the coordinator's, max over steps) and each worker's own
+  // last-step peak: the plan is exact, so every step peaks the same and the two agree rank by
+  // rank. Prometheus scrapes each target on its own schedule: wait (bounded) until it has every
+  // rank of both.
+  std::map<std::string, double> expected;  // by rank
+  for (int r = 0; r < done->measured_peak_activation_bytes_size(); ++r) {
+    expected[absl::StrCat(r)] = static_cast<double>(done->measured_peak_activation_bytes(r));
+  }
+  for (const std::string& series :
+       {std::string("pipetrain_job_peak_activation_bytes%7Bkind%3D%22measured%22%7D"),
+        absl::StrCat("pipetrain_worker_peak_activation_bytes%7Bjob_id%3D%22", done->id(),
+                     "%22%7D")}) {
+    nlohmann::json result;
+    for (const absl::Time until = absl::Now() + absl::Seconds(20); absl::Now() < until;
+         absl::SleepFor(absl::Milliseconds(500))) {
+      auto peak = testing::HttpGet(web, "/api/v1/query?query=" + series);
+      ASSERT_TRUE(peak.ok()) << peak.status();
+      result = nlohmann::json::parse(*peak)["data"]["result"];
+      if (result.size() == expected.size()) break;
+    }
+    ASSERT_EQ(result.size(), expected.size()) << series << result.dump();
+    std::map<std::string, double> scraped;
+    for (const nlohmann::json& sample : result) {
+      scraped[sample["metric"]["rank"].get<std::string>()] =
+          std::stod(sample["value"][1].get<std::string>());
+    }
+    EXPECT_EQ(scraped, expected) << series;
+  }
   testing::Kill(prometheus, SIGTERM);
   testing::WaitFor(prometheus, absl::Seconds(10));
 }

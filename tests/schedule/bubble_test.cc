@@ -18,6 +18,17 @@ namespace {
 
 using ::pipetrain::schedule::testing::FromRows;
 
+// Per rank: 1 - busy / step; the mean is the step bubble.
+TEST(BubbleTest, RankBubblesSplitTheStepBubble) {
+  const std::vector<double> per_rank = RankBubbles({3.0, 6.0}, 8.0);
+  ASSERT_EQ(per_rank.size(), 2u);
+  EXPECT_DOUBLE_EQ(per_rank[0], 0.625);
+  EXPECT_DOUBLE_EQ(per_rank[1], 0.25);
+  EXPECT_DOUBLE_EQ((per_rank[0] + per_rank[1]) / 2, StepBubble({3.0, 6.0}, 8.0));
+  EXPECT_TRUE(RankBubbles({1.0}, 0.0).empty());
+  EXPECT_EQ(RankBubbles({9.0}, 8.0), std::vector<double>{0.0});  // clamped
+}
+
 TEST(BubbleTest, FormulasOnPlainNumbers) {
   // Work 3 + 6 on 2 workers over a 9-long step: half the step is idle; the busiest worker (6)
   // idles a third of the longest span (9).

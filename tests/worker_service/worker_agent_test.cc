@@ -7,6 +7,7 @@
 #include "worker/service/worker_agent.h"
 
 #include <grpcpp/test/server_context_test_spouse.h>
+#include <prometheus/text_serializer.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -23,6 +24,8 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "planner/planner.h"
+#include "tests/fakes/manual_clock.h"
+#include "worker/service/worker_metrics.h"
 #include "worker/service/worker_service.h"
 
 namespace pipetrain::worker {
@@ -106,7 +109,7 @@ struct Agent {
   // `available_memory`: what the session sees as this worker's available host memory (0: none
   // given, not checked).
   explicit Agent(FakeCoordinator* coordinator, int64_t available_memory = 0,
-                 AllowedPaths allowed_paths = {}) {
+                 AllowedPaths allowed_paths = {}, WorkerMetrics* metrics = nullptr) {
     auto listener = TcpListener::Bind("127.0.0.1", 0).value();
     WorkerAgentOptions options;
     options.name = "test-worker";
@@ -117,7 +120,7 @@ struct Agent {
       options.session.available_host_memory_bytes = [available_memory] { return available_memory; };
     }
     transport_address = options.transport_address;
-    agent = std::make_unique<WorkerAgent>(options, coordinator, std::move(listener), nullptr);
+    agent = std::make_unique<WorkerAgent>(options, coordinator, std::move(listener), metrics);
     agent->Start("127.0.0.1:1");
   }
   std::string transport_address;
@@ -214,6 +217,38 @@ TEST(WorkerAgentTest, StaleHeartbeatAbortDoesNotAbortANewPrepare) {
     return response;
   });
   EXPECT_TRUE(WaitUntil([&] { return !a.agent->busy(); }));
+  a.agent->Shutdown();
+}
+
+// The agent feeds its metrics the job and rank of every step, and ends the job's series' life
+// when the run ends: they stay for the retention, then go.
+TEST(WorkerAgentTest, MetricsCarryTheJobAndRankAndExpireAfterTheRun) {
+  FakeCoordinator coordinator;
+  ManualClock clock;
+  WorkerMetrics metrics(JobSeriesOptions{absl::Minutes(1), &clock});
+  Agent a(&coordinator, 0, {}, &metrics);
+  ASSERT_TRUE(a.agent->Prepare(OneRankJob(a.transport_address, 0)).ok());
+  v1::StartRequest start;
+  start.set_job_id("job-000001");
+  start.set_num_steps(3);
+  ASSERT_TRUE(a.agent->StartRun(start).ok());
+  ASSERT_TRUE(WaitUntil([&] {
+    return !coordinator.reports().empty() && coordinator.reports().back().finished();
+  }));
+  auto scrape = [&] {
+    return prometheus::TextSerializer().Serialize(metrics.collectable()->Collect());
+  };
+  std::string body = scrape();
+  EXPECT_NE(body.find("pipetrain_worker_steps_total{job_id=\"job-000001\",rank=\"0\"} 3\n"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("pipetrain_worker_step_seconds_count{job_id=\"job-000001\",rank=\"0\"} 3"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("pipetrain_worker_busy 0\n"), std::string::npos) << body;
+  clock.Advance(absl::ToInt64Nanoseconds(absl::Minutes(1)));
+  body = scrape();
+  EXPECT_EQ(body.find("job-000001"), std::string::npos) << body;
   a.agent->Shutdown();
 }
 

@@ -256,7 +256,7 @@ void WorkerAgent::RunLoop(std::string job_id, int num_steps) {
     attempt = attempt_;
   }
   absl::Status status = session->Run(num_steps, [&](const StepResult& r) -> absl::Status {
-    if (metrics_ != nullptr) metrics_->StepDone(r);
+    if (metrics_ != nullptr) metrics_->StepDone(job_id, rank, r);
     {
       absl::MutexLock lock(&mu_);
       step_ = r.step + 1;
@@ -288,7 +288,10 @@ void WorkerAgent::RunLoop(std::string job_id, int num_steps) {
       running_ = false;
       job_id_.clear();
       done = std::move(session_);
-      if (metrics_ != nullptr) metrics_->SetBusy(false);
+      if (metrics_ != nullptr) {
+        metrics_->SetBusy(false);
+        metrics_->RunEnded(job_id);
+      }
     }
     done.reset();
     session.reset();

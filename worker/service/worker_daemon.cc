@@ -16,6 +16,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/build_info.h"
+#include "common/grpc_server_metrics.h"
 #include "common/malformed_request.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -101,13 +103,17 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   PT_ASSIGN_OR_RETURN(auto listener, TcpListener::Bind(transport_hp.first, transport_hp.second));
   const std::string transport_address = absl::StrCat(transport_hp.first, ":", listener->port());
 
-  auto metrics = std::make_unique<WorkerMetrics>();
+  JobSeriesOptions job_series;
+  job_series.retention = config.job_metrics_retention;
+  auto metrics = std::make_unique<WorkerMetrics>(job_series);
+  RegisterBuildInfo(metrics->registry(), "pipetrain-worker");
+  GrpcServerMetrics grpc_metrics(metrics->registry());
   std::unique_ptr<prometheus::Exposer> exposer;
   std::string metrics_address;
   if (!config.metrics_listen.empty()) {
     PT_ASSIGN_OR_RETURN(auto metrics_hp, HostPort("--metrics-listen", config.metrics_listen));
     exposer = std::make_unique<prometheus::Exposer>(config.metrics_listen);
-    exposer->RegisterCollectable(metrics->registry());
+    exposer->RegisterCollectable(metrics->collectable());
     metrics_address = absl::StrCat(metrics_hp.first, ":", exposer->GetListeningPorts().front());
   }
 
@@ -163,13 +169,15 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(NewMalformedRequestInterceptorFactory());
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   int grpc_port = 0;
   builder.AddListeningPort(config.listen, tls.server, &grpc_port);
   builder.SetMaxReceiveMessageSize(256 << 20);  // whole plans of large jobs
   builder.RegisterService(&service);
+  // In this order: the metrics count the status the malformed-request rewrite sends.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(NewMalformedRequestInterceptorFactory());
+  interceptors.push_back(grpc_metrics.MakeInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
     return absl::UnavailableError(absl::StrCat("--listen: cannot serve on ", config.listen));

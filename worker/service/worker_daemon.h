@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "worker/runtime/worker_session.h"
 
 namespace pipetrain::worker {
@@ -31,6 +32,8 @@ struct WorkerDaemonConfig {
   std::string tls_ca_file;
   // Presented when registering with a coordinator that requires it (docs/security.md).
   std::string cluster_secret;
+  // A job's Prometheus series are removed this long after its run here ends (docs/metrics.md).
+  absl::Duration job_metrics_retention = absl::Minutes(10);
   SessionOptions session;
 };
 
