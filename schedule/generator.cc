@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "schedule/auto_planner.h"
+#include "schedule/gen_dualpipev.h"
 #include "schedule/generators_classic.h"
 #include "schedule/v_generators.h"
 #include "schedule/validator.h"
@@ -28,6 +29,9 @@ const std::vector<GeneratorInfo>& Generators() {
       {"zb-h2", "zero bubble H2: split B/W greedy at 2p units; any m", MakeZbH2},
       {"zb-v", "ZB-V: V-shape, backward-first greedy, peak <= p units; p >= 2, any m", MakeZbV, 2},
       {"v-zb", "V-ZB: V-shape building block, peak <= p units; p >= 2, any m", MakeVZb, 2},
+      {"dualpipev",
+       "DualPipeV: V-shape, overlapped F+B pairs (DeepSeek-V3), peak p units; p >= 2, m >= 2p",
+       MakeDualPipeV, 2},
       {"v-half", "V-Half: V-shape, peak <= (p+2)//2 units; p >= 2, any m", MakeVHalf, 2},
       {"v-min", "V-Min: V-shape, peak <= (p+4)//3 units; p >= 2, any m", MakeVMin, 2},
       {"v-adaptive", "V-shape block search under memory_limit (> 0); p >= 2, any m",
