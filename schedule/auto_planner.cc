@@ -16,7 +16,7 @@ namespace {
 
 constexpr const char* kFamily[] = {
     "v-zb",  "zb-v",  "dualpipev",        "v-half", "v-min", "v-adaptive", "1f1b",
-    "zb-h1", "zb-h2", "interleaved-1f1b", "gpipe"};
+    "zb-h1", "zb-h2", "interleaved-1f1b", "interleaved-zb", "gpipe"};
 
 // Offload plans cannot split an overlapped F+B pair (offload_pass.h), so such schedules get none.
 bool HasOverlappedPairs(const Schedule& s) {

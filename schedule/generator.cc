@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "schedule/auto_planner.h"
 #include "schedule/gen_dualpipev.h"
+#include "schedule/gen_interleaved_zb.h"
 #include "schedule/generators_classic.h"
 #include "schedule/v_generators.h"
 #include "schedule/validator.h"
@@ -25,6 +26,11 @@ const std::vector<GeneratorInfo>& Generators() {
        "generalised interleaved 1F1B: chunks cycle over groups of group_size microbatches "
        "(default p), v chunks per worker (default 2); m a multiple of the group size",
        MakeGroupedInterleaved, 2, true},
+      {"interleaved-zb",
+       "interleaved zero bubble: interleaved 1F1B's order with B/W split, W's filling the waits "
+       "under interleaved 1F1B's peak (or memory_limit), v chunks per worker (default 2); m a "
+       "multiple of the group size",
+       MakeInterleavedZb, 2, true},
       {"zb-h1", "zero bubble H1: split B/W greedy at 1F1B memory (p units); any m", MakeZbH1},
       {"zb-h2", "zero bubble H2: split B/W greedy at 2p units; any m", MakeZbH2},
       {"zb-v", "ZB-V: V-shape, backward-first greedy, peak <= p units; p >= 2, any m", MakeZbV, 2},
