@@ -21,6 +21,17 @@ constexpr double kEps = 1e-9;
 
 double MaxOf(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 
+// Larger schedules skip the polish, as the V generators do: a trial's fixed cost grows with the
+// schedule (p = 64, m = 1024 took ~30 s), while what it recovers (warm-up and cool-down idle
+// time) shrinks relative to the step.
+constexpr size_t kMaxPolishedActions = 8192;
+
+size_t ActionCount(const Schedule& s) {
+  size_t n = 0;
+  for (const auto& list : s.worker_actions) n += list.size();
+  return n;
+}
+
 // Step 2 of the header: W's placed into a fixed F/B order. nullopt when an F cannot fit the
 // cap with no W left to free memory.
 std::optional<Schedule> PlaceWs(const Schedule& fused, const CostModel& costs, double cap) {
@@ -42,63 +53,73 @@ std::optional<Schedule> PlaceWs(const Schedule& fused, const CostModel& costs, d
     held[w] -= c.activation - c.freed_by_b;
     out.worker_actions[w].push_back({ActionKind::kW, stage, mb});
   };
-  bool progress = true;
-  size_t done = 0, total = 0;
-  for (const auto& list : fused.worker_actions) total += list.size();
-  while (done < total) {
-    if (!progress) return std::nullopt;  // cannot happen for a valid fused order
-    progress = false;
-    for (int w = 0; w < p; ++w) {
-      const auto& list = fused.worker_actions[w];
-      while (pos[w] < list.size()) {
-        const Action a = list[pos[w]];
-        const StageCost& c = costs.stages[a.stage];
-        const bool forward = a.kind == ActionKind::kF;
-        double ready = 0.0;
-        if (forward) {
-          if (a.stage > 0) {
-            const double t = f_end[key(a.stage - 1, a.microbatch)];
-            if (t < 0) break;
-            ready = t + (cross(a.stage - 1, a.stage) ? costs.comm : 0.0);
-          }
-        } else {
-          const double own = f_end[key(a.stage, a.microbatch)];
-          if (own < 0) break;
-          ready = own;
-          if (a.stage + 1 < n_stages) {
-            const double t = b_end[key(a.stage + 1, a.microbatch)];
-            if (t < 0) break;
-            ready = std::max(ready, t + (cross(a.stage + 1, a.stage) ? costs.comm : 0.0));
-          }
+  // Workers run until an input is missing; placing a producer wakes its consumer's worker, so
+  // every action is visited O(1) times.
+  std::vector<int> stack;
+  std::vector<char> queued(p, 1);
+  for (int w = p - 1; w >= 0; --w) stack.push_back(w);
+  auto wake = [&](int w) {
+    if (!queued[w]) {
+      queued[w] = 1;
+      stack.push_back(w);
+    }
+  };
+  while (!stack.empty()) {
+    const int w = stack.back();
+    stack.pop_back();
+    queued[w] = 0;
+    const auto& list = fused.worker_actions[w];
+    while (pos[w] < list.size()) {
+      const Action a = list[pos[w]];
+      const StageCost& c = costs.stages[a.stage];
+      const bool forward = a.kind == ActionKind::kF;
+      double ready = 0.0;
+      if (forward) {
+        if (a.stage > 0) {
+          const double t = f_end[key(a.stage - 1, a.microbatch)];
+          if (t < 0) break;
+          ready = t + (cross(a.stage - 1, a.stage) ? costs.comm : 0.0);
         }
-        if (forward) {
-          while (held[w] + c.activation > cap + kEps) {
-            if (pending[w].empty()) return std::nullopt;
-            run_w(w);
-          }
+      } else {
+        const double own = f_end[key(a.stage, a.microbatch)];
+        if (own < 0) break;
+        ready = own;
+        if (a.stage + 1 < n_stages) {
+          const double t = b_end[key(a.stage + 1, a.microbatch)];
+          if (t < 0) break;
+          ready = std::max(ready, t + (cross(a.stage + 1, a.stage) ? costs.comm : 0.0));
         }
-        while (!pending[w].empty() &&
-               free[w] + costs.stages[pending[w].front().first].w <= ready + kEps) {
+      }
+      if (forward) {
+        while (held[w] + c.activation > cap + kEps) {
+          if (pending[w].empty()) return std::nullopt;
           run_w(w);
         }
-        const double start = std::max(free[w], ready);
-        if (forward) {
-          free[w] = start + c.f;
-          f_end[key(a.stage, a.microbatch)] = free[w];
-          held[w] += c.activation;
-          out.worker_actions[w].push_back({ActionKind::kF, a.stage, a.microbatch});
-        } else {
-          free[w] = start + c.b;
-          b_end[key(a.stage, a.microbatch)] = free[w];
-          held[w] -= c.freed_by_b;
-          pending[w].push_back({a.stage, a.microbatch});
-          out.worker_actions[w].push_back({ActionKind::kB, a.stage, a.microbatch});
-        }
-        ++pos[w];
-        ++done;
-        progress = true;
       }
+      while (!pending[w].empty() &&
+             free[w] + costs.stages[pending[w].front().first].w <= ready + kEps) {
+        run_w(w);
+      }
+      const double start = std::max(free[w], ready);
+      if (forward) {
+        free[w] = start + c.f;
+        f_end[key(a.stage, a.microbatch)] = free[w];
+        held[w] += c.activation;
+        out.worker_actions[w].push_back({ActionKind::kF, a.stage, a.microbatch});
+        if (a.stage + 1 < n_stages) wake(fused.WorkerOf(a.stage + 1));
+      } else {
+        free[w] = start + c.b;
+        b_end[key(a.stage, a.microbatch)] = free[w];
+        held[w] -= c.freed_by_b;
+        pending[w].push_back({a.stage, a.microbatch});
+        out.worker_actions[w].push_back({ActionKind::kB, a.stage, a.microbatch});
+        if (a.stage > 0) wake(fused.WorkerOf(a.stage - 1));
+      }
+      ++pos[w];
     }
+  }
+  for (int w = 0; w < p; ++w) {
+    if (pos[w] < fused.worker_actions[w].size()) return std::nullopt;  // the order deadlocks
   }
   for (int w = 0; w < p; ++w) {
     while (!pending[w].empty()) run_w(w);
@@ -112,30 +133,40 @@ struct Plan {
 };
 
 // Steps 1-3 for one group size, with Megatron's warm-up slope 2 and the shallower slope 1;
-// nullopt when neither fits the cap.
-absl::StatusOr<std::optional<Plan>> PlanForGroup(const PipelineSpec& spec, int g, double limit) {
-  PipelineSpec grouped = spec;
-  grouped.group_size = g;
-  PT_ASSIGN_OR_RETURN(Schedule megatron, MakeGroupedInterleaved(grouped));
-  const CostModel costs = CostModelFor(spec, spec.chunks_per_worker);
+// nullopt when neither fits the cap. `searched`: g comes from the search under memory_limit
+// (valid by construction); then g < p tries slope 1 only, since the slope-2 order with g < p
+// needs many dry runs to become valid (p = 64, m = 1024, g = 32: 5 s).
+absl::StatusOr<std::optional<Plan>> PlanForGroup(const PipelineSpec& spec, int g, double limit,
+                                                 bool searched) {
+  const int p = spec.num_workers, m = spec.num_microbatches, v = spec.chunks_per_worker;
+  const CostModel costs = CostModelFor(spec, v);
+  std::optional<Schedule> megatron;
+  if (!searched || g >= p) {
+    PipelineSpec grouped = spec;
+    grouped.group_size = g;
+    PT_ASSIGN_OR_RETURN(megatron, MakeGroupedInterleaved(grouped));
+  }
   double cap = limit;
   if (cap <= 0) {
-    PT_ASSIGN_OR_RETURN(SimResult base, Simulate(megatron, costs));
+    PT_ASSIGN_OR_RETURN(SimResult base, Simulate(*megatron, costs));
     cap = MaxOf(base.peak_memory);
   }
   std::optional<Plan> best;
   for (int slope : {2, 1}) {
-    const Schedule fused =
-        slope == 2 ? megatron
-                   : GroupedInterleavedOrder(spec.num_workers, spec.num_microbatches,
-                                             spec.chunks_per_worker, g, slope);
+    if (slope == 2 && !megatron) continue;
+    const Schedule fused = slope == 2 ? *megatron : GroupedInterleavedOrder(p, m, v, g, slope);
     std::optional<Schedule> placed = PlaceWs(fused, costs, cap);
     if (!placed) continue;
-    PolishOptions options;
-    options.memory_cap = cap + kEps;
-    options.edge = 8 * spec.num_workers;
-    options.work_budget = 4'000'000;
-    PolishResult polished = PolishOrder(*placed, costs, options);
+    PolishResult polished;
+    if (ActionCount(*placed) <= kMaxPolishedActions) {
+      PolishOptions options;
+      options.memory_cap = cap + kEps;
+      options.edge = 8 * p;
+      options.work_budget = 4'000'000;
+      polished = PolishOrder(*placed, costs, options);
+    } else {
+      polished.schedule = std::move(*placed);
+    }
     absl::StatusOr<SimResult> sim = Simulate(polished.schedule, costs);
     if (!sim.ok()) continue;  // a slope-1 order the dry run could not repair
     if (MaxOf(sim->peak_memory) > cap + 1e-6) continue;
@@ -167,10 +198,13 @@ absl::StatusOr<Schedule> MakeInterleavedZb(const PipelineSpec& spec) {
     }
     if (groups.empty()) groups.push_back(p);  // let the grouped order word the error
   }
+  // The largest group size that fits wins: a smaller one only shortens the warm-up, which saves
+  // memory and costs time.
+  const bool searched = groups.size() > 1;
   std::optional<Plan> best;
   for (int g : groups) {
-    PT_ASSIGN_OR_RETURN(std::optional<Plan> plan, PlanForGroup(spec, g, spec.memory_limit));
-    if (plan && (!best || plan->span < best->span - kEps)) best = std::move(plan);
+    PT_ASSIGN_OR_RETURN(best, PlanForGroup(spec, g, spec.memory_limit, searched));
+    if (best) break;
   }
   if (!best) {
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -12,11 +12,12 @@
 //      or B a worker runs its oldest pending W's while one ends by the time that action's input
 //      arrives (filling the wait), and before an F also while the F would not fit the memory
 //      cap; leftover W's run at the end. Times are as soon as possible (Simulate's rules).
-//   3. PolishOrder (order_polish.h) under the same cap. The shorter of the two plans that fit
-//      wins.
+//   3. PolishOrder (order_polish.h) under the same cap, for schedules of up to 8192 actions.
+//      The shorter of the two plans that fit wins.
 // The cap is memory_limit when set, else the peak of the fused order of step 1 (interleaved
-// 1F1B's memory). When memory_limit is set and group_size is not, every g from p down to
-// ceil(p/2) that divides m is tried and the shortest plan that fits wins.
+// 1F1B's memory). When memory_limit is set and group_size is not, g goes from p down to
+// ceil(p/2) over the divisors of m and the first (largest) g with a plan that fits wins; below
+// p only the shallow warm-up is tried (Megatron's needs many repairs there).
 //
 // Thread-safety: pure function.
 #ifndef PIPETRAIN_SCHEDULE_GEN_INTERLEAVED_ZB_H_
