@@ -201,8 +201,17 @@ absl::StatusOr<Schedule> MakeInterleavedZb(const PipelineSpec& spec) {
   // The largest group size that fits wins: a smaller one only shortens the warm-up, which saves
   // memory and costs time.
   const bool searched = groups.size() > 1;
+  // Worker 0 runs at least (v-1)g + p forwards before its first backward (the shallow warm-up
+  // plus the first steady F), so a memory_limit below that peak needs no plan to be refused.
+  const CostModel costs = CostModelFor(spec, spec.chunks_per_worker);
+  double min_activation = std::numeric_limits<double>::infinity();
+  for (int c = 0; c < spec.chunks_per_worker && c * p < static_cast<int>(costs.stages.size()); ++c) {
+    min_activation = std::min(min_activation, costs.stages[c * p].activation);
+  }
   std::optional<Plan> best;
   for (int g : groups) {
+    const double floor_units = ((spec.chunks_per_worker - 1) * g + p) * min_activation;
+    if (spec.memory_limit > 0 && floor_units > spec.memory_limit + kEps) continue;
     PT_ASSIGN_OR_RETURN(best, PlanForGroup(spec, g, spec.memory_limit, searched));
     if (best) break;
   }
