@@ -10,7 +10,7 @@ namespace {
 
 bool IsCompute(v1::ActionKind kind) {
   return kind == v1::ACTION_KIND_F || kind == v1::ACTION_KIND_B || kind == v1::ACTION_KIND_W ||
-         kind == v1::ACTION_KIND_BW;
+         kind == v1::ACTION_KIND_BW || kind == v1::ACTION_KIND_OVERLAP_F;
 }
 
 template <typename RankSteps>

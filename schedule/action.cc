@@ -29,6 +29,7 @@ constexpr std::array<KindNames, kNumActionKinds> kKinds = {{
     {ActionKind::kOffload, "OFFLOAD", "OFF"},
     {ActionKind::kReload, "RELOAD", "RL"},
     {ActionKind::kRelease, "RELEASE", "REL"},
+    {ActionKind::kOverlapF, "OVERLAP_F", "OF"},
 }};
 
 const KindNames& Names(ActionKind kind) { return kKinds[static_cast<int>(kind)]; }
@@ -37,7 +38,7 @@ const KindNames& Names(ActionKind kind) { return kKinds[static_cast<int>(kind)];
 
 bool IsCompute(ActionKind kind) {
   return kind == ActionKind::kF || kind == ActionKind::kB || kind == ActionKind::kW ||
-         kind == ActionKind::kBW;
+         kind == ActionKind::kBW || kind == ActionKind::kOverlapF;
 }
 bool IsSend(ActionKind kind) {
   return kind == ActionKind::kSendAct || kind == ActionKind::kSendGrad;
@@ -81,7 +82,7 @@ absl::StatusOr<Action> ParseAction(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat(
         "bad action \"", s, "\": ", why,
         "; expected <stage><kind><microbatch> with kind one of F, I, W, B (or BW), SEND_F, "
-        "RECV_F, SEND_B, RECV_B, OFFLOAD, RELOAD, RELEASE, e.g. \"3F12\""));
+        "RECV_F, SEND_B, RECV_B, OFFLOAD, RELOAD, RELEASE, OVERLAP_F, e.g. \"3F12\""));
   };
   if (i == 0) return bad("missing stage number");
   if (j == i) return bad("missing kind");

@@ -10,6 +10,12 @@
 //   SEND_B / RECV_B   gradient transfer        [kSendGrad / kRecvGrad]
 //   OFFLOAD / RELOAD  activation offload to host memory and back (pipetrain extension)
 //   RELEASE  free the device copy an OFFLOAD was reading from (pipetrain extension)
+//   OVERLAP_F forward overlapped with the backward right after it  [kOverlapF]
+// An overlapped pair, PyTorch's OVERLAP_F_B, is two list entries: an OVERLAP_F action followed
+// immediately by a B or BW (the validator enforces the adjacency). A worker with one compute
+// stream runs it as the F, then the backward; the pair says that a runtime with a second stream
+// (or an all-to-all to hide) may run them together. Its inputs are received before the pair and
+// its outputs sent after it. The CSV form writes a pair as one cell, `(0F4;7B2)OVERLAP_F_B`.
 // Transfers name the stage on this worker's side: SEND_F of stage s goes to stage s+1, RECV_F
 // of stage s comes from s-1, SEND_B of stage s goes to s-1, RECV_B of stage s comes from s+1.
 //
@@ -42,9 +48,12 @@ enum class ActionKind : uint8_t {
   // longer than the next compute need not stall the worker. Placed by the offload pass where the
   // copy is planned to be done (PipeOffload's OFFLOAD_SEND_END).
   kRelease,
+  // Forward of (stage, microbatch) overlapped with the B or BW that follows it in the list
+  // (the header comment). Depends and allocates exactly as kF.
+  kOverlapF,
 };
 
-inline constexpr int kNumActionKinds = 11;
+inline constexpr int kNumActionKinds = 12;
 
 struct Action {
   ActionKind kind = ActionKind::kF;
@@ -54,7 +63,11 @@ struct Action {
   friend bool operator==(const Action&, const Action&) = default;
 };
 
-bool IsCompute(ActionKind kind);   // F, B, W, BW
+bool IsCompute(ActionKind kind);   // F, B, W, BW, OVERLAP_F
+// F or OVERLAP_F: a forward, whether overlapped or not.
+inline bool IsForward(ActionKind kind) {
+  return kind == ActionKind::kF || kind == ActionKind::kOverlapF;
+}
 bool IsTransfer(ActionKind kind);  // SEND_*/RECV_*
 bool IsSend(ActionKind kind);
 bool IsRecv(ActionKind kind);
@@ -65,7 +78,7 @@ int PeerStage(const Action& action);
 
 // The kind's token in the text form ("F", "I", "SEND_F", ...).
 absl::string_view KindToken(ActionKind kind);
-// Short label used by renderers: F, B, W, BW, SA, RA, SG, RG, OFF, RL, REL.
+// Short label used by renderers: F, B, W, BW, SA, RA, SG, RG, OFF, RL, REL, OF.
 absl::string_view KindLabel(ActionKind kind);
 
 // "3F12", "2SEND_F0". Round-trips with ParseAction.

@@ -15,8 +15,18 @@ namespace pipetrain::schedule {
 namespace {
 
 constexpr const char* kFamily[] = {
-    "v-zb",  "zb-v",  "v-half",           "v-min", "v-adaptive", "1f1b",
-    "zb-h1", "zb-h2", "interleaved-1f1b", "gpipe"};
+    "v-zb",  "zb-v",  "dualpipev",        "v-half", "v-min", "v-adaptive", "1f1b",
+    "zb-h1", "zb-h2", "interleaved-1f1b", "interleaved-zb", "gpipe"};
+
+// Offload plans cannot split an overlapped F+B pair (offload_pass.h), so such schedules get none.
+bool HasOverlappedPairs(const Schedule& s) {
+  for (const auto& list : s.worker_actions) {
+    for (const Action& a : list) {
+      if (a.kind == ActionKind::kOverlapF) return true;
+    }
+  }
+  return false;
+}
 
 struct Tried {
   PlanCandidate row;
@@ -51,7 +61,9 @@ std::vector<Tried> TryAll(const PipelineSpec& spec) {
     const bool plain_fits = t.row.fits;
     const Schedule compute = *t.schedule;
     out.push_back(std::move(t));
-    if (spec.offload_ratio <= 0 || spec.memory_limit <= 0) continue;
+    if (spec.offload_ratio <= 0 || spec.memory_limit <= 0 || HasOverlappedPairs(compute)) {
+      continue;
+    }
     const CostModel costs = CostModelFor(spec, compute.ChunksPerWorker());
     for (OffloadMode mode : {OffloadMode::kHalf, OffloadMode::kFull, OffloadMode::kSelective}) {
       if (mode == OffloadMode::kSelective && plain_fits) continue;

@@ -1,6 +1,6 @@
 // Memory-budget planner ("auto"): given the cost model and PipelineSpec.memory_limit (peak
 // activation units per worker; 0 = unlimited), try every schedule family in the registry
-// (V-shape: v-zb, zb-v, v-half, v-min and the adaptive V search under the limit; loop
+// (V-shape: v-zb, zb-v, dualpipev, v-half, v-min and the adaptive V search under the limit; loop
 // placement: 1f1b, zb-h1, zb-h2, interleaved-1f1b, gpipe), Simulate each, and return the one
 // with the least simulated makespan whose simulated peak fits on every worker. When nothing
 // fits: ResourceExhausted with the smallest achievable peak and the knobs that would help.

@@ -146,7 +146,8 @@ class Engine {
         };
         double start = 0.0, end = 0.0;
         switch (a.kind) {
-          case ActionKind::kF: {
+          case ActionKind::kF:
+          case ActionKind::kOverlapF: {  // one stream: the pair's F, then its backward
             if (a.stage > 0) {
               const bool cross = place[a.stage - 1] != place[a.stage];
               if (cross && explicit_) {
@@ -271,7 +272,7 @@ class Engine {
         if constexpr (kRecord) {
           out[k].start = start;
           out[k].end = end;
-          if (static_cast<int>(a.kind) <= static_cast<int>(ActionKind::kBW)) {  // compute
+          if (IsCompute(a.kind)) {
             me.busy += end - start;
             me.first = std::min(me.first, start);
             me.last = std::max(me.last, end);
@@ -280,7 +281,7 @@ class Engine {
         // A compute end waits for every offload copy issued before it, then releases the device
         // copies; the worker stalls until then if a copy is late.
         double free_at = end;
-        if (!me.pending.empty() && static_cast<int>(a.kind) <= static_cast<int>(ActionKind::kBW)) {
+        if (!me.pending.empty() && IsCompute(a.kind)) {
           for (const auto& [copy_end, units] : me.pending) free_at = std::max(free_at, copy_end);
           if constexpr (kRecord) {
             for (const auto& [copy_end, units] : me.pending) event(free_at, -units);
@@ -391,6 +392,7 @@ class Engine {
     auto done = [](double t) { return t >= 0; };
     switch (a.kind) {
       case ActionKind::kF:
+      case ActionKind::kOverlapF:
         if (Cross(s - 1, s) && explicit_) return "waiting for RECV_F " + ToString(a);
         return "waiting for F of " + Producer("stage/microbatch", s - 1, i);
       case ActionKind::kB:
@@ -546,6 +548,7 @@ EngineRun RunEngine(const Schedule& schedule, const CostModel& costs, const Acti
 void AppendMemoryEvents(const TimedAction& t, const StageCost& sc, std::vector<MemoryEvent>* out) {
   switch (t.action.kind) {
     case ActionKind::kF:
+    case ActionKind::kOverlapF:
       out->push_back({t.start, sc.activation});
       break;
     case ActionKind::kB:

@@ -30,30 +30,35 @@ absl::StatusOr<Schedule> MakeGroupedInterleaved(const PipelineSpec& spec) {
         absl::StrCat("interleaved-group needs num_microbatches to be a multiple of group_size: got "
                      "m=", m, ", group_size=", g));
   }
+  return GroupedInterleavedOrder(p, m, v, g, /*slope=*/2);
+}
+
+Schedule GroupedInterleavedOrder(int p, int m, int v, int g, int slope) {
   const int total = m * v, round = g * v;
-  // With g < p the closed-form warm-up can leave a worker's backward ahead of a forward another
-  // worker waits for; then every warm-up grows by one until the dry run passes.
+  // With g < p (or a slope below 2) the closed-form warm-up can leave a worker's backward ahead
+  // of a forward another worker waits for; then every warm-up grows by one until the dry run
+  // passes.
   for (int extra = 0;; ++extra) {
-  Schedule s = MakeEmptySchedule("interleaved-group", p, m, LoopPlacement(p, v));
-  for (int w = 0; w < p; ++w) {
-    auto unit = [&](int k, bool forward) {
-      const int chunk_slot = (k % round) / g;
-      const int chunk = forward ? chunk_slot : v - 1 - chunk_slot;
-      const int mb = (k / round) * g + k % g;
-      return Action{forward ? ActionKind::kF : ActionKind::kBW, chunk * p + w, mb};
-    };
-    const int warmup = v == 1 ? std::min(p - 1 - w + extra, total)
-                                : std::min((v - 1) * g + 2 * (p - 1 - w) + extra, total);
-    auto& list = s.worker_actions[w];
-    list.reserve(2 * total);
-    for (int k = 0; k < warmup; ++k) list.push_back(unit(k, true));
-    for (int k = 0; k < total - warmup; ++k) {
-      list.push_back(unit(warmup + k, true));
-      list.push_back(unit(k, false));
+    Schedule s = MakeEmptySchedule("interleaved-group", p, m, LoopPlacement(p, v));
+    for (int w = 0; w < p; ++w) {
+      auto unit = [&](int k, bool forward) {
+        const int chunk_slot = (k % round) / g;
+        const int chunk = forward ? chunk_slot : v - 1 - chunk_slot;
+        const int mb = (k / round) * g + k % g;
+        return Action{forward ? ActionKind::kF : ActionKind::kBW, chunk * p + w, mb};
+      };
+      const int warmup = v == 1 ? std::min(p - 1 - w + extra, total)
+                                : std::min((v - 1) * g + slope * (p - 1 - w) + extra, total);
+      auto& list = s.worker_actions[w];
+      list.reserve(2 * total);
+      for (int k = 0; k < warmup; ++k) list.push_back(unit(k, true));
+      for (int k = 0; k < total - warmup; ++k) {
+        list.push_back(unit(warmup + k, true));
+        list.push_back(unit(k, false));
+      }
+      for (int k = total - warmup; k < total; ++k) list.push_back(unit(k, false));
     }
-    for (int k = total - warmup; k < total; ++k) list.push_back(unit(k, false));
-  }
-  if (g >= p || QuickValidate(s) || extra >= total) return s;
+    if ((g >= p && slope >= 2) || QuickValidate(s) || extra >= total) return s;
   }
 }
 

@@ -132,7 +132,8 @@ absl::StatusOr<Schedule> MakeZb(const PipelineSpec& spec, const char* name, int 
       kind = ActionKind::kW;
     } else {
       const double next_input = std::min(b_ready, f_fits ? f_ready : kInf);
-      if (w_pending && (next_input == kInf || t + c.w <= next_input)) {
+      // (Tolerance: a W that ends exactly at the arrival fits, whatever the rounding.)
+      if (w_pending && (next_input == kInf || t + c.w <= next_input + 1e-9)) {
         kind = ActionKind::kW;
       } else if (next_input != kInf) {
         push(w, next_input);

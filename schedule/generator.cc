@@ -6,6 +6,8 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "schedule/auto_planner.h"
+#include "schedule/gen_dualpipev.h"
+#include "schedule/gen_interleaved_zb.h"
 #include "schedule/generators_classic.h"
 #include "schedule/v_generators.h"
 #include "schedule/validator.h"
@@ -24,10 +26,18 @@ const std::vector<GeneratorInfo>& Generators() {
        "generalised interleaved 1F1B: chunks cycle over groups of group_size microbatches "
        "(default p), v chunks per worker (default 2); m a multiple of the group size",
        MakeGroupedInterleaved, 2, true},
+      {"interleaved-zb",
+       "interleaved zero bubble: interleaved 1F1B's order with B/W split, W's filling the waits "
+       "under interleaved 1F1B's peak (or memory_limit), v chunks per worker (default 2); m a "
+       "multiple of the group size",
+       MakeInterleavedZb, 2, true},
       {"zb-h1", "zero bubble H1: split B/W greedy at 1F1B memory (p units); any m", MakeZbH1},
       {"zb-h2", "zero bubble H2: split B/W greedy at 2p units; any m", MakeZbH2},
       {"zb-v", "ZB-V: V-shape, backward-first greedy, peak <= p units; p >= 2, any m", MakeZbV, 2},
       {"v-zb", "V-ZB: V-shape building block, peak <= p units; p >= 2, any m", MakeVZb, 2},
+      {"dualpipev",
+       "DualPipeV: V-shape, overlapped F+B pairs (DeepSeek-V3), peak p units; p >= 2, m >= 2p",
+       MakeDualPipeV, 2},
       {"v-half", "V-Half: V-shape, peak <= (p+2)//2 units; p >= 2, any m", MakeVHalf, 2},
       {"v-min", "V-Min: V-shape, peak <= (p+4)//3 units; p >= 2, any m", MakeVMin, 2},
       {"v-adaptive", "V-shape block search under memory_limit (> 0); p >= 2, any m",

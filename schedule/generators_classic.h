@@ -39,6 +39,10 @@ absl::StatusOr<Schedule> MakeInterleaved1F1B(const PipelineSpec& spec);
 // Generalised interleaved 1F1B (PipeOffload's base schedule): like interleaved-1f1b but the
 // chunks cycle over groups of g = spec.group_size microbatches instead of p (gen_grouped.cc).
 absl::StatusOr<Schedule> MakeGroupedInterleaved(const PipelineSpec& spec);
+// Its order for valid p, m, v >= 1 and g (unchecked): worker w warms up with
+// (v-1)g + slope (p-1-w) forwards (v = 1: p-1-w), grown by one on every worker until the dry run
+// passes. MakeGroupedInterleaved uses slope 2; interleaved-zb also tries 1 (less memory).
+Schedule GroupedInterleavedOrder(int p, int m, int v, int g, int slope);
 absl::StatusOr<Schedule> MakeZbH1(const PipelineSpec& spec);
 absl::StatusOr<Schedule> MakeZbH2(const PipelineSpec& spec);
 

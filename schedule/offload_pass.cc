@@ -58,6 +58,12 @@ absl::Status CheckComputeOnly(const Schedule& s) {
         "offload pass: schedule \"", s.name,
         "\" must be compute-only (run it before AddTransfers, and only once)"));
   }
+  if (scan.Has(ActionKind::kOverlapF)) {
+    // An OFFLOAD placed after an overlapped F would split the pair.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "offload pass: schedule \"", s.name,
+        "\" has overlapped F+B pairs (OVERLAP_F); activation offload does not support them"));
+  }
   return ValidateSchedule(s);
 }
 

@@ -50,15 +50,28 @@ absl::StatusOr<Schedule> AddTransfers(const Schedule& schedule) {
     const auto& in = schedule.worker_actions[w];
     size_t size = in.size();
     for (const Action& a : in) {
-      if (a.kind == ActionKind::kF || a.kind == ActionKind::kB || a.kind == ActionKind::kBW) {
+      if (IsForward(a.kind) || a.kind == ActionKind::kB || a.kind == ActionKind::kBW) {
         size += cross_prev[a.stage] + cross_next[a.stage];
       }
     }
     auto& list = out.worker_actions[w];
     list.reserve(size);
-    for (const Action& a : in) {
+    for (size_t k = 0; k < in.size(); ++k) {
+      const Action& a = in[k];
       const int s = a.stage, i = a.microbatch;
-      if (a.kind == ActionKind::kF) {
+      if (a.kind == ActionKind::kOverlapF && k + 1 < in.size() &&
+          (in[k + 1].kind == ActionKind::kB || in[k + 1].kind == ActionKind::kBW)) {
+        // An overlapped pair runs as one unit: both inputs arrive before it, both outputs
+        // leave after it (PyTorch's OVERLAP_F_B).
+        const Action& b = in[k + 1];
+        if (cross_prev[s]) list.push_back({ActionKind::kRecvAct, s, i});
+        if (cross_next[b.stage]) list.push_back({ActionKind::kRecvGrad, b.stage, b.microbatch});
+        list.push_back(a);
+        list.push_back(b);
+        if (cross_next[s]) list.push_back({ActionKind::kSendAct, s, i});
+        if (cross_prev[b.stage]) list.push_back({ActionKind::kSendGrad, b.stage, b.microbatch});
+        ++k;
+      } else if (IsForward(a.kind)) {
         if (cross_prev[s]) list.push_back({ActionKind::kRecvAct, s, i});
         list.push_back(a);
         if (cross_next[s]) list.push_back({ActionKind::kSendAct, s, i});

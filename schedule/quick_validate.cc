@@ -61,6 +61,12 @@ bool QuickValidate(const Schedule& s) {
       const size_t key = static_cast<size_t>(a.microbatch) * n_stages + st;
       uint8_t& mine = state[key];
       switch (a.kind) {
+        case ActionKind::kOverlapF:  // an F whose pair backward must come right after it
+          if (k + 1 >= n || (actions[k + 1].kind != ActionKind::kB &&
+                             actions[k + 1].kind != ActionKind::kBW)) {
+            return false;
+          }
+          [[fallthrough]];
         case ActionKind::kF:
           if (mine & kF) return false;
           if (st > 0) {

@@ -19,6 +19,7 @@ const char* Colour(ActionKind kind, int chunk) {
   const bool light = chunk > 0;
   switch (kind) {
     case ActionKind::kF:
+    case ActionKind::kOverlapF:
       return light ? "#a9c4eb" : "#3e6fc2";
     case ActionKind::kB:
       return light ? "#9fdcc9" : "#1f9a78";

@@ -32,12 +32,58 @@ absl::StatusOr<int> ParseInt(absl::string_view s, int line, absl::string_view fi
   return v;
 }
 
+// PyTorch's cell for an overlapped pair: `(<F>;<backward>)OVERLAP_F_B`, the F in plain form.
+constexpr absl::string_view kOverlapSuffix = ")OVERLAP_F_B";
+
+// One CSV cell: an action, or an overlapped pair as two actions (OVERLAP_F + its backward).
+absl::Status ParseCell(absl::string_view cell, std::vector<Action>* out) {
+  if (!absl::StartsWith(cell, "(")) {
+    auto a = ParseAction(cell);
+    if (!a.ok()) return a.status();
+    out->push_back(*a);
+    return absl::OkStatus();
+  }
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad overlapped cell \"", cell, "\": ", why,
+        "; expected (<stage>F<microbatch>;<stage>B<microbatch>)OVERLAP_F_B with the backward B "
+        "or I, e.g. \"(0F4;7B2)OVERLAP_F_B\""));
+  };
+  if (!absl::EndsWith(cell, kOverlapSuffix)) return bad("it must end in )OVERLAP_F_B");
+  const absl::string_view inner = cell.substr(1, cell.size() - 1 - kOverlapSuffix.size());
+  const std::vector<absl::string_view> parts = absl::StrSplit(inner, ';');
+  if (parts.size() != 2) return bad("it needs exactly two sub-actions");
+  auto f = ParseAction(parts[0]);
+  if (!f.ok()) return f.status();
+  auto b = ParseAction(parts[1]);
+  if (!b.ok()) return b.status();
+  if (f->kind != ActionKind::kF) return bad("the first sub-action must be a forward F");
+  if (b->kind != ActionKind::kB && b->kind != ActionKind::kBW) {
+    return bad("the second sub-action must be a backward B or I");
+  }
+  f->kind = ActionKind::kOverlapF;
+  out->push_back(*f);
+  out->push_back(*b);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string ScheduleToCsv(const Schedule& schedule) {
   std::string out;
   for (const auto& list : schedule.worker_actions) {
-    out += absl::StrJoin(list, ",", [](std::string* o, const Action& a) { *o += ToString(a); });
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (k > 0) out += ",";
+      const Action& a = list[k];
+      if (a.kind == ActionKind::kOverlapF && k + 1 < list.size()) {
+        Action f = a;
+        f.kind = ActionKind::kF;
+        absl::StrAppend(&out, "(", ToString(f), ";", ToString(list[k + 1]), kOverlapSuffix);
+        ++k;
+      } else {
+        out += ToString(a);
+      }
+    }
     out += "\n";
   }
   return out;
@@ -53,11 +99,14 @@ absl::StatusOr<Schedule> ScheduleFromCsv(absl::string_view csv, std::string name
     for (absl::string_view cell : absl::StrSplit(rows[w], ',')) {
       cell = absl::StripAsciiWhitespace(cell);
       if (cell.empty()) continue;
-      auto a = ParseAction(cell);
-      if (!a.ok()) return LineError(w + 1, a.status().message());
-      lists[w].push_back(*a);
-      max_stage = std::max(max_stage, a->stage);
-      max_mb = std::max(max_mb, a->microbatch);
+      const size_t before = lists[w].size();
+      if (absl::Status st = ParseCell(cell, &lists[w]); !st.ok()) {
+        return LineError(w + 1, st.message());
+      }
+      for (size_t k = before; k < lists[w].size(); ++k) {
+        max_stage = std::max(max_stage, lists[w][k].stage);
+        max_mb = std::max(max_mb, lists[w][k].microbatch);
+      }
     }
   }
   if (max_stage < 0) return absl::InvalidArgumentError("CSV schedule has no actions");

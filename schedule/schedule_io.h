@@ -3,7 +3,9 @@
 // CSV is PyTorch pipelining's format: one row per worker (row w = worker w), cells are action
 // tokens (`0F0,0F1,0I0,0W0`), no header. It carries no placement or microbatch count, so
 // import infers them: num_stages = highest stage + 1, each stage on the worker whose row
-// holds its compute actions, num_microbatches = highest microbatch + 1.
+// holds its compute actions, num_microbatches = highest microbatch + 1. An overlapped pair
+// (OVERLAP_F + the backward after it, action.h) is one cell in PyTorch's form,
+// `(0F4;7B2)OVERLAP_F_B`, and comes back as the two actions.
 // The text form is self-describing and round-trips exactly:
 //   pipetrain-schedule v1
 //   name 1f1b

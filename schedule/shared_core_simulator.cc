@@ -15,6 +15,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 double ComputeCost(const StageCost& c, ActionKind kind) {
   switch (kind) {
     case ActionKind::kF:
+    case ActionKind::kOverlapF:
       return c.f;
     case ActionKind::kB:
       return c.b;
@@ -74,6 +75,7 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
     };
     switch (a.kind) {
       case ActionKind::kF:
+      case ActionKind::kOverlapF:
         if (st > 0) need(f_end[key(st - 1, i)], st - 1);
         break;
       case ActionKind::kB:
@@ -167,7 +169,7 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
       if (remaining[w] > 1e-12 * std::max(1.0, after)) continue;
       const Action& a = s.worker_actions[w][next[w]];
       const size_t k = key(a.stage, a.microbatch);
-      if (a.kind == ActionKind::kF) f_end[k] = after;
+      if (IsForward(a.kind)) f_end[k] = after;
       if (a.kind == ActionKind::kB || a.kind == ActionKind::kBW) bwd_end[k] = after;
       running[w] = false;
       ++next[w];

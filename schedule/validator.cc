@@ -127,9 +127,23 @@ class Validator {
                                  " is placed on worker ", owner, ", found on worker ", w),
                     here);
     }
+    if (a.kind == ActionKind::kOverlapF) {
+      const auto& list = s_.worker_actions[w];
+      if (k + 1 >= static_cast<int>(list.size()) ||
+          (list[k + 1].kind != ActionKind::kB && list[k + 1].kind != ActionKind::kBW)) {
+        return FailAt(absl::StrCat("unpaired OVERLAP_F: ", ToString(a),
+                                   " must be followed directly by the B or BW it overlaps, found ",
+                                   k + 1 < static_cast<int>(list.size())
+                                       ? ToString(list[k + 1])
+                                       : std::string("the end of the list")),
+                      here);
+      }
+    }
     // Index per kind, allocated on first use: compute-only schedules never pay for the
     // transfer and offload tables. The worker is implied (checked above: the stage's owner).
-    auto& table = pos_[static_cast<int>(a.kind)];
+    // An overlapped F is an F for every rule below.
+    auto& table = pos_[static_cast<int>(a.kind == ActionKind::kOverlapF ? ActionKind::kF
+                                                                         : a.kind)];
     if (table.empty()) table.assign(n_, -1);
     int32_t& slot_index = table[Key(a.stage, a.microbatch)];
     const Pos slot{owner, slot_index};

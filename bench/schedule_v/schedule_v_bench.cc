@@ -46,6 +46,14 @@ BENCHMARK_CAPTURE(BM_Generate, zb_v, std::string("zb-v"))->Unit(benchmark::kMill
 BENCHMARK_CAPTURE(BM_Generate, auto_budget40, std::string("auto"))
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
+BENCHMARK_CAPTURE(BM_Generate, dualpipev, std::string("dualpipev"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Generate, interleaved_zb, std::string("interleaved-zb"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GenerateRealCosts, dualpipev, std::string("dualpipev"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GenerateRealCosts, interleaved_zb, std::string("interleaved-zb"))
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_GenerateRealCosts, v_min, std::string("v-min"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_GenerateRealCosts, v_half, std::string("v-half"))
     ->Unit(benchmark::kMillisecond);

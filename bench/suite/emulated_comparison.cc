@@ -61,7 +61,8 @@ double Median(std::vector<double> v) {
 double Nominal(const schedule::CostModel& costs, const schedule::Action& a) {
   const schedule::StageCost& c = costs.stages[a.stage];
   switch (a.kind) {
-    case schedule::ActionKind::kF: return c.f;
+    case schedule::ActionKind::kF:
+    case schedule::ActionKind::kOverlapF: return c.f;
     case schedule::ActionKind::kB: return c.b;
     case schedule::ActionKind::kW: return c.w;
     default: return c.FusedBackward();

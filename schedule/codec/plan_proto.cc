@@ -22,6 +22,7 @@ v1::ActionKind KindToProtoImpl(ActionKind kind) {
     case ActionKind::kOffload: return v1::ACTION_KIND_OFFLOAD;
     case ActionKind::kReload: return v1::ACTION_KIND_RELOAD;
     case ActionKind::kRelease: return v1::ACTION_KIND_RELEASE;
+    case ActionKind::kOverlapF: return v1::ACTION_KIND_OVERLAP_F;
   }
   return v1::ACTION_KIND_UNSPECIFIED;
 }
@@ -39,11 +40,12 @@ absl::StatusOr<ActionKind> KindFromProto(v1::ActionKind kind) {
     case v1::ACTION_KIND_OFFLOAD: return ActionKind::kOffload;
     case v1::ACTION_KIND_RELOAD: return ActionKind::kReload;
     case v1::ACTION_KIND_RELEASE: return ActionKind::kRelease;
+    case v1::ACTION_KIND_OVERLAP_F: return ActionKind::kOverlapF;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("plan.workers[].actions[].kind: unknown action kind ", kind,
                        "; allowed: F, B, W, BW, SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD, "
-                       "OFFLOAD, RELOAD, RELEASE"));
+                       "OFFLOAD, RELOAD, RELEASE, OVERLAP_F"));
   }
 }
 

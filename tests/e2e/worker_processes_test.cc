@@ -135,6 +135,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"zb-h1", 2, 4}, Case{"zb-h1", 4, 8}, Case{"zb-h2", 4, 8},
                       Case{"zb-v", 2, 4}, Case{"zb-v", 4, 8}, Case{"v-half", 2, 4},
                       Case{"v-half", 4, 8}, Case{"v-min", 4, 8}, Case{"v-zb", 4, 8},
+                      Case{"dualpipev", 2, 4}, Case{"dualpipev", 4, 8},
+                      Case{"interleaved-zb", 2, 4}, Case{"interleaved-zb", 4, 8},
                       Case{"1f1b", 2, 4, true}, Case{"zb-h1", 4, 8, true},
                       Case{"v-half", 4, 8, true}),
     [](const ::testing::TestParamInfo<Case>& info) {

@@ -55,6 +55,8 @@ TEST_P(ScheduleIoTest, TextAndCsvRoundTrip) {
   }
 }
 
+// dualpipev: overlapped F+B pairs are one CSV cell each and come back as the two actions.
+INSTANTIATE_TEST_SUITE_P(Overlapped, ScheduleIoTest, ::testing::Values("dualpipev"));
 INSTANTIATE_TEST_SUITE_P(Classic, ScheduleIoTest,
                          ::testing::Values("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2"));
 

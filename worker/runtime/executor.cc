@@ -107,6 +107,9 @@ absl::Status Executor::Run(const Action& action, int step, int64_t* bytes) {
   const int s = action.stage;
   const int mb = action.microbatch;
   switch (action.kind) {
+    // One compute stream: an overlapped F runs as a plain F, then its paired backward (the
+    // next action) runs as usual.
+    case ActionKind::kOverlapF:
     case ActionKind::kF: {
       kernels::Tensor input;
       if (s > 0) {
