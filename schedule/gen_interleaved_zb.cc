@@ -210,7 +210,8 @@ absl::StatusOr<Schedule> MakeInterleavedZb(const PipelineSpec& spec) {
   }
   std::optional<Plan> best;
   for (int g : groups) {
-    const double floor_units = ((spec.chunks_per_worker - 1) * g + p) * min_activation;
+    const int forwards = std::min((spec.chunks_per_worker - 1) * g + p, m * spec.chunks_per_worker);
+    const double floor_units = forwards * min_activation;
     if (spec.memory_limit > 0 && floor_units > spec.memory_limit + kEps) continue;
     PT_ASSIGN_OR_RETURN(best, PlanForGroup(spec, g, spec.memory_limit, searched));
     if (best) break;
