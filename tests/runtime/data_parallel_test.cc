@@ -204,7 +204,8 @@ INSTANTIATE_TEST_SUITE_P(
     Schedules, DataParallelTest,
     ::testing::Values(Case{"1f1b", 2, 2, 8}, Case{"v-half", 2, 2, 8}, Case{"zb-h1", 2, 2, 8},
                       Case{"1f1b", 2, 3, 12}, Case{"1f1b", 1, 4, 8}, Case{"1f1b", 2, 2, 8, true},
-                      Case{"v-half", 4, 2, 16}),
+                      Case{"v-half", 4, 2, 16}, Case{"dualpipev", 2, 2, 8},
+                      Case{"interleaved-zb", 2, 2, 8}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string n = absl::StrCat(info.param.schedule, "_p", info.param.p, "_d", info.param.d,
                                    info.param.tied ? "_tied" : "");
