@@ -27,6 +27,7 @@
 namespace pipetrain::worker {
 namespace {
 
+using testing::AccumulateWholeBatch;
 using testing::Data;
 using testing::Weights;
 
@@ -48,18 +49,9 @@ Reference TrainReference(const model::GptConfig& c, int m, const model::Optimize
   Reference ref;
   for (int step = 0; step < kSteps; ++step) {
     EXPECT_TRUE((*chunk)->ZeroGrad().ok());
-    double loss = 0;
-    for (int mb = 0; mb < m; ++mb) {
-      MicrobatchData d = *data(step, mb);
-      model::ForwardInput in;
-      in.tokens = d.tokens;
-      in.targets = d.targets;
-      in.loss_scale = 1.0f / m;
-      auto out = (*chunk)->Forward(mb, std::move(in));
-      EXPECT_TRUE(out.ok()) << out.status();
-      loss += out->loss / m;
-      EXPECT_TRUE((*chunk)->Backward(mb, kernels::Tensor()).ok());
-    }
+    const absl::StatusOr<double> step_loss = AccumulateWholeBatch(**chunk, data, step, m);
+    EXPECT_TRUE(step_loss.ok()) << step_loss.status();
+    const double loss = step_loss.value_or(0.0);
     const absl::StatusOr<model::ClipVerdict> verdict = model::ClipAndStep(**chunk, opt, step + 1);
     EXPECT_TRUE(verdict.ok()) << verdict.status();
     ref.losses.push_back(loss);

@@ -50,6 +50,22 @@ model::OptimizerSettings Recipe() {
   return s;
 }
 
+absl::StatusOr<double> AccumulateWholeBatch(model::GptChunk& chunk, const MicrobatchSource& data,
+                                            int step, int m) {
+  double loss = 0;
+  for (int mb = 0; mb < m; ++mb) {
+    PT_ASSIGN_OR_RETURN(MicrobatchData d, data(step, mb));
+    model::ForwardInput in;
+    in.tokens = d.tokens;
+    in.targets = d.targets;
+    in.loss_scale = 1.0f / m;
+    PT_ASSIGN_OR_RETURN(auto out, chunk.Forward(mb, std::move(in)));
+    loss += out.loss / m;
+    PT_RETURN_IF_ERROR(chunk.Backward(mb, kernels::Tensor()).status());
+  }
+  return loss;
+}
+
 std::vector<std::vector<float>> Weights(kernels::Backend& backend, model::GptChunk& chunk) {
   std::vector<std::vector<float>> out;
   for (model::Parameter* p : chunk.parameters()) out.push_back(*backend.ToVector(p->value));

@@ -34,6 +34,11 @@ kernels::AdamWConfig Adam();
 model::OptimizerSettings Recipe();
 // Adam() at a constant rate with the default decay groups.
 model::OptimizerSettings Constant();
+// The single-process reference's gradient pass of one step: microbatches 0..m-1 of `data` in
+// order through `chunk` (the whole model), forward and fused backward, each loss scaled by 1/m;
+// returns the step's mean loss. The caller zeroes the gradients before and steps after.
+absl::StatusOr<double> AccumulateWholeBatch(model::GptChunk& chunk, const MicrobatchSource& data,
+                                            int step, int m);
 // Every parameter value of `chunk`, in parameters() order.
 std::vector<std::vector<float>> Weights(kernels::Backend& backend, model::GptChunk& chunk);
 
