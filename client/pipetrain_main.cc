@@ -168,6 +168,15 @@ int main(int argc, char** argv) {
   submit_cmd->add_option("job_file", job_file, "Job spec file (.yaml or .json)")->required();
   submit_cmd->add_flag("--watch,-w", submit_watch, "Follow the job to its end");
   add_common(submit_cmd, true);
+  // The dry run through the coordinator: plan --job FILE --dry-run is validate FILE.
+  bool plan_dry_run = false;
+  plan_cmd
+      ->add_flag("--dry-run", plan_dry_run,
+                 "With --job: plan on the coordinator (its PlanJob RPC: the same validation and "
+                 "planning as submit, with its workers' measurements) and submit nothing, as "
+                 "`pipetrain validate` does; the options below --job do not apply")
+      ->needs("--job");
+  add_common(plan_cmd, true);
   CLI::App* validate_cmd = app.add_subcommand(
       "validate",
       "Check and plan a job file on the coordinator without submitting it (a dry run: the "
@@ -267,7 +276,7 @@ int main(int argc, char** argv) {
           pipetrain::ParseCommandLine(app, argc, argv, "pipetrain")) {
     return *code;
   }
-  if (plan_cmd->parsed()) return RunPlanCommand(plan, output);
+  if (plan_cmd->parsed() && !plan_dry_run) return RunPlanCommand(plan, output);
   if (data_cmd->parsed()) {
     const absl::Status exec = pipetrain::client::ExecDataTool(data_cmd->remaining());
     std::cerr << "pipetrain data: " << exec.message() << "\n";  // only on failure
@@ -298,6 +307,9 @@ int main(int argc, char** argv) {
   } else if (validate_cmd->parsed()) {
     name = "pipetrain validate";
     status = pipetrain::client::ValidateCommand(job_options, job_file, std::cout);
+  } else if (plan_cmd->parsed()) {  // --dry-run
+    name = "pipetrain plan --dry-run";
+    status = pipetrain::client::ValidateCommand(job_options, plan.job_path, std::cout);
   } else if (workers_cmd->parsed()) {
     name = "pipetrain workers";
     status = pipetrain::client::WorkersCommand(job_options, std::cout);

@@ -292,7 +292,7 @@ TEST_F(LocalClusterTest, JsonOutputHoldsOnlyJsonLines) {
 
 // `pipetrain validate` asks the coordinator to check and plan a job file without submitting it:
 // a good file prints the plan (exit 0), a bad one the field and what is allowed (exit 2), and
-// no job is created either way.
+// no job is created either way; `plan --job FILE --dry-run` is the same.
 TEST_F(LocalClusterTest, ValidateChecksAndPlansWithoutSubmitting) {
   ASSERT_NE(cluster_, nullptr);
   client::JobClient jobs(cluster_->coordinator_address(), "");
@@ -313,6 +313,21 @@ TEST_F(LocalClusterTest, ValidateChecksAndPlansWithoutSubmitting) {
             std::string::npos)
       << out;
   EXPECT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " validate ", dir, "/bad.json", common),
+                  &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("training.microbatch_size"), std::string::npos) << out;
+  // The same dry run as `plan --job FILE --dry-run`.
+  ASSERT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " plan --job ", dir, "/good.json --dry-run",
+                               common),
+                  &out),
+            0)
+      << out;
+  EXPECT_NE(out.find(absl::StrCat("plan: v-half on ", kWorkers, " workers x 2 chunks")),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " plan --job ", dir, "/bad.json --dry-run",
+                               common),
                   &out),
             2)
       << out;
