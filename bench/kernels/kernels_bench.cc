@@ -52,8 +52,11 @@ void SetFlops(benchmark::State& state, double flops) {
 }
 
 // The core's fp32 peak: independent FMAs, no memory (the physical limit). range(0): 256 = AVX2,
-// 512 = AVX-512 (skipped on CPUs without it). The suite takes the larger as the peak.
-void BM_FmaPeak(benchmark::State& state) {
+// 512 = AVX-512 (skipped on CPUs without it). Run first and again last (BM_FmaPeakAgain): these
+// boxes are virtual machines whose second vCPU may be the same physical core, so a neighbour's
+// work can halve a reading. The suite takes the highest reading as the peak and reports the
+// lowest, so a run whose core was shared says so.
+void FmaPeak(benchmark::State& state) {
   const bool wide = state.range(0) == 512;
   if (!kernels::CpuHasAvx2Fma() || (wide && !bench::CpuHasAvx512F())) {
     state.SkipWithError(wide ? "no AVX-512 on this CPU" : "no AVX2/FMA on this CPU");
@@ -68,6 +71,7 @@ void BM_FmaPeak(benchmark::State& state) {
   SetFlops(state, (wide ? bench::kFmaPeak512FlopsPerIteration : bench::kFmaPeakFlopsPerIteration) *
                       static_cast<double>(iterations));
 }
+void BM_FmaPeak(benchmark::State& state) { FmaPeak(state); }
 BENCHMARK(BM_FmaPeak)->Arg(256)->Arg(512)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Square sgemm m = n = k: the reference rate.
@@ -231,6 +235,10 @@ BENCHMARK(BM_Chunk)
     ->UseRealTime()
     ->MinTime(1.0)
     ->Unit(benchmark::kMillisecond);
+
+// The peak again, after everything else (registration order is run order).
+void BM_FmaPeakAgain(benchmark::State& state) { FmaPeak(state); }
+BENCHMARK(BM_FmaPeakAgain)->Arg(256)->Arg(512)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace pipetrain
