@@ -274,11 +274,10 @@ absl::Status Backend::GeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx
 
 namespace {
 
-// qkv [batch*seq_len, 3H] with H divisible by heads, `out` [batch*seq_len, out_cols] and probs
-// [batch, heads, seq_len, seq_len].
+// qkv [batch*seq_len, 3H] with H divisible by heads and `out` [batch*seq_len, out_cols].
 absl::Status CheckAttentionArgs(absl::string_view op, const Tensor& qkv, int64_t batch,
-                                int64_t seq_len, int64_t heads, const Tensor& probs,
-                                const char* out_name, const Tensor& out, int64_t out_cols) {
+                                int64_t seq_len, int64_t heads, const char* out_name,
+                                const Tensor& out, int64_t out_cols) {
   PT_RETURN_IF_ERROR(CheckDevice(op, "qkv", qkv));
   if (batch <= 0 || seq_len <= 0 || heads <= 0 || Cols(qkv) % (3 * heads) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": bad batch/seq_len/heads ", batch, "/",
@@ -286,27 +285,25 @@ absl::Status CheckAttentionArgs(absl::string_view op, const Tensor& qkv, int64_t
                                                    ShapeString(qkv.shape())));
   }
   PT_RETURN_IF_ERROR(CheckMatrix(op, "qkv", qkv, batch * seq_len, -1));
-  PT_RETURN_IF_ERROR(CheckNumel(op, "probs", probs, batch * heads * seq_len * seq_len));
   return CheckMatrix(op, out_name, out, batch * seq_len, out_cols);
 }
 
 }  // namespace
 
 absl::Status Backend::AttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
-                                       int64_t heads, Tensor* probs, Tensor* out) {
-  PT_RETURN_IF_ERROR(CheckAttentionArgs("AttentionForward", qkv, batch, seq_len, heads, *probs,
-                                        "out", *out, Cols(qkv) / 3));
-  return DoAttentionForward(qkv, batch, seq_len, heads, probs, out);
+                                       int64_t heads, Tensor* out) {
+  PT_RETURN_IF_ERROR(CheckAttentionArgs("AttentionForward", qkv, batch, seq_len, heads, "out",
+                                        *out, Cols(qkv) / 3));
+  return DoAttentionForward(qkv, batch, seq_len, heads, out);
 }
 
-absl::Status Backend::AttentionBackward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                        int64_t batch, int64_t seq_len, int64_t heads,
-                                        Tensor* dqkv) {
-  PT_RETURN_IF_ERROR(CheckAttentionArgs("AttentionBackward", qkv, batch, seq_len, heads, probs,
-                                        "dqkv", *dqkv, Cols(qkv)));
+absl::Status Backend::AttentionBackward(const Tensor& dout, const Tensor& qkv, int64_t batch,
+                                        int64_t seq_len, int64_t heads, Tensor* dqkv) {
+  PT_RETURN_IF_ERROR(CheckAttentionArgs("AttentionBackward", qkv, batch, seq_len, heads, "dqkv",
+                                        *dqkv, Cols(qkv)));
   PT_RETURN_IF_ERROR(
       CheckMatrix("AttentionBackward", "dout", dout, batch * seq_len, Cols(qkv) / 3));
-  return DoAttentionBackward(dout, qkv, probs, batch, seq_len, heads, dqkv);
+  return DoAttentionBackward(dout, qkv, batch, seq_len, heads, dqkv);
 }
 
 // ---- Cross-entropy ----

@@ -148,14 +148,15 @@ class Backend {
 
   // ---- Causal multi-head self-attention ----
   // qkv [batch*seq_len, 3H] holds per token [q | k | v], head h using columns h*hd..(h+1)*hd of
-  // each third (hd = H / heads). probs [batch, heads, seq_len, seq_len] receives the masked
-  // softmax of q k^T / sqrt(hd) (zeros above the diagonal); out [batch*seq_len, H] = probs @ v
-  // with heads concatenated.
+  // each third (hd = H / heads). out [batch*seq_len, H] = P v with heads concatenated, P the
+  // masked softmax of q k^T / sqrt(hd). P (seq_len x seq_len per head) lives only in scratch:
+  // nothing but qkv needs to be kept for the backward, which recomputes P.
   absl::Status AttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len, int64_t heads,
-                                Tensor* probs, Tensor* out);
-  // dqkv [batch*seq_len, 3H] (overwritten) from dout, qkv and the saved probs.
-  absl::Status AttentionBackward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                 int64_t batch, int64_t seq_len, int64_t heads, Tensor* dqkv);
+                                Tensor* out);
+  // dqkv [batch*seq_len, 3H] (overwritten) from dout and qkv; P is recomputed with the forward's
+  // own arithmetic, so it is bitwise the forward's.
+  absl::Status AttentionBackward(const Tensor& dout, const Tensor& qkv, int64_t batch,
+                                 int64_t seq_len, int64_t heads, Tensor* dqkv);
 
   // ---- Cross-entropy with logits (mean over non-ignored positions) ----
   struct CrossEntropyResult {
@@ -224,10 +225,9 @@ class Backend {
   virtual absl::Status DoGeluForward(const Tensor& x, Tensor* y) = 0;
   virtual absl::Status DoGeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) = 0;
   virtual absl::Status DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
-                                          int64_t heads, Tensor* probs, Tensor* out) = 0;
-  virtual absl::Status DoAttentionBackward(const Tensor& dout, const Tensor& qkv,
-                                           const Tensor& probs, int64_t batch, int64_t seq_len,
-                                           int64_t heads, Tensor* dqkv) = 0;
+                                          int64_t heads, Tensor* out) = 0;
+  virtual absl::Status DoAttentionBackward(const Tensor& dout, const Tensor& qkv, int64_t batch,
+                                           int64_t seq_len, int64_t heads, Tensor* dqkv) = 0;
   virtual absl::StatusOr<CrossEntropyResult> DoCrossEntropyForward(
       const Tensor& logits, absl::Span<const int32_t> targets, Tensor* probs) = 0;
   virtual absl::Status DoCrossEntropyBackward(const Tensor& probs,

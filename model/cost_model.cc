@@ -15,13 +15,10 @@ ChunkCost EstimateChunkCost(const GptConfig& config, const ChunkSpec& spec,
   const int64_t params_per_block = h * 3 * h + 3 * h + h * h + h + 2 * h * f + f + h + 4 * h;
   for (int i = 0; i < spec.num_blocks; ++i) {
     c.forward_flops += linear + 2 * attn;         // + scores and probs @ v
-    c.backward_input_flops += linear + 4 * attn;  // dP, dQ, dK, dV
+    c.backward_input_flops += linear + 5 * attn;  // scores again, dP, dQ, dK, dV
+    c.backward_input_recompute_flops += attn;
     c.backward_weight_flops += linear;
-    c.activation_bytes_after_forward +=
-        e * (8 * n * h + 2 * n * f +
-             microbatch_size * config.heads * static_cast<int64_t>(config.seq_len) *
-                 config.seq_len) +
-        f32 * 4 * n;
+    c.activation_bytes_after_forward += e * (8 * n * h + 2 * n * f) + f32 * 4 * n;
     c.activation_bytes_after_backward_input += e * (12 * n * h + 2 * n * f) + f32 * 4 * n;
     c.parameter_bytes += f32 * params_per_block;
   }
@@ -52,7 +49,8 @@ int64_t ModelParameterCount(const GptConfig& config) {
 
 double TrainingStepFlops(const GptConfig& config, int64_t microbatch_size, int64_t microbatches) {
   const ChunkCost c = EstimateChunkCost(config, WholeModel(config), microbatch_size);
-  return (c.forward_flops + c.backward_input_flops + c.backward_weight_flops) *
+  return (c.forward_flops + c.backward_input_flops - c.backward_input_recompute_flops +
+          c.backward_weight_flops) *
          static_cast<double>(microbatches);
 }
 

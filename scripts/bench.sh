@@ -27,11 +27,24 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release ${BENCH_CMAKE_ARGS:-}
 fi
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target pipetrain_bench transport_bench kernels_bench blas_compare offload_curve
+# The candidate BLAS libraries blas_compare measures beside the installed OpenBLAS: Debian's
+# packages, downloaded once and unpacked next to the build (never installed, so nothing the
+# project links changes). Without apt (or offline) only the installed libraries are compared.
+blas_root="$BUILD_DIR/blas-candidates"
+if [ "$quick" = 0 ] && [ ! -d "$blas_root/usr" ] && command -v apt-get >/dev/null; then
+  mkdir -p "$blas_root/debs"
+  if (cd "$blas_root/debs" && apt-get download -q libopenblas0-openmp libopenblas0-serial \
+        libblis4-pthread libblis4-openmp libblis4-serial libdnnl2 ocl-icd-libopencl1 2>/dev/null); then
+    for deb in "$blas_root"/debs/*.deb; do dpkg-deb -x "$deb" "$blas_root"; done
+  else
+    echo "bench: could not download the candidate BLAS packages; comparing the installed ones only" >&2
+  fi
+fi
 mkdir -p "$out"
 "$BUILD_DIR/bench/suite/pipetrain_bench" --out "$out" \
   --transport-bench "$BUILD_DIR/bench/transport/transport_bench" \
   --kernels-bench "$BUILD_DIR/bench/kernels/kernels_bench" \
-  --blas-compare "$BUILD_DIR/bench/kernels/blas_compare" \
+  --blas-compare "$BUILD_DIR/bench/kernels/blas_compare" --blas-root "$blas_root" \
   --offload-bench "$BUILD_DIR/bench/offload/offload_curve" \
   --command "$(echo "scripts/bench.sh ${args[*]:-}" | sed 's/ *$//')" "${args[@]}"
 echo "wrote $out/BENCHMARKS.md and $out/bench/*.svg"

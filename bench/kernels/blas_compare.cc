@@ -4,8 +4,10 @@
 // given as NAME=PATH[:CORETYPE]; CORETYPE sets OPENBLAS_CORETYPE for that OpenBLAS before it
 // loads (OpenBLAS picks its kernels when it is loaded); without it an OpenBLAS gets the kernel
 // set pipetrain gives it (openblas_core_choice.h). Without --lib: every Debian BLAS installed
-// (OpenBLAS pthread/openmp/serial, BLIS pthread/openmp/serial, oneDNN). A name starting with
-// "dnnl" is called through dnnl_sgemm, anything else through cblas_sgemm.
+// (OpenBLAS pthread/openmp/serial, BLIS pthread/openmp/serial, oneDNN), looked for first under
+// --root DIR (Debian packages unpacked there with dpkg-deb -x, not installed: scripts/bench.sh
+// does that) and then in the system's library directory. A name starting with "dnnl" is called
+// through dnnl_sgemm, anything else through cblas_sgemm.
 //   blas_compare --lib openblas=/usr/lib/x86_64-linux-gnu/libopenblas.so.0 \
 //                --lib openblas-haswell=/usr/lib/x86_64-linux-gnu/libopenblas.so.0:Haswell
 // Prints a Markdown table (rows: shapes; columns: libraries).
@@ -137,14 +139,21 @@ int main(int argc, char** argv) {
   std::vector<Lib> libs;
   int repeats = 3;
   bool given = false;
+  std::string root;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--repeats" && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
       continue;
     }
+    if (arg == "--root" && i + 1 < argc) {
+      root = argv[++i];
+      continue;
+    }
     if (arg != "--lib" || i + 1 >= argc) {
-      std::fprintf(stderr, "usage: blas_compare [--repeats N] --lib NAME=PATH[:CORETYPE] ...\n");
+      std::fprintf(stderr,
+                   "usage: blas_compare [--repeats N] [--root DIR] [--lib NAME=PATH[:CORETYPE] "
+                   "...]\n");
       return 2;
     }
     const std::string spec = argv[++i];
@@ -158,18 +167,27 @@ int main(int argc, char** argv) {
     given = true;
   }
   if (!given) {
-    const std::string dir = "/usr/lib/x86_64-linux-gnu/";
+    const std::string system_dir = "/usr/lib/x86_64-linux-gnu/";
+    // The first of root's and the system's copy of a library file; empty when neither has it.
+    auto find = [&](const std::string& file) -> std::string {
+      for (const std::string& dir : {root.empty() ? "" : root + system_dir, system_dir}) {
+        if (!dir.empty() && access((dir + file).c_str(), R_OK) == 0) return dir + file;
+      }
+      return "";
+    };
     for (const char* variant : {"pthread", "openmp", "serial"}) {
       const std::string v = variant;
-      if (access((dir + "openblas-" + v + "/libopenblas.so.0").c_str(), R_OK) == 0) {
-        Load("openblas-" + v, dir + "openblas-" + v + "/libopenblas.so.0", &libs);
-      }
-      if (access((dir + "blis-" + v + "/libblis.so.4").c_str(), R_OK) == 0) {
-        Load("blis-" + v, dir + "blis-" + v + "/libblis.so.4", &libs);
-      }
+      const std::string openblas = find("openblas-" + v + "/libopenblas.so.0");
+      if (!openblas.empty()) Load("openblas-" + v, openblas, &libs);
+      const std::string blis = find("blis-" + v + "/libblis.so.4");
+      if (!blis.empty()) Load("blis-" + v, blis, &libs);
     }
-    for (const char* dnnl : {"libdnnl.so.3", "libdnnl.so.2"}) {
-      if (access((dir + dnnl).c_str(), R_OK) == 0 && Load("dnnl", dir + dnnl, &libs)) break;
+    // oneDNN links libOpenCL; an unpacked copy must be loaded first, globally, to be found.
+    const std::string opencl = find("libOpenCL.so.1");
+    if (!opencl.empty()) dlopen(opencl.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    for (const char* name : {"libdnnl.so.3", "libdnnl.so.2"}) {
+      const std::string dnnl = find(name);
+      if (!dnnl.empty() && Load("dnnl", dnnl, &libs)) break;
     }
   }
   if (libs.empty()) {

@@ -51,7 +51,8 @@ std::string KernelsSection(const SuiteOptions& options) {
   const std::string blas_command =
       options.blas_compare.empty() || options.quick
           ? ""
-          : absl::StrCat(options.blas_compare, " --repeats 2");
+          : absl::StrCat(options.blas_compare, " --repeats 2",
+                         options.blas_root.empty() ? "" : " --root " + options.blas_root);
   if (!blas_command.empty()) blas_ok = RunCapture(blas_command + " 2>&1", &blas);
   const Stamp end = Now();
   std::string md = absl::StrCat(
@@ -159,7 +160,8 @@ std::string KernelsSection(const SuiteOptions& options) {
                     "` (bench/kernels/blas_compare: each library dlopened in one process, one "
                     "thread, best wall-time GFLOP/s of the repeats and its fraction of the FMA "
                     "peak measured by the same program in the same run; OpenBLAS with the kernel "
-                    "set pipetrain gives it, openblas_kernels.h).\n\n",
+                    "set pipetrain gives it, openblas_kernels.h; the candidates are Debian's "
+                    "packages, unpacked by scripts/bench.sh next to the build, not installed).\n\n",
                     blas_ok ? blas : absl::StrCat("**failed**:\n\n```\n", blas, "\n```\n"),
                     "\n");
   }

@@ -21,6 +21,7 @@ struct SuiteOptions {
   std::string transport_bench;  // paths of the other bench programs; empty = section skipped
   std::string kernels_bench;
   std::string blas_compare;     // bench/kernels' blas_compare (BLAS candidates); empty = skipped
+  std::string blas_root;        // where candidate BLAS packages are unpacked (blas_compare --root)
   std::string offload_bench;    // bench/offload's offload_curve (issue 7's figures)
   std::vector<std::string> sections;  // empty = all
 };

@@ -7,7 +7,8 @@
 // keeps the others from the previous run, each with its own provenance line.
 //
 // Usage: pipetrain_bench --out DIR [--quick] [--repeats N] [--transport-bench PATH]
-//                        [--kernels-bench PATH] [--blas-compare PATH] [--offload-bench PATH]
+//                        [--kernels-bench PATH] [--blas-compare PATH] [--blas-root DIR]
+//                        [--offload-bench PATH]
 //                        [--sections gen,emulated,cpu,clip,frontier,offload,external,sampling]
 //                        [--command "what to record as the command"]
 #include <sys/stat.h>
@@ -110,7 +111,7 @@ std::string Merge(const std::string& old, const std::string& generated) {
 int Usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: pipetrain_bench --out DIR [--quick] [--repeats N] "
-               "[--transport-bench PATH] [--kernels-bench PATH] [--blas-compare PATH] "
+               "[--transport-bench PATH] [--kernels-bench PATH] [--blas-compare PATH] [--blas-root DIR] "
                "[--offload-bench PATH] [--sections LIST] "
                "[--command TEXT]\n"
                "  sections: gen, emulated, cpu, clip, frontier, offload, external, sampling\n",
@@ -140,6 +141,8 @@ int main(int argc, char** argv) {
       options.kernels_bench = value();
     } else if (a == "--blas-compare") {
       options.blas_compare = value();
+    } else if (a == "--blas-root") {
+      options.blas_root = value();
     } else if (a == "--offload-bench") {
       options.offload_bench = value();
     } else if (a == "--command") {

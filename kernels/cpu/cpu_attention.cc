@@ -4,6 +4,12 @@
 // blocks: at T = 128 and 32-row blocks, 62.5% of the full T x T products); the row-wise softmax
 // and its backward run through the VectorKernels table. Block boundaries depend on T only, so
 // results do not depend on batch or head count.
+//
+// The probabilities P are never kept: the forward writes one block of rows at a time into a
+// scratch that stays in cache, and the backward recomputes P with the very same calls (same GEMM
+// shapes, same vector kernels), so it gets the forward's P bit for bit. A block's stash is then
+// qkv alone: the T x T probabilities per head, the largest activation at long sequences, cost
+// one extra scores GEMM and softmax in the backward instead of memory between passes.
 #include <cblas.h>
 
 #include <algorithm>
@@ -18,32 +24,38 @@ namespace {
 
 constexpr int64_t kQueryBlock = 32;
 
+// P's rows [i0, i1) for one head, into p (row i at p + (i - i0) * t): the softmax of
+// scale * q k^T over keys [0, i], zeros at keys (i, i1). Columns >= i1 are not written.
+void CausalProbabilities(const VectorKernels& vk, const float* q, const float* k, int64_t h3,
+                         int64_t hd, int64_t t, float scale, int64_t i0, int64_t i1, float* p) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, hd, scale, q + i0 * h3, h3, k,
+              h3, 0.0f, p, t);
+  for (int64_t i = i0; i < i1; ++i) {
+    float* row = p + (i - i0) * t;
+    const int64_t n = i + 1;  // keys 0..i are visible
+    const float sum = vk.exp_shift_sum(row, vk.row_max(row, n), n, row);
+    vk.scale(1.0f / sum, n, row);
+    std::fill(row + n, row + i1, 0.0f);
+  }
+}
+
 }  // namespace
 
 absl::Status CpuBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
-                                            int64_t heads, Tensor* probs, Tensor* out) {
+                                            int64_t heads, Tensor* out) {
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> p(static_cast<size_t>(std::min(t, kQueryBlock) * t));  // one block of P
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t hh = 0; hh < heads; ++hh) {
       const float* q = qkv.data() + b * t * h3 + hh * hd;
       const float* k = q + h;
       const float* v = q + 2 * h;
-      float* p = probs->data() + (b * heads + hh) * t * t;
       float* o = out->data() + b * t * h + hh * hd;
       for (int64_t i0 = 0; i0 < t; i0 += kQueryBlock) {
         const int64_t i1 = std::min(t, i0 + kQueryBlock), rows = i1 - i0;
-        // Scores of rows [i0, i1) against keys [0, i1): scale * q k^T.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, hd, scale, q + i0 * h3, h3,
-                    k, h3, 0.0f, p + i0 * t, t);
-        for (int64_t i = i0; i < i1; ++i) {
-          float* row = p + i * t;
-          const int64_t n = i + 1;  // keys 0..i are visible
-          const float sum = vk_->exp_shift_sum(row, vk_->row_max(row, n), n, row);
-          vk_->scale(1.0f / sum, n, row);
-          std::fill(row + n, row + t, 0.0f);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, i1, 1.0f, p + i0 * t, t, v,
+        CausalProbabilities(*vk_, q, k, h3, hd, t, scale, i0, i1, p.data());
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, i1, 1.0f, p.data(), t, v,
                     h3, 0.0f, o + i0 * h, h);
       }
     }
@@ -51,33 +63,33 @@ absl::Status CpuBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, in
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::DoAttentionBackward(const Tensor& dout, const Tensor& qkv,
-                                             const Tensor& probs, int64_t batch, int64_t seq_len,
-                                             int64_t heads, Tensor* dqkv) {
+absl::Status CpuBackend::DoAttentionBackward(const Tensor& dout, const Tensor& qkv, int64_t batch,
+                                             int64_t seq_len, int64_t heads, Tensor* dqkv) {
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // dS scratch (not counted). Only the blocks of the lower triangle are written, and only those
-  // are read: a key block [j0, j1) is read from rows >= j0, whose query blocks end at >= j1.
-  std::vector<float> ds(static_cast<size_t>(t * t));
+  // P (recomputed) and dS scratch for one head (not counted: transient, T x T each). Only the
+  // blocks of the lower triangle are written, and only those are read: a key block [j0, j1) is
+  // read from rows >= j0, whose query blocks end at >= j1.
+  std::vector<float> p(static_cast<size_t>(t * t)), ds(static_cast<size_t>(t * t));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t hh = 0; hh < heads; ++hh) {
       const float* q = qkv.data() + b * t * h3 + hh * hd;
       const float* k = q + h;
       const float* v = q + 2 * h;
-      const float* p = probs.data() + (b * heads + hh) * t * t;
       const float* dout_bh = dout.data() + b * t * h + hh * hd;
       float* dq = dqkv->data() + b * t * h3 + hh * hd;
       float* dk = dq + h;
       float* dv = dq + 2 * h;
       for (int64_t i0 = 0; i0 < t; i0 += kQueryBlock) {
         const int64_t i1 = std::min(t, i0 + kQueryBlock), rows = i1 - i0;
+        CausalProbabilities(*vk_, q, k, h3, hd, t, scale, i0, i1, p.data() + i0 * t);
         float* ds_blk = ds.data() + i0 * t;
         // dP = dO V^T, then dS = scale * P * (dP - rowsum(dP * P)), zero above the diagonal.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, hd, 1.0f,
                     dout_bh + i0 * h, h, v, h3, 0.0f, ds_blk, t);
         for (int64_t i = i0; i < i1; ++i) {
           float* row = ds.data() + i * t;
-          const float* prow = p + i * t;
+          const float* prow = p.data() + i * t;
           const int64_t n = i + 1;
           vk_->softmax_backward_row(prow, vk_->dot(row, prow, n), scale, n, row);
           std::fill(row + n, row + i1, 0.0f);
@@ -92,7 +104,7 @@ absl::Status CpuBackend::DoAttentionBackward(const Tensor& dout, const Tensor& q
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, t - j0, 1.0f,
                     ds.data() + j0 * t + j0, t, q + j0 * h3, h3, 0.0f, dk + j0 * h3, h3);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, t - j0, 1.0f,
-                    p + j0 * t + j0, t, dout_bh + j0 * h, h, 0.0f, dv + j0 * h3, h3);
+                    p.data() + j0 * t + j0, t, dout_bh + j0 * h, h, 0.0f, dv + j0 * h3, h3);
       }
     }
   }

@@ -88,10 +88,9 @@ class CpuBackend : public Backend {
   absl::Status DoGeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) override;
 
   absl::Status DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len, int64_t heads,
-                                  Tensor* probs, Tensor* out) override;
-  absl::Status DoAttentionBackward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                   int64_t batch, int64_t seq_len, int64_t heads,
-                                   Tensor* dqkv) override;
+                                  Tensor* out) override;
+  absl::Status DoAttentionBackward(const Tensor& dout, const Tensor& qkv, int64_t batch,
+                                   int64_t seq_len, int64_t heads, Tensor* dqkv) override;
 
   absl::StatusOr<CrossEntropyResult> DoCrossEntropyForward(const Tensor& logits,
                                                            absl::Span<const int32_t> targets,

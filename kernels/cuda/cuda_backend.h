@@ -110,10 +110,9 @@ class CudaBackend : public Backend {
   absl::Status DoGeluBackward(const Tensor& dy, const Tensor& x, Tensor* dx) override;
 
   absl::Status DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len, int64_t heads,
-                                  Tensor* probs, Tensor* out) override;
-  absl::Status DoAttentionBackward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                                   int64_t batch, int64_t seq_len, int64_t heads,
-                                   Tensor* dqkv) override;
+                                  Tensor* out) override;
+  absl::Status DoAttentionBackward(const Tensor& dout, const Tensor& qkv, int64_t batch,
+                                   int64_t seq_len, int64_t heads, Tensor* dqkv) override;
 
   absl::StatusOr<CrossEntropyResult> DoCrossEntropyForward(const Tensor& logits,
                                                            absl::Span<const int32_t> targets,
@@ -137,7 +136,8 @@ class CudaBackend : public Backend {
     kScratchBf16B,
     kScratchRowLoss,
     kScratchArgmax,
-    kScratchAttention,  // attention backward's score gradients, heads x T^2
+    kScratchAttention,       // attention backward's score gradients, heads x T^2
+    kScratchAttentionProbs,  // one batch row's attention probabilities, heads x T^2
     kScratchCublas,     // the cuBLAS workspace
     kScratchFlag,       // AllFinite's non-finite flag (one int32)
     kNumScratchSlots,
@@ -151,6 +151,12 @@ class CudaBackend : public Backend {
   // Copies host data to the device scratch `slot` in stream order (host_staging.h).
   absl::StatusOr<void*> Stage(ScratchSlot slot, const void* src, int64_t bytes, const char* op);
   absl::StatusOr<const int32_t*> StageIds(absl::Span<const int32_t> ids, const char* op);
+  // Batch row b's attention probabilities (heads x T x T, causal softmax of the scaled scores)
+  // in the kScratchAttentionProbs scratch: the forward's and, recomputed bit for bit by the same
+  // calls, the backward's (nothing T x T is kept between passes).
+  absl::StatusOr<const float*> AttentionProbabilities(const Tensor& qkv, int64_t b,
+                                                      int64_t seq_len, int64_t heads,
+                                                      const char* op);
 
   CudaBackendOptions options_;
   // Declared first, destroyed last: the stream, the pool and the cuBLAS handle outlive every

@@ -111,31 +111,41 @@ absl::Status CudaBackend::DoGeluBackward(const Tensor& dy, const Tensor& x, Tens
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
-                                             int64_t heads, Tensor* probs, Tensor* out) {
-  PT_CUDA_DEVICE_SCOPE(options_.device);
+absl::StatusOr<const float*> CudaBackend::AttentionProbabilities(const Tensor& qkv, int64_t b,
+                                                                 int64_t seq_len, int64_t heads,
+                                                                 const char* op) {
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  PT_ASSIGN_OR_RETURN(void* scratch,
+                      Scratch(kScratchAttentionProbs,
+                              heads * t * t * static_cast<int64_t>(sizeof(float)), op));
+  float* p = static_cast<float*>(scratch);
+  const float* q = qkv.data() + b * t * h3;
+  // S_h = scale * Q_h K_h^T for all heads h (stride hd between heads inside a row).
+  PT_RETURN_IF_ERROR(impl_->Gemm(false, true, t, t, hd, scale, q, h3, hd, q + h, h3, hd, 0.0f, p,
+                                 t, t * t, heads));
+  PT_CUDA_RETURN_IF_ERROR(LaunchCausalSoftmax(p, heads * t, t, impl_->stream));
+  return p;
+}
+
+absl::Status CudaBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
+                                             int64_t heads, Tensor* out) {
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   for (int64_t b = 0; b < batch; ++b) {
-    const float* q = qkv.data() + b * t * h3;
-    float* p = probs->data() + b * heads * t * t;
-    // S_h = scale * Q_h K_h^T for all heads h (stride hd between heads inside a row).
-    PT_RETURN_IF_ERROR(impl_->Gemm(false, true, t, t, hd, scale, q, h3, hd, q + h, h3, hd, 0.0f, p,
-                                   t, t * t, heads));
-  }
-  PT_CUDA_RETURN_IF_ERROR(LaunchCausalSoftmax(probs->data(), batch * heads * t, t, impl_->stream));
-  for (int64_t b = 0; b < batch; ++b) {
+    PT_ASSIGN_OR_RETURN(const float* p,
+                        AttentionProbabilities(qkv, b, t, heads,
+                                               "AttentionForward (probabilities, heads x T^2)"));
     const float* v = qkv.data() + b * t * h3 + 2 * h;
-    PT_RETURN_IF_ERROR(impl_->Gemm(false, false, t, hd, t, 1.0f, probs->data() + b * heads * t * t,
-                                   t, t * t, v, h3, hd, 0.0f, out->data() + b * t * h, h, hd,
-                                   heads));
+    PT_RETURN_IF_ERROR(impl_->Gemm(false, false, t, hd, t, 1.0f, p, t, t * t, v, h3, hd, 0.0f,
+                                   out->data() + b * t * h, h, hd, heads));
   }
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::DoAttentionBackward(const Tensor& dout, const Tensor& qkv,
-                                              const Tensor& probs, int64_t batch, int64_t seq_len,
-                                              int64_t heads, Tensor* dqkv) {
+                                              int64_t batch, int64_t seq_len, int64_t heads,
+                                              Tensor* dqkv) {
   PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -144,10 +154,12 @@ absl::Status CudaBackend::DoAttentionBackward(const Tensor& dout, const Tensor& 
                              "AttentionBackward (score gradients, heads x T^2)"));
   float* ds = static_cast<float*>(scratch);
   for (int64_t b = 0; b < batch; ++b) {
+    PT_ASSIGN_OR_RETURN(const float* p,
+                        AttentionProbabilities(qkv, b, t, heads,
+                                               "AttentionBackward (probabilities, heads x T^2)"));
     const float* q = qkv.data() + b * t * h3;
     const float* k = q + h;
     const float* v = q + 2 * h;
-    const float* p = probs.data() + b * heads * t * t;
     const float* dob = dout.data() + b * t * h;
     float* dq = dqkv->data() + b * t * h3;
     float* dk = dq + h;

@@ -197,36 +197,29 @@ TEST_F(BackendChecksTest, LayerNormAndGelu) {
 }
 
 TEST_F(BackendChecksTest, Attention) {
-  Tensor qkv = Dev({kR, 3 * kH}), probs = Dev({kBatch, kHeads, kT, kT}), out = Dev({kR, kH});
-  Tensor probs_short = Dev({kBatch, kHeads, kT, kT - 1}), out_narrow = Dev({kR, kH - 1});
+  Tensor qkv = Dev({kR, 3 * kH}), out = Dev({kR, kH}), out_narrow = Dev({kR, kH - 1});
   ExpectChecked(
       "AttentionForward: bad batch/seq_len/heads 2/2/4 for qkv [4,18]",
-      [&] { return backend_.AttentionForward(qkv, kBatch, kT, 4, &probs, &out); }, &out,
-      [&] { return backend_.AttentionForward(qkv, kBatch, kT, kHeads, &probs, &out); });
+      [&] { return backend_.AttentionForward(qkv, kBatch, kT, 4, &out); }, &out,
+      [&] { return backend_.AttentionForward(qkv, kBatch, kT, kHeads, &out); });
   ExpectChecked(
       "AttentionForward: qkv has shape [4,18], want [6,-1]",
-      [&] { return backend_.AttentionForward(qkv, 3, kT, kHeads, &probs, &out); }, &out,
-      [&] { return backend_.AttentionForward(qkv, kBatch, kT, kHeads, &probs, &out); });
-  ExpectChecked(
-      "AttentionForward: probs has 8 elements, want 16",
-      [&] { return backend_.AttentionForward(qkv, kBatch, kT, kHeads, &probs_short, &out); }, &out,
-      [&] { return backend_.AttentionForward(qkv, kBatch, kT, kHeads, &probs, &out); });
+      [&] { return backend_.AttentionForward(qkv, 3, kT, kHeads, &out); }, &out,
+      [&] { return backend_.AttentionForward(qkv, kBatch, kT, kHeads, &out); });
   ExpectChecked(
       "AttentionForward: out has shape [4,5]",
-      [&] { return backend_.AttentionForward(qkv, kBatch, kT, kHeads, &probs, &out_narrow); },
-      &out_narrow,
-      [&] { return backend_.AttentionForward(qkv, kBatch, kT, kHeads, &probs, &out); });
+      [&] { return backend_.AttentionForward(qkv, kBatch, kT, kHeads, &out_narrow); },
+      &out_narrow, [&] { return backend_.AttentionForward(qkv, kBatch, kT, kHeads, &out); });
   Tensor dqkv = Dev({kR, 3 * kH}), dqkv_narrow = Dev({kR, 3 * kH - 1});
   ExpectChecked(
       "AttentionBackward: dout has shape [4,5]",
-      [&] { return backend_.AttentionBackward(out_narrow, qkv, probs, kBatch, kT, kHeads, &dqkv); },
-      &dqkv,
-      [&] { return backend_.AttentionBackward(out, qkv, probs, kBatch, kT, kHeads, &dqkv); });
+      [&] { return backend_.AttentionBackward(out_narrow, qkv, kBatch, kT, kHeads, &dqkv); },
+      &dqkv, [&] { return backend_.AttentionBackward(out, qkv, kBatch, kT, kHeads, &dqkv); });
   ExpectChecked(
       "AttentionBackward: dqkv has shape [4,17]",
-      [&] { return backend_.AttentionBackward(out, qkv, probs, kBatch, kT, kHeads, &dqkv_narrow); },
+      [&] { return backend_.AttentionBackward(out, qkv, kBatch, kT, kHeads, &dqkv_narrow); },
       &dqkv_narrow,
-      [&] { return backend_.AttentionBackward(out, qkv, probs, kBatch, kT, kHeads, &dqkv); });
+      [&] { return backend_.AttentionBackward(out, qkv, kBatch, kT, kHeads, &dqkv); });
 }
 
 TEST_F(BackendChecksTest, CrossEntropyAndAdamW) {

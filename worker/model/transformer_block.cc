@@ -56,9 +56,8 @@ absl::StatusOr<Tensor> TransformerBlock::Forward(Tensor x, int64_t batch, Stash*
       be.LayerNormForward(s->x0, ln1_g_.value, ln1_b_.value, &s->ln1, &s->mean1, &s->rstd1));
   PT_ASSIGN_OR_RETURN(s->qkv, be.Empty({N, 3 * H}, "block qkv"));
   PT_RETURN_IF_ERROR(be.Linear(s->ln1, qkv_w_.value, qkv_b_.value, nullptr, &s->qkv));
-  PT_ASSIGN_OR_RETURN(s->probs, be.Empty({batch, nh, T, T}, "block attn probs"));
   PT_ASSIGN_OR_RETURN(s->att, be.Empty({N, H}, "block attn out"));
-  PT_RETURN_IF_ERROR(be.AttentionForward(s->qkv, batch, T, nh, &s->probs, &s->att));
+  PT_RETURN_IF_ERROR(be.AttentionForward(s->qkv, batch, T, nh, &s->att));
   // x1 = x0 + bo + att Wo: the residual and the bias are the GEMM's starting value.
   PT_ASSIGN_OR_RETURN(s->x1, be.Empty({N, H}, "block x1"));
   PT_RETURN_IF_ERROR(be.Linear(s->att, proj_w_.value, proj_b_.value, &s->x0, &s->x1));
@@ -102,11 +101,10 @@ absl::StatusOr<Tensor> TransformerBlock::BackwardInput(Tensor dy, Stash* s) {
     PT_ASSIGN_OR_RETURN(Tensor datt, be.Empty({N, H}, "block datt (scratch)"));
     PT_RETURN_IF_ERROR(be.Gemm(s->dproj, false, proj_w_.value, true, 1, 0, &datt));
     PT_ASSIGN_OR_RETURN(s->dqkv, be.Empty({N, 3 * H}, "block dqkv"));
-    PT_RETURN_IF_ERROR(be.AttentionBackward(datt, s->qkv, s->probs, s->batch, config_.seq_len,
-                                            config_.heads, &s->dqkv));
+    PT_RETURN_IF_ERROR(
+        be.AttentionBackward(datt, s->qkv, s->batch, config_.seq_len, config_.heads, &s->dqkv));
   }
   s->qkv.Reset();
-  s->probs.Reset();
   PT_ASSIGN_OR_RETURN(s->dln1, be.Empty({N, H}, "block dln1"));
   PT_RETURN_IF_ERROR(be.Gemm(s->dqkv, false, qkv_w_.value, true, 1, 0, &s->dln1));
   PT_ASSIGN_OR_RETURN(Tensor dx0, be.Empty({N, H}, "block input grad"));

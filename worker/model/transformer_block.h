@@ -27,14 +27,14 @@ class TransformerBlock {
     // Kept from F to W.
     kernels::Tensor x0, ln1, mean1, rstd1, att, x1, ln2, mean2, rstd2, g;
     // Kept from F to B only.
-    kernels::Tensor qkv, probs, h;
+    kernels::Tensor qkv, h;
     // Produced by B, consumed by W (gradients of linear/layernorm outputs).
     kernels::Tensor dm, dh, dln2, dproj, dqkv, dln1;
 
     template <typename F>
     void ForEachTensor(F&& f) {
       for (kernels::Tensor* t : {&x0, &ln1, &mean1, &rstd1, &att, &x1, &ln2, &mean2, &rstd2, &g,
-                                 &qkv, &probs, &h, &dm, &dh, &dln2, &dproj, &dqkv, &dln1}) {
+                                 &qkv, &h, &dm, &dh, &dln2, &dproj, &dqkv, &dln1}) {
         f(t);
       }
     }
