@@ -136,6 +136,9 @@ bool Load(const std::string& name, std::string path, std::vector<Lib>* libs) {
 }
 
 int main(int argc, char** argv) {
+  // One thread for the libraries threaded through OpenMP (oneDNN, the openmp builds), whose
+  // runtime reads this once, when the first of them loads; the others are set after loading.
+  setenv("OMP_NUM_THREADS", "1", 1);
   std::vector<Lib> libs;
   int repeats = 3;
   bool given = false;
