@@ -231,7 +231,8 @@ absl::Status Backend::LayerNormForward(const Tensor& x, const Tensor& gamma, con
 }
 
 absl::Status Backend::LayerNormBackwardInput(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                             const Tensor& mean, const Tensor& rstd, Tensor* dx) {
+                                             const Tensor& mean, const Tensor& rstd, Tensor* dx,
+                                             const Tensor* residual) {
   PT_RETURN_IF_ERROR(CheckDevice("LayerNormBackwardInput", "x", x));
   const int64_t rows = Rows(x), h = Cols(x);
   PT_RETURN_IF_ERROR(CheckMatrix("LayerNormBackwardInput", "dy", dy, rows, h));
@@ -239,7 +240,11 @@ absl::Status Backend::LayerNormBackwardInput(const Tensor& dy, const Tensor& x, 
   PT_RETURN_IF_ERROR(CheckNumel("LayerNormBackwardInput", "mean", mean, rows));
   PT_RETURN_IF_ERROR(CheckNumel("LayerNormBackwardInput", "rstd", rstd, rows));
   PT_RETURN_IF_ERROR(CheckMatrix("LayerNormBackwardInput", "dx", *dx, rows, h));
-  return DoLayerNormBackwardInput(dy, x, gamma, mean, rstd, dx);
+  if (residual != nullptr) {
+    PT_RETURN_IF_ERROR(CheckDevice("LayerNormBackwardInput", "residual", *residual));
+    PT_RETURN_IF_ERROR(CheckMatrix("LayerNormBackwardInput", "residual", *residual, rows, h));
+  }
+  return DoLayerNormBackwardInput(dy, x, gamma, mean, rstd, residual, dx);
 }
 
 absl::Status Backend::LayerNormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,

@@ -133,9 +133,12 @@ class Backend {
   // y = (x - mean) * rstd * gamma + beta; mean, rstd: [N] saved for the backward pass.
   absl::Status LayerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor* y,
                                 Tensor* mean, Tensor* rstd);
-  // Input gradient only (B): dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
+  // Input gradient only (B): dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma,
+  // plus `residual` (same shape as x) when given: a pre-LN block's skip-connection gradient,
+  // added in the same pass over memory.
   absl::Status LayerNormBackwardInput(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                      const Tensor& mean, const Tensor& rstd, Tensor* dx);
+                                      const Tensor& mean, const Tensor& rstd, Tensor* dx,
+                                      const Tensor* residual = nullptr);
   // Weight gradients only (W): dgamma (+)= sum_rows dy * xhat, dbeta (+)= sum_rows dy.
   absl::Status LayerNormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                        const Tensor& rstd, bool accumulate, Tensor* dgamma,
@@ -217,7 +220,8 @@ class Backend {
                                           Tensor* y, Tensor* mean, Tensor* rstd) = 0;
   virtual absl::Status DoLayerNormBackwardInput(const Tensor& dy, const Tensor& x,
                                                 const Tensor& gamma, const Tensor& mean,
-                                                const Tensor& rstd, Tensor* dx) = 0;
+                                                const Tensor& rstd, const Tensor* residual,
+                                                Tensor* dx) = 0;
   virtual absl::Status DoLayerNormBackwardWeight(const Tensor& dy, const Tensor& x,
                                                  const Tensor& mean, const Tensor& rstd,
                                                  bool accumulate, Tensor* dgamma,

@@ -79,7 +79,7 @@ class CpuBackend : public Backend {
                                   Tensor* y, Tensor* mean, Tensor* rstd) override;
   absl::Status DoLayerNormBackwardInput(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& mean, const Tensor& rstd,
-                                        Tensor* dx) override;
+                                        const Tensor* residual, Tensor* dx) override;
   absl::Status DoLayerNormBackwardWeight(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                          const Tensor& rstd, bool accumulate, Tensor* dgamma,
                                          Tensor* dbeta) override;

@@ -51,9 +51,11 @@ absl::Status CpuBackend::DoLayerNormForward(const Tensor& x, const Tensor& gamma
 
 absl::Status CpuBackend::DoLayerNormBackwardInput(const Tensor& dy, const Tensor& x,
                                                   const Tensor& gamma, const Tensor& mean,
-                                                  const Tensor& rstd, Tensor* dx) {
+                                                  const Tensor& rstd, const Tensor* residual,
+                                                  Tensor* dx) {
   vk_->layer_norm_backward_input(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(),
-                                 Rows(x), Cols(x), dx->data());
+                                 residual == nullptr ? nullptr : residual->data(), Rows(x),
+                                 Cols(x), dx->data());
   return absl::OkStatus();
 }
 

@@ -23,9 +23,11 @@ struct VectorKernels {
   // LayerNorm over rows of h (see Backend); backward_weight accumulates into dgamma, dbeta.
   void (*layer_norm_forward)(const float* x, const float* gamma, const float* beta, int64_t rows,
                              int64_t h, float eps, float* y, float* mean, float* rstd);
+  // dx = the input gradient, plus residual[r, j] when residual is not null (the gradient that
+  // reaches a pre-LN block's input by the skip connection: one pass instead of two).
   void (*layer_norm_backward_input)(const float* dy, const float* x, const float* gamma,
-                                    const float* mean, const float* rstd, int64_t rows,
-                                    int64_t h, float* dx);
+                                    const float* mean, const float* rstd, const float* residual,
+                                    int64_t rows, int64_t h, float* dx);
   void (*layer_norm_backward_weight)(const float* dy, const float* x, const float* mean,
                                      const float* rstd, int64_t rows, int64_t h, float* dgamma,
                                      float* dbeta);

@@ -150,7 +150,8 @@ void LayerNormForward(const float* x, const float* g, const float* b, int64_t ro
 }
 
 void LayerNormBackwardInput(const float* dy, const float* x, const float* g, const float* mean,
-                            const float* rstd, int64_t rows, int64_t h, float* dx) {
+                            const float* rstd, const float* residual, int64_t rows, int64_t h,
+                            float* dx) {
   const int64_t body = h - h % 8;
   const __m256i tail = TailMask(h - body);
   const float inv_h = 1.0f / static_cast<float>(h);
@@ -178,8 +179,12 @@ void LayerNormBackwardInput(const float* dy, const float* x, const float* g, con
       const __m256 gv = full ? _mm256_loadu_ps(g + j) : _mm256_maskload_ps(g + j, tail);
       const __m256 xv = full ? _mm256_loadu_ps(xr + j) : _mm256_maskload_ps(xr + j, tail);
       const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(xv, vmu), vrs);
-      const __m256 o = _mm256_mul_ps(
+      __m256 o = _mm256_mul_ps(
           vrs, _mm256_fnmadd_ps(xhat, mgx, _mm256_sub_ps(_mm256_mul_ps(dv, gv), mg)));
+      if (residual != nullptr) {
+        const float* rr = residual + r * h + j;
+        o = _mm256_add_ps(o, full ? _mm256_loadu_ps(rr) : _mm256_maskload_ps(rr, tail));
+      }
       if (full) {
         _mm256_storeu_ps(out + j, o);
       } else {

@@ -50,7 +50,8 @@ void LayerNormForward(const float* x, const float* g, const float* b, int64_t ro
 }
 
 void LayerNormBackwardInput(const float* dy, const float* x, const float* g, const float* mean,
-                            const float* rstd, int64_t rows, int64_t h, float* dx) {
+                            const float* rstd, const float* residual, int64_t rows, int64_t h,
+                            float* dx) {
   const float inv_h = 1.0f / static_cast<float>(h);
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * h;
@@ -67,6 +68,7 @@ void LayerNormBackwardInput(const float* dy, const float* x, const float* g, con
     for (int64_t j = 0; j < h; ++j) {
       const float xhat = (xr[j] - mu) * rs;
       out[j] = rs * (dr[j] * g[j] - mean_g - xhat * mean_gx);
+      if (residual != nullptr) out[j] += residual[r * h + j];
     }
   }
 }

@@ -73,12 +73,18 @@ absl::Status CudaBackend::DoLayerNormForward(const Tensor& x, const Tensor& gamm
 
 absl::Status CudaBackend::DoLayerNormBackwardInput(const Tensor& dy, const Tensor& x,
                                                    const Tensor& gamma, const Tensor& mean,
-                                                   const Tensor& rstd, Tensor* dx) {
+                                                   const Tensor& rstd, const Tensor* residual,
+                                                   Tensor* dx) {
   PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t rows = Rows(x), h = Cols(x);
   PT_CUDA_RETURN_IF_ERROR(LaunchLayerNormBackwardInput(dy.data(), x.data(), gamma.data(),
                                                        mean.data(), rstd.data(), dx->data(), rows,
                                                        h, impl_->stream));
+  // The residual in a second kernel (same rounding: the gradient is a float before the add).
+  if (residual != nullptr) {
+    PT_CUDA_RETURN_IF_ERROR(
+        LaunchAddInPlace(residual->data(), dx->data(), dx->numel(), impl_->stream));
+  }
   return absl::OkStatus();
 }
 

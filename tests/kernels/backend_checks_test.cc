@@ -173,6 +173,10 @@ TEST_F(BackendChecksTest, LayerNormAndGelu) {
       "LayerNormBackwardInput: rstd has 3 elements, want 4",
       [&] { return backend_.LayerNormBackwardInput(y, x, gamma, mean, short_rows, &dx); }, &dx,
       [&] { return backend_.LayerNormBackwardInput(y, x, gamma, mean, rstd, &dx); });
+  ExpectChecked(
+      "LayerNormBackwardInput: residual has shape [4,5]",
+      [&] { return backend_.LayerNormBackwardInput(y, x, gamma, mean, rstd, &dx, &narrow); }, &dx,
+      [&] { return backend_.LayerNormBackwardInput(y, x, gamma, mean, rstd, &dx, &y); });
   Tensor dgamma = Dev({kH}), dbeta = Dev({kH});
   ExpectChecked(
       "LayerNormBackwardWeight: dbeta has 5 elements, want 6",

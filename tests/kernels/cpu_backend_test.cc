@@ -260,6 +260,13 @@ void CheckLayerNorm(CpuBackendTest* test, int64_t R, int64_t H) {
   Tensor dx = Empty({R, H}), dg = Random({H}, 24), db = Random({H}, 25);
   ASSERT_TRUE(backend_.LayerNormBackwardInput(dy, x, g, mean, rstd, &dx).ok());
   ExpectNear(Get(dx), want_dx, 1e-4, 1e-3, "ln dx");
+  // With a residual gradient added in the same pass.
+  Tensor residual = Random({R, H}, 26), dx_plus = Empty({R, H});
+  ASSERT_TRUE(backend_.LayerNormBackwardInput(dy, x, g, mean, rstd, &dx_plus, &residual).ok());
+  VecD want_plus = want_dx;
+  const VecD rd = GetD(residual);
+  for (size_t i = 0; i < want_plus.size(); ++i) want_plus[i] += rd[i];
+  ExpectNear(Get(dx_plus), want_plus, 1e-4, 1e-3, "ln dx + residual");
   ASSERT_TRUE(backend_.LayerNormBackwardWeight(dy, x, mean, rstd, false, &dg, &db).ok());
   ExpectNear(Get(dg), want_dg, 1e-4, 1e-3, "ln dgamma");
   ExpectNear(Get(db), want_db, 1e-4, 1e-3, "ln dbeta");

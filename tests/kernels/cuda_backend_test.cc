@@ -188,6 +188,11 @@ TEST_F(CudaVsCpuTest, EmbeddingLayerNormGelu) {
   BOTH(cpu_.LayerNormBackwardInput(dy.cpu, e.cpu, g.cpu, mean.cpu, rstd.cpu, &dx.cpu),
        gpu_->LayerNormBackwardInput(dy.gpu, e.gpu, g.gpu, mean.gpu, rstd.gpu, &dx.gpu));
   ExpectClose(dx, "ln dx");
+  Pair dx_plus = Empty({B * T, H});
+  BOTH(cpu_.LayerNormBackwardInput(dy.cpu, e.cpu, g.cpu, mean.cpu, rstd.cpu, &dx_plus.cpu, &y.cpu),
+       gpu_->LayerNormBackwardInput(dy.gpu, e.gpu, g.gpu, mean.gpu, rstd.gpu, &dx_plus.gpu,
+                                    &y.gpu));
+  ExpectClose(dx_plus, "ln dx + residual");
   BOTH(cpu_.LayerNormBackwardWeight(dy.cpu, e.cpu, mean.cpu, rstd.cpu, false, &g.cpu, &b.cpu),
        gpu_->LayerNormBackwardWeight(dy.gpu, e.gpu, mean.gpu, rstd.gpu, false, &g.gpu, &b.gpu));
   ExpectClose(g, "ln dgamma");

@@ -92,11 +92,10 @@ absl::StatusOr<Tensor> TransformerBlock::BackwardInput(Tensor dy, Stash* s) {
   s->h.Reset();
   PT_ASSIGN_OR_RETURN(s->dln2, be.Empty({N, H}, "block dln2"));
   PT_RETURN_IF_ERROR(be.Gemm(s->dh, false, fc_w_.value, true, 1, 0, &s->dln2));
-  // dx1 = dm + LN2'(dln2): also the gradient of the attention projection output.
+  // dx1 = LN2'(dln2) + dm: also the gradient of the attention projection output.
   PT_ASSIGN_OR_RETURN(s->dproj, be.Empty({N, H}, "block dx1"));
-  PT_RETURN_IF_ERROR(
-      be.LayerNormBackwardInput(s->dln2, s->x1, ln2_g_.value, s->mean2, s->rstd2, &s->dproj));
-  PT_RETURN_IF_ERROR(be.AddInPlace(s->dm, &s->dproj));
+  PT_RETURN_IF_ERROR(be.LayerNormBackwardInput(s->dln2, s->x1, ln2_g_.value, s->mean2, s->rstd2,
+                                               &s->dproj, &s->dm));
   {
     PT_ASSIGN_OR_RETURN(Tensor datt, be.Empty({N, H}, "block datt (scratch)"));
     PT_RETURN_IF_ERROR(be.Gemm(s->dproj, false, proj_w_.value, true, 1, 0, &datt));
@@ -108,9 +107,8 @@ absl::StatusOr<Tensor> TransformerBlock::BackwardInput(Tensor dy, Stash* s) {
   PT_ASSIGN_OR_RETURN(s->dln1, be.Empty({N, H}, "block dln1"));
   PT_RETURN_IF_ERROR(be.Gemm(s->dqkv, false, qkv_w_.value, true, 1, 0, &s->dln1));
   PT_ASSIGN_OR_RETURN(Tensor dx0, be.Empty({N, H}, "block input grad"));
-  PT_RETURN_IF_ERROR(
-      be.LayerNormBackwardInput(s->dln1, s->x0, ln1_g_.value, s->mean1, s->rstd1, &dx0));
-  PT_RETURN_IF_ERROR(be.AddInPlace(s->dproj, &dx0));
+  PT_RETURN_IF_ERROR(be.LayerNormBackwardInput(s->dln1, s->x0, ln1_g_.value, s->mean1, s->rstd1,
+                                               &dx0, &s->dproj));
   return dx0;
 }
 
