@@ -4,8 +4,8 @@ Runs, for each configuration, PyTorch (torch_gpt.py, with the venv's python) and
 (pipetrain_peer) one after the other, alternating which goes first from round to round, and
 writes the table between the PEER markers of docs/BENCHMARKS.md. Configurations: a single
 process at hidden 256 and 64, and 2 pipeline ranks (torch.distributed.pipelining over gloo, two
-processes; pipetrain: two threads over the in-memory transport) for 1F1B, interleaved 1F1B and
-ZB-V at both widths. 8 layers, seq 128, 8 microbatches of 8 sequences, byte vocab, fp32, one
+processes; pipetrain: two threads over the in-memory transport) for 1F1B, interleaved 1F1B,
+ZB-V and DualPipeV at both widths. 8 layers, seq 128, 8 microbatches of 8 sequences, byte vocab, fp32, one
 BLAS thread per rank.
 Run by bench/peer/peer_bench.sh, which makes the venv and builds pipetrain_peer.
 """
@@ -27,9 +27,11 @@ CONFIGS = [  # (label, hidden, heads, pipetrain schedule / ranks, torch schedule
     ("2 ranks, hidden 256, 1F1B", 256, 8, "1f1b", 2, "1f1b"),
     ("2 ranks, hidden 256, interleaved 1F1B", 256, 8, "interleaved-1f1b", 2, "interleaved-1f1b"),
     ("2 ranks, hidden 256, ZB-V", 256, 8, "zb-v", 2, "zb-v"),
+    ("2 ranks, hidden 256, DualPipeV", 256, 8, "dualpipev", 2, "dualpipev"),
     ("2 ranks, hidden 64, 1F1B", 64, 4, "1f1b", 2, "1f1b"),
     ("2 ranks, hidden 64, interleaved 1F1B", 64, 4, "interleaved-1f1b", 2, "interleaved-1f1b"),
     ("2 ranks, hidden 64, ZB-V", 64, 4, "zb-v", 2, "zb-v"),
+    ("2 ranks, hidden 64, DualPipeV", 64, 4, "dualpipev", 2, "dualpipev"),
 ]
 
 

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   app.add_option("--microbatch-size", microbatch_size, "sequences per microbatch");
   app.add_option("--microbatches", microbatches, "microbatches per step");
   app.add_option("--ranks", ranks, "pipeline ranks (threads); 1 = single process");
-  app.add_option("--schedule", schedule, "schedule generator name (1f1b, interleaved-1f1b, zb-v)");
+  app.add_option("--schedule", schedule, "schedule generator name (1f1b, interleaved-1f1b, zb-v, dualpipev)");
   app.add_option("--steps", steps, "measured steps after one warm-up step");
   CLI11_PARSE(app, argc, argv);
 

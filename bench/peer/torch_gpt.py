@@ -7,7 +7,7 @@ slowest rank's, for pipelines) and the CPU seconds per step of all processes ove
 
   python torch_gpt.py --hidden 256 --schedule single
   python torch_gpt.py --hidden 256 --schedule 1f1b         # 2 ranks, torch.distributed.pipelining
-  (schedules: single, 1f1b, interleaved-1f1b, zb-v)
+  (schedules: single, 1f1b, interleaved-1f1b, zb-v, dualpipev)
 """
 import argparse
 import json
@@ -118,10 +118,10 @@ def stage_indices(schedule, rank, world):
         return [rank], world
     if schedule == "interleaved-1f1b":
         return [rank, rank + world], 2 * world
-    if schedule == "zb-v":
+    if schedule in ("zb-v", "dualpipev"):
         return [rank, 2 * world - 1 - rank], 2 * world
     raise ValueError(f"--schedule: unknown {schedule!r}; allowed: single, 1f1b, "
-                     "interleaved-1f1b, zb-v")
+                     "interleaved-1f1b, zb-v, dualpipev")
 
 
 def rank_main(rank, a, port, out_path):
@@ -141,6 +141,8 @@ def rank_main(rank, a, port, out_path):
         sched = pp.Schedule1F1B(stages[0], n_microbatches=a.microbatches, loss_fn=loss_fn)
     elif a.schedule == "interleaved-1f1b":
         sched = pp.ScheduleInterleaved1F1B(stages, n_microbatches=a.microbatches, loss_fn=loss_fn)
+    elif a.schedule == "dualpipev":
+        sched = pp.ScheduleDualPipeV(stages, n_microbatches=a.microbatches, loss_fn=loss_fn)
     else:
         sched = pp.ScheduleZBVZeroBubble(stages, n_microbatches=a.microbatches, loss_fn=loss_fn)
     first, last = 0 in indices, num_stages - 1 in indices
