@@ -153,6 +153,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--schedules", default=",".join(SCHEDULES))
     ap.add_argument("--doc", default="docs/BENCHMARKS.md")
     ap.add_argument("--figures", default="docs/bench")
@@ -175,54 +176,55 @@ def main():
                 "--explain", "--format", "ascii", "-o", os.path.join(work, "plan.txt")])
     table = [l for l in plan.stdout.splitlines() if re.match(r"^(d   p|\d+ +\d+ |chosen:)", l)]
     chosen = re.search(r"chosen: (\d+) replica\(s\) x (\d+) pipeline ranks, microbatches of "
-                       r"(\d+), ([\w-]+)", plan.stdout)
+                       r"(\d+), ([\w:-]+)", plan.stdout)
     if plan.returncode != 0 or not chosen:
         sys.exit("pipetrain plan failed:\n" + plan.stdout + plan.stderr)
     chosen_d, chosen_p, chosen_mbs, chosen_schedule = (int(chosen[1]), int(chosen[2]),
-                                                       int(chosen[3]), chosen[4])
+                                                       int(chosen[3]), chosen[4].rstrip(":"))
 
     # 2. Every split x schedule on a local cluster of n workers.
     cluster = Cluster(args.build, n, work)
-    rows = []
-    best_dp = None  # (measured, job id) of the fastest d > 1 job
-    try:
-        for d in range(1, n + 1):
-            if n % d:
-                continue
-            p = n // d
+    # Every split x schedule, and the planner's choice exactly as planned (its microbatch size
+    # too) when that is not among them; `rounds` times, alternating the order between rounds.
+    configs = []  # (d, p, schedule, microbatch size or None, label)
+    for d in range(1, n + 1):
+        if n % d == 0:
             for schedule in args.schedules.split(","):
-                path = os.path.join(work, f"job-{d}x{p}-{schedule}.yaml")
-                open(path, "w").write(job_yaml(template, schedule, args.steps, p, d))
-                load = loadavg()
+                configs.append((d, n // d, schedule, None, schedule))
+    planned_choice = chosen_schedule.split(":")[-1]
+    if chosen_mbs != own_mbs or planned_choice not in args.schedules.split(","):
+        configs.append((chosen_d, chosen_p, planned_choice, chosen_mbs,
+                        f"{planned_choice}, microbatches of {chosen_mbs} (planner's choice)"))
+    results = {c_: {"measured": [], "loads": [], "job": None, "reason": ""} for c_ in configs}
+    best_dp = None  # (measured, job id, d, p, schedule) of the fastest d > 1 job
+    try:
+        for round_ in range(args.rounds):
+            for config in (configs if round_ % 2 == 0 else list(reversed(configs))):
+                d, p, schedule, mbs, _ = config
+                path = os.path.join(work, f"job-{d}x{p}-{schedule}-{mbs}.yaml")
+                open(path, "w").write(job_yaml(template, schedule, args.steps, p, d, mbs))
+                results[config]["loads"].append(float(loadavg().split()[0]))
                 job, measured = measure(cluster, path)
                 if job is None:
-                    rows.append((d, p, schedule, None, None, None, measured, load))
+                    results[config]["reason"] = measured
                     continue
-                pred = job["plan"]["prediction"]
-                expected = (pred.get("shared_cpu_step_s") or pred.get("data_parallel_step_s")
-                            or pred.get("makespan_s"))
-                device = pred.get("data_parallel_step_s") or pred.get("makespan_s")
-                rows.append((d, p, schedule, expected, device, measured, job["id"], load))
-                if d > 1 and (best_dp is None or measured < best_dp[0]):
+                results[config]["job"] = job
+                results[config]["measured"].append(measured)
+                if d > 1 and mbs is None and (best_dp is None or measured < best_dp[0]):
                     best_dp = (measured, job["id"], d, p, schedule)
-        # The planner's choice exactly as planned (its microbatch size too), if not measured above.
-        planned_choice = chosen_schedule.split(":")[-1]
-        if chosen_mbs != own_mbs or planned_choice not in args.schedules.split(","):
-            path = os.path.join(work, "job-chosen.yaml")
-            open(path, "w").write(job_yaml(template, planned_choice, args.steps, chosen_p,
-                                           chosen_d, chosen_mbs))
-            load = loadavg()
-            job, measured = measure(cluster, path)
-            label = f"{planned_choice}, microbatches of {chosen_mbs} (planner's choice)"
-            if job is None:
-                rows.append((chosen_d, chosen_p, label, None, None, None, measured, load))
-            else:
-                pred = job["plan"]["prediction"]
-                rows.append((chosen_d, chosen_p, label,
-                             pred.get("shared_cpu_step_s") or pred.get("data_parallel_step_s")
-                             or pred.get("makespan_s"),
-                             pred.get("data_parallel_step_s") or pred.get("makespan_s"),
-                             measured, job["id"], load))
+        rows = []
+        for config in configs:
+            d, p, schedule, mbs, label = config
+            r = results[config]
+            load = "%.1f-%.1f" % (min(r["loads"]), max(r["loads"]))
+            if not r["measured"]:
+                rows.append((d, p, label, None, None, None, r["reason"], load))
+                continue
+            pred = r["job"]["plan"]["prediction"]
+            expected = (pred.get("shared_cpu_step_s") or pred.get("data_parallel_step_s")
+                        or pred.get("makespan_s"))
+            device = pred.get("data_parallel_step_s") or pred.get("makespan_s")
+            rows.append((d, p, label, expected, device, r["measured"], r["job"]["id"], load))
         figures = []
         if best_dp is not None:
             os.makedirs(args.figures, exist_ok=True)
@@ -251,22 +253,25 @@ def main():
         "coordinator's expected step (`pipetrain status`: all d x p workers sharing the %d "
         "cores, each stage's gradient sum across the replicas included); *device per worker*: "
         "the plan with a device per worker (gradient sums included); *measured*: median of "
-        "the loss rank's step over the kept traces after step 1; *load*: the 1-minute load "
-        "average when the job started." % (n, args.steps, batch, own_mbs, cores), "",
-        "| d x p | schedule | predicted s | device per worker s | measured s | "
-        "measured / predicted | load |",
+        "the loss rank's step over the kept traces after step 1 (the newest three), per round, "
+        "and the median of the rounds (%d rounds, alternating the order); *load*: the range of "
+        "the 1-minute load average when the job's runs started."
+        % (n, args.steps, batch, own_mbs, cores, args.rounds), "",
+        "| d x p | schedule | predicted s | device per worker s | measured s (median; each round) "
+        "| measured / predicted | load |",
         "|---|---|---|---|---|---|---|",
     ]
-    for d, p, schedule, expected, device, measured, job_or_reason, load in rows:
+    for d, p, label, expected, device, measured, job_or_reason, load in rows:
         mark = (" (planner's split and schedule)"
-                if (d, p, schedule) == (chosen_d, chosen_p, chosen_schedule.split(":")[-1])
-                else "")
+                if (d, p, label) == (chosen_d, chosen_p, chosen_schedule.split(":")[-1]) else "")
         if expected is None:
-            lines.append(f"| {d} x {p} | {schedule} | - | - | not run: {job_or_reason} | - | "
-                         f"{load.split()[0]} |")
+            lines.append(f"| {d} x {p} | {label} | - | - | not run: {job_or_reason} | - | "
+                         f"{load} |")
             continue
-        lines.append(f"| {d} x {p} | {schedule}{mark} | {expected:.4f} | {device:.4f} | "
-                     f"{measured:.4f} | {measured / expected:.2f} | {load.split()[0]} |")
+        median = statistics.median(measured)
+        each = ", ".join(f"{m:.4f}" for m in measured)
+        lines.append(f"| {d} x {p} | {label}{mark} | {expected:.4f} | {device:.4f} | "
+                     f"{median:.4f} ({each}) | {median / expected:.2f} | {load} |")
     lines.append("")
     if chosen_mbs != own_mbs:
         lines.append("The planner chose microbatches of %d where the default job has %d; the "
