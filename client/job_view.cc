@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "client/model_view.h"
 #include "model/job_model.h"
+#include "planner/shared_host.h"
 
 namespace pipetrain::client {
 
@@ -96,8 +97,9 @@ std::string FormatJobStatus(const v1::Job& job) {
   const v1::Prediction& pred = plan.prediction();
   if (plan.num_stages() > 0) {
     absl::StrAppendFormat(&out, "                 predicted   measured\n");
-    // CPU workers sharing a host's cores: the shared-core simulation (coordinator/shared_cpu.h).
-    const double step = pred.shared_cpu_step_s() > 0 ? pred.shared_cpu_step_s() : pred.makespan_s();
+    // CPU workers sharing a host's cores: the shared-core simulation (coordinator/shared_cpu.h);
+    // data parallelism: the step with the gradient sums across replicas.
+    const double step = planner::ExpectedStepSeconds(pred);
     absl::StrAppendFormat(&out, "  step time      %8.4f s  %s\n", step,
                           job.steps_done() > 0 ? absl::StrFormat("%8.4f s", job.last_step_s())
                                                : std::string("       -"));

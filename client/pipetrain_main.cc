@@ -132,6 +132,11 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--seq-len", plan.seq_len, "Sequence length s (with --device)");
   plan_cmd->add_option("--link-bytes-per-s", plan.link_bytes_per_s,
                        "Measured host link bandwidth, overrides the --device preset's");
+  plan_cmd->add_option("--host-cores", plan.host_cores,
+                       "With --job: the job's workers (data_parallel x num_workers CPU processes) "
+                       "share one host of this many cores, as the local cluster does; the "
+                       "prediction and the --workers split search then simulate them sharing "
+                       "the cores (0: a device per worker)");
   plan_cmd->add_flag("--explain", plan.explain,
                      "Explain the choice: auto's candidates table (with offload plans) and why "
                      "the chosen one won; offload statistics for a named schedule");

@@ -90,13 +90,15 @@ absl::StatusOr<PlanOutput> RunJobPlan(const PlanOptions& o) {
   absl::StatusOr<v1::JobSpec> spec = LoadJobSpec(o.job_path);
   if (!spec.ok()) return absl::Status(spec.status().code(), spec.status().message());
   PlanOutput out;
+  planner::PlannerOptions options;
+  options.shared_host_cores = o.host_cores;
   absl::StatusOr<planner::PlannedJob> planned;
   if (o.workers != -1) {
     // --workers N with a job: the split of N into data-parallel replicas x pipeline ranks with
     // the shortest predicted step (planner/data_parallel_search.h).
     if (o.workers < 1) return Bad(absl::StrCat("--workers must be >= 1 (got ", o.workers, ")"));
     absl::StatusOr<planner::DataParallelSearch> search =
-        planner::SearchDataParallel(*spec, o.workers);
+        planner::SearchDataParallel(*spec, o.workers, options);
     if (!search.ok()) {
       return absl::Status(search.status().code(),
                           absl::StrCat("--job ", o.job_path, " on --workers ", o.workers, ": ",
@@ -106,7 +108,7 @@ absl::StatusOr<PlanOutput> RunJobPlan(const PlanOptions& o) {
     *spec = search->spec;
     planned = std::move(search->planned);
   } else {
-    planned = planner::PlanJob(*spec);
+    planned = planner::PlanJob(*spec, options);
   }
   if (!planned.ok()) {
     return absl::Status(planned.status().code(),
@@ -181,6 +183,12 @@ absl::StatusOr<PlanOutput> RunPlan(const PlanOptions& o) {
   }
   if (!o.job_path.empty() && !o.csv_path.empty()) {
     return Bad("--job and --from-csv exclude each other");
+  }
+  if (o.host_cores < 0) {
+    return Bad(absl::StrCat("--host-cores must be >= 0 (got ", o.host_cores, ")"));
+  }
+  if (o.host_cores > 0 && o.job_path.empty()) {
+    return Bad("--host-cores needs --job FILE (the job's workers share the host's cores)");
   }
   if (!o.job_path.empty()) return RunJobPlan(o);
   if (o.format == "plan-file") {

@@ -36,6 +36,9 @@ struct PlanOptions {
   // A job file: plan it with planner::PlanJob (analytic costs) instead of the abstract costs
   // above; --workers, --microbatches and the cost flags then come from the job.
   std::string job_path;
+  // With job_path: every worker of the job (d x p) on one host with this many cores, sharing
+  // them (planner/shared_host.h; the local cluster's case); 0: a device per worker.
+  int host_cores = 0;
   // A schedule in PyTorch pipelining's CSV format (one row per worker, e.g. `0F0,0F1,0I0,0W0`):
   // validated, simulated with the cost flags above and rendered instead of a generated one.
   std::string csv_path;

@@ -6,8 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "planner/shared_host.h"
 #include "schedule/bubble.h"
 #include "schedule/codec/plan_proto.h"
+#include "schedule/data_parallel_step.h"
 #include "schedule/render_plot.h"
 #include "schedule/render_svg.h"
 
@@ -38,18 +40,52 @@ schedule::SimResult InMs(schedule::SimResult sim) {
   return sim;
 }
 
+std::vector<schedule::GradientSumInterval> InMs(std::vector<schedule::GradientSumInterval> sums) {
+  for (schedule::GradientSumInterval& g : sums) {
+    g.start *= 1e3;
+    g.end *= 1e3;
+  }
+  return sums;
+}
+
 const char* const kWorkerColours[] = {"#3e6fc2", "#e07b1f", "#1f9a78", "#c23e5a",
                                       "#7b4fc0", "#8c6d31", "#d45fb0", "#5b8c2a"};
+
+// The earliest action start of ranks first..first+count-1: the origin MeasuredStep and
+// MeasuredTimeline put at 0.
+int64_t Origin(const v1::StepTrace& trace, int first, int count) {
+  int64_t origin = std::numeric_limits<int64_t>::max();
+  for (int r = first; r < first + count && r < trace.ranks_size(); ++r) {
+    for (const v1::ActionTiming& t : trace.ranks(r).timings()) {
+      origin = std::min<int64_t>(origin, t.start_ns());
+    }
+  }
+  return origin == std::numeric_limits<int64_t>::max() ? 0 : origin;
+}
+
+std::vector<schedule::GradientSumInterval> MeasuredGradientSums(const v1::StepTrace& trace,
+                                                                int first, int count) {
+  const int64_t origin = Origin(trace, first, count);
+  std::vector<schedule::GradientSumInterval> out;
+  for (int r = first; r < first + count && r < trace.ranks_size(); ++r) {
+    for (const v1::GradientSum& g : trace.ranks(r).gradient_sums()) {
+      out.push_back({r - first, g.stage(), (g.start_ns() - origin) * 1e-9,
+                     (g.end_ns() - origin) * 1e-9});
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
 absl::StatusOr<schedule::SimResult> MeasuredStep(const schedule::Schedule& schedule,
                                                  const v1::StepTrace& trace) {
   const int p = schedule.num_workers;
-  if (trace.ranks_size() != p) {
+  // Data parallelism: d x p ranks, replica 0's first.
+  if (trace.ranks_size() != p && (p == 0 || trace.ranks_size() % p != 0)) {
     return absl::InvalidArgumentError(absl::StrCat("trace.ranks: ", trace.ranks_size(),
                                                    " ranks reported, the plan has ", p,
-                                                   " workers"));
+                                                   " workers (per replica)"));
   }
   int64_t origin = std::numeric_limits<int64_t>::max();
   for (int r = 0; r < p; ++r) {
@@ -128,6 +164,19 @@ absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTra
   }
   PT_ASSIGN_OR_RETURN(report.predicted, schedule::Simulate(report.schedule, costs));
   PT_ASSIGN_OR_RETURN(report.measured, MeasuredStep(report.schedule, trace));
+  const v1::Prediction& prediction = plan.prediction();
+  report.replicas = std::max(1, plan.data_parallel());
+  report.expected_step_s = planner::ExpectedStepSeconds(prediction);
+  if (report.replicas > 1 &&
+      prediction.stage_allreduce_s_size() == report.schedule.num_stages) {
+    const std::vector<double> sums(prediction.stage_allreduce_s().begin(),
+                                   prediction.stage_allreduce_s().end());
+    PT_ASSIGN_OR_RETURN(const schedule::DataParallelStep step,
+                        schedule::SimulateDataParallelStep(report.schedule, report.predicted,
+                                                           sums));
+    report.predicted_sums = schedule::PredictedGradientSums(report.schedule, step);
+    report.measured_sums = MeasuredGradientSums(trace, 0, report.schedule.num_workers);
+  }
   return report;
 }
 
@@ -144,6 +193,23 @@ std::string FormatJobReport(const JobReport& r) {
                         "step bubble (idle share of workers x step time): predicted %.4f, "
                         "measured %.4f\n",
                         r.predicted.step_bubble_ratio, r.measured.step_bubble_ratio);
+  if (r.replicas > 1) {
+    absl::StrAppendFormat(&out,
+                          "data parallel: %d replicas, replica 0's ranks shown; the step the "
+                          "plan expects with the gradient sums (and shared cores, if any): "
+                          "%.3f ms\n",
+                          r.replicas, r.expected_step_s * 1e3);
+    out += "gradient sums per stage, ms (predicted / measured on replica 0):";
+    for (const schedule::GradientSumInterval& p : r.predicted_sums) {
+      double measured = -1;
+      for (const schedule::GradientSumInterval& m : r.measured_sums) {
+        if (m.stage == p.stage) measured = m.end - m.start;
+      }
+      absl::StrAppendFormat(&out, " s%d %.3f / %s", p.stage, (p.end - p.start) * 1e3,
+                            measured >= 0 ? absl::StrFormat("%.3f", measured * 1e3) : "-");
+    }
+    out += "\n";
+  }
   out += "peak activation bytes per worker (predicted / measured):";
   for (int w = 0; w < r.schedule.num_workers; ++w) {
     absl::StrAppendFormat(&out, " w%d %.0f / %.0f", w, r.predicted.peak_memory[w],
@@ -161,10 +227,12 @@ std::string RenderJobReportSvg(const JobReport& r) {
   options.time_end = end;
   options.px_per_time = 1100.0 / end;
   options.time_label = "ms";
+  options.gradient_sums = InMs(r.predicted_sums);
   options.title = absl::StrFormat(
       "predicted (simulator, plan costs): step %.3f ms, step bubble %.4f, per-stage bubble %.4f",
       predicted.makespan, predicted.step_bubble_ratio, predicted.bubble_ratio);
   const std::string predicted_svg = schedule::RenderSvg(r.schedule, predicted, options);
+  options.gradient_sums = InMs(r.measured_sums);
   options.title = absl::StrFormat(
       "measured (step %d): step %.3f ms, step bubble %.4f, per-stage bubble %.4f", r.step,
       measured.makespan, measured.step_bubble_ratio, measured.bubble_ratio);

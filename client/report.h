@@ -7,16 +7,22 @@
 // memory curve of a worker is the resident activation bytes the executor records after every
 // compute, OFFLOAD and RELOAD action (ActionTiming.bytes): the level holds from the action's end
 // until the next such action; it starts at 0 (the stash is empty between steps).
+// Data parallelism (plan.data_parallel d > 1, d x p ranks in the trace): the timelines are
+// replica 0's p ranks (every replica runs the same plan), and both charts get a lane of
+// gradient sums under each worker: predicted, each stage's sum from its last weight-gradient
+// action (schedule/data_parallel_step.h); measured, what each rank reported (GradientSum).
 //
 // Thread-safety: pure functions.
 #ifndef PIPETRAIN_CLIENT_REPORT_H_
 #define PIPETRAIN_CLIENT_REPORT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "pipetrain/v1/coordinator.pb.h"
 #include "pipetrain/v1/plan.pb.h"
+#include "schedule/gradient_sum_lane.h"
 #include "schedule/schedule.h"
 #include "schedule/simulator.h"
 
@@ -29,10 +35,18 @@ struct JobReport {
   schedule::Schedule schedule;
   schedule::SimResult predicted;
   schedule::SimResult measured;  // peak_memory and memory_curve from the recorded bytes
+  // Data parallelism: the replicas, the step the plan expects (with the sums, on shared cores
+  // when the coordinator simulated that; planner::ExpectedStepSeconds), and the sums of
+  // replica 0's workers, predicted and measured (seconds on each timeline's clock).
+  int replicas = 1;
+  double expected_step_s = 0;
+  std::vector<schedule::GradientSumInterval> predicted_sums;
+  std::vector<schedule::GradientSumInterval> measured_sums;
 };
 
 // The measured step of `trace` against `schedule`: trace.ranks[r] must hold one timing per
 // action of worker r's list, in list order (InvalidArgument naming the rank and index if not).
+// A data-parallel trace (ranks_size() = d x num_workers) gives replica 0's step.
 absl::StatusOr<schedule::SimResult> MeasuredStep(const schedule::Schedule& schedule,
                                                  const v1::StepTrace& trace);
 

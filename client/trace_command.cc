@@ -1,12 +1,15 @@
 #include "client/trace_command.h"
 
+#include <algorithm>
 #include <fstream>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "planner/shared_host.h"
 #include "schedule/codec/plan_proto.h"
 #include "schedule/measured_timeline.h"
 #include "schedule/render_trace.h"
@@ -19,26 +22,50 @@ absl::StatusOr<TraceDocument> RenderStepTrace(const v1::Job& job, const v1::Step
         absl::StrCat("job ", job.id(), " has no plan with actions to draw the trace against"));
   }
   PT_ASSIGN_OR_RETURN(schedule::Schedule schedule, schedule::ScheduleFromProto(job.plan()));
-  if (trace.ranks_size() != schedule.num_workers) {
-    return absl::DataLossError(absl::StrCat("the trace of step ", trace.step(), " has ",
-                                            trace.ranks_size(), " ranks; the plan has ",
-                                            schedule.num_workers));
+  const int p = schedule.num_workers;
+  // Data parallelism: d x p ranks, replica q's ranks q * p .. q * p + p - 1.
+  const int d = std::max(1, job.plan().data_parallel());
+  if (trace.ranks_size() != d * p) {
+    return absl::DataLossError(absl::StrCat(
+        "the trace of step ", trace.step(), " has ", trace.ranks_size(), " ranks; the plan has ",
+        d > 1 ? absl::StrCat(d, " replicas x ", p) : absl::StrCat(p)));
   }
-  std::vector<std::vector<schedule::MeasuredAction>> timings;
-  for (const v1::StepReport& report : trace.ranks()) {
-    PT_ASSIGN_OR_RETURN(timings.emplace_back(), schedule::MeasuredActionsFromProto(report));
+  std::vector<schedule::ReplicaTimeline> replicas(d);
+  for (int q = 0; q < d; ++q) {
+    std::vector<std::vector<schedule::MeasuredAction>> timings;
+    int64_t origin = std::numeric_limits<int64_t>::max();
+    for (int w = 0; w < p; ++w) {
+      PT_ASSIGN_OR_RETURN(timings.emplace_back(),
+                          schedule::MeasuredActionsFromProto(trace.ranks(q * p + w)));
+      for (const schedule::MeasuredAction& a : timings.back()) {
+        origin = std::min(origin, a.start_ns);
+      }
+    }
+    replicas[q].sim = schedule::MeasuredTimeline(schedule, timings);
+    if (origin == std::numeric_limits<int64_t>::max()) origin = 0;
+    for (int w = 0; w < p; ++w) {
+      for (const v1::GradientSum& g : trace.ranks(q * p + w).gradient_sums()) {
+        replicas[q].gradient_sums.push_back(
+            {w, g.stage(), (g.start_ns() - origin) * 1e-9, (g.end_ns() - origin) * 1e-9});
+      }
+    }
   }
-  const schedule::SimResult measured = schedule::MeasuredTimeline(schedule, timings);
+  const schedule::SimResult& measured = replicas[0].sim;
   TraceDocument doc;
-  doc.document = schedule::RenderChromeTrace(schedule, measured, 1e6);
+  doc.document = d > 1 ? schedule::RenderChromeTrace(schedule, replicas, 1e6)
+                       : schedule::RenderChromeTrace(schedule, measured, 1e6);
   const v1::Prediction& predicted = job.plan().prediction();
   doc.summary = absl::StrFormat(
-      "%s step %d (%s, %d workers): measured %.4f s, bubble %.3f per stage, %.3f of the step; "
+      "%s step %d (%s, %d workers%s): measured %.4f s, bubble %.3f per stage, %.3f of the step; "
       "predicted %.4f s, bubble %.3f per stage, %.3f of the step; kept steps: %s\n",
-      job.id(), trace.step(), schedule.name, schedule.num_workers, measured.makespan,
-      measured.bubble_ratio, measured.step_bubble_ratio, predicted.makespan_s(),
-      predicted.bubble_ratio(), predicted.step_bubble_ratio(),
-      absl::StrJoin(trace.kept_steps(), ", "));
+      job.id(), trace.step(), schedule.name, schedule.num_workers,
+      d > 1 ? absl::StrFormat(" x %d replicas, replica 0's figures; each replica a process of "
+                              "the trace with a gradient-sum track per worker",
+                              d)
+            : std::string(),
+      measured.makespan, measured.bubble_ratio, measured.step_bubble_ratio,
+      planner::ExpectedStepSeconds(predicted), predicted.bubble_ratio(),
+      predicted.step_bubble_ratio(), absl::StrJoin(trace.kept_steps(), ", "));
   return doc;
 }
 

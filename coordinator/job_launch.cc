@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "coordinator/job_manager_internal.h"
 #include "coordinator/metrics.h"
+#include "coordinator/placement.h"
 #include "glog/logging.h"
 #include "model/device_peaks.h"
 #include "model/job_model.h"
@@ -154,6 +155,18 @@ void JobManager::DispatchWaiting() {
       absl::StatusOr<std::vector<WorkerInfo>> workers =
           registry_->Acquire(p, r.job.id(), required);
       if (!workers.ok()) break;
+      // Each pipeline on as few zones and hosts as it can, neighbours next to each other.
+      {
+        std::vector<WorkerLocation> where;
+        for (const WorkerInfo& w : *workers) {
+          where.push_back({w.registration.zone, w.registration.host});
+        }
+        std::vector<WorkerInfo> placed;
+        for (int index : PlaceRanks(where, r.job.plan().workers_size())) {
+          placed.push_back((*workers)[index]);
+        }
+        *workers = std::move(placed);
+      }
       r.targets.clear();
       r.rank_hosts.clear();
       r.job.clear_worker_ids();

@@ -43,6 +43,7 @@ struct WorkerRegistration {
   double d2h_bytes_per_s = 0;
   double h2d_bytes_per_s = 0;
   std::string host;         // machine name; CPU workers of one host share its cores
+  std::string zone;         // zone / rack label (placement.h); empty: unknown
   int cpu_cores = 0;        // 0: unknown
   int compute_threads = 0;  // 0 means 1
   int device_index = 0;     // CUDA ordinal on `host`

@@ -48,6 +48,7 @@ grpc::Status WorkerRegistryServiceImpl::RegisterWorker(grpc::ServerContext* cont
   r.d2h_bytes_per_s = request->d2h_bytes_per_s();
   r.h2d_bytes_per_s = request->h2d_bytes_per_s();
   r.host = request->host();
+  r.zone = request->zone();
   r.cpu_cores = request->cpu_cores();
   r.compute_threads = request->compute_threads();
   r.device_index = request->device_index();

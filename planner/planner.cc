@@ -10,6 +10,7 @@
 #include "model/cost_model.h"
 #include "model/job_model.h"
 #include "planner/job_spec_validation.h"
+#include "planner/shared_host.h"
 #include "schedule/auto_planner.h"
 #include "schedule/codec/plan_proto.h"
 #include "schedule/data_parallel_step.h"
@@ -355,6 +356,12 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
           : absl::StrFormat("analytic (%.0f GFLOP/s per worker assumed)",
                             options.device_flops_per_s / 1e9)));
   absl::StrAppend(planned.plan.mutable_explanation(), data_parallel_note);
+  PT_RETURN_IF_ERROR(ApplySharedHost(options.shared_host_cores, &planned));
+  if (planned.plan.prediction().shared_cpu_step_s() > 0) {
+    absl::StrAppendFormat(planned.plan.mutable_explanation(), "; %s: step %.4f s",
+                          planned.plan.prediction().shared_cpu_note(),
+                          planned.plan.prediction().shared_cpu_step_s());
+  }
   if (spec.eval().interval_steps() > 0) {
     PT_ASSIGN_OR_RETURN(*planned.plan.mutable_evaluation(),
                         EvaluationPlan(planned, spec.eval().batches()));

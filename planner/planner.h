@@ -48,6 +48,10 @@ struct PlannerOptions {
   // for CPU workers). With memory.device_budget_bytes 0 the activation budget is then this less
   // the parameter, gradient and optimizer bytes the busiest worker can hold.
   int64_t device_memory_bytes = 0;
+  // Offline planning only (`pipetrain plan --host-cores`): every CPU worker of the job (d x p)
+  // on one host with this many cores; the prediction then gets the shared-core step
+  // (shared_host.h). 0: a device per worker (the coordinator corrects for the hosts it sees).
+  int shared_host_cores = 0;
 };
 
 struct PlannedJob {

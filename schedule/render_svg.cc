@@ -58,8 +58,15 @@ std::string RenderSvg(const Schedule& schedule, const SimResult& sim, const SvgO
   const double scale =
       options.px_per_time > 0 ? options.px_per_time : std::clamp(kMaxWidth / end, 1.0, 40.0);
   const int p = schedule.num_workers;
+  // With gradient sums, worker w's row is 2w and its sum lane 2w + 1.
+  const bool lanes = !options.gradient_sums.empty();
+  const int rows = lanes ? 2 * p : p;
+  auto row_of = [lanes](int worker) { return lanes ? 2 * worker : worker; };
+  if (options.time_end <= 0) {
+    for (const GradientSumInterval& g : options.gradient_sums) end = std::max(end, g.end);
+  }
   const double plot_w = end * scale;
-  const double axis_y = kTop + p * kRow + 6;
+  const double axis_y = kTop + rows * kRow + 6;
   const double width = kLeft + plot_w + 30, height = axis_y + 80;
   std::string out =
       absl::StrCat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", F(width), "\" height=\"",
@@ -77,12 +84,29 @@ std::string RenderSvg(const Schedule& schedule, const SimResult& sim, const SvgO
                     XmlEscape(options.title), "</text>\n");
   }
   for (int w = 0; w < p; ++w) {
-    absl::StrAppend(&out, "<text x=\"8\" y=\"", F(kTop + w * kRow + kBox * 0.7), "\">worker ", w,
-                    "</text>\n");
+    absl::StrAppend(&out, "<text x=\"8\" y=\"", F(kTop + row_of(w) * kRow + kBox * 0.7),
+                    "\">worker ", w, "</text>\n");
+    if (lanes) {
+      absl::StrAppend(&out, "<text x=\"8\" y=\"", F(kTop + (row_of(w) + 1) * kRow + kBox * 0.7),
+                      "\" fill=\"#555\">  sums</text>\n");
+    }
+  }
+  for (const GradientSumInterval& g : options.gradient_sums) {
+    if (g.worker < 0 || g.worker >= p) continue;
+    const double x = kLeft + g.start * scale, y = kTop + (row_of(g.worker) + 1) * kRow;
+    const double wd = std::max(0.5, (g.end - g.start) * scale);
+    absl::StrAppend(&out, "<rect x=\"", F(x), "\" y=\"", F(y + 3), "\" width=\"", F(wd),
+                    "\" height=\"", F(kBox - 6), "\" fill=\"#9a9a9a\" stroke=\"#333\" "
+                    "stroke-width=\"0.5\"><title>gradient sum of stage ", g.stage, " [", F(g.start),
+                    ", ", F(g.end), ")</title></rect>\n");
+    if (wd >= 40) {
+      absl::StrAppend(&out, "<text x=\"", F(x + wd / 2), "\" y=\"", F(y + kBox * 0.7),
+                      "\" text-anchor=\"middle\" fill=\"#fff\">sum ", g.stage, "</text>\n");
+    }
   }
   for (const TimedAction& t : sim.timeline) {
     if (!IsCompute(t.action.kind)) continue;
-    const double x = kLeft + t.start * scale, y = kTop + t.worker * kRow;
+    const double x = kLeft + t.start * scale, y = kTop + row_of(t.worker) * kRow;
     const double wd = std::max(0.5, (t.end - t.start) * scale);
     const int c = chunk[t.action.stage];
     absl::StrAppend(&out, "<rect x=\"", F(x), "\" y=\"", F(y), "\" width=\"", F(wd), "\" height=\"",
@@ -123,6 +147,13 @@ std::string RenderSvg(const Schedule& schedule, const SimResult& sim, const SvgO
     }
     absl::StrAppend(&out, "<text x=\"", F(lx + 2), "\" y=\"", F(ly + 11), "\">", name, "</text>\n");
     lx += 40;
+  }
+  if (lanes) {
+    absl::StrAppend(&out, "<rect x=\"", F(lx), "\" y=\"", F(ly),
+                    "\" width=\"14\" height=\"14\" fill=\"#9a9a9a\" stroke=\"#333\" "
+                    "stroke-width=\"0.5\"/>\n<text x=\"", F(lx + 18), "\" y=\"", F(ly + 11),
+                    "\">gradient sum across replicas</text>\n");
+    lx += 200;
   }
   absl::StrAppend(&out, "<text x=\"", F(lx + 10), "\" y=\"", F(ly + 11),
                   "\">dark: chunk 0, light: chunk 1+ of the worker</text>\n</svg>\n");

@@ -26,18 +26,28 @@ double ComputeCost(const StageCost& c, ActionKind kind) {
   }
 }
 
+bool IsWeightGradient(ActionKind kind) { return kind == ActionKind::kW || kind == ActionKind::kBW; }
+
 }  // namespace
 
 absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& costs,
-                                           const CoreSharing& sharing) {
+                                           const CoreSharing& sharing,
+                                           const ReplicaSums& replicas) {
   const int p = s.num_workers, n_stages = s.num_stages, m = s.num_microbatches;
-  if (static_cast<int>(sharing.host_of_worker.size()) != p ||
-      static_cast<int>(sharing.threads_of_worker.size()) != p ||
+  const int d = replicas.replicas;
+  if (d < 1 || static_cast<int>(s.worker_actions.size()) != p ||
       static_cast<int>(costs.stages.size()) != n_stages ||
-      static_cast<int>(s.worker_actions.size()) != p) {
+      (d > 1 && static_cast<int>(replicas.stage_allreduce_s.size()) != n_stages)) {
     return absl::InvalidArgumentError("SimulateSharedCores: sizes do not match the schedule");
   }
-  for (int w = 0; w < p; ++w) {
+  const int n = d * p;  // workers of every replica, job rank q * p + w
+  if (static_cast<int>(sharing.host_of_worker.size()) != n ||
+      static_cast<int>(sharing.threads_of_worker.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SimulateSharedCores: ", sharing.host_of_worker.size(), " hosts and ",
+        sharing.threads_of_worker.size(), " thread counts for ", d, " x ", p, " workers"));
+  }
+  for (int w = 0; w < n; ++w) {
     const int h = sharing.host_of_worker[w];
     if (h >= static_cast<int>(sharing.host_cores.size()) ||
         (h >= 0 && !(sharing.host_cores[h] > 0)) || sharing.threads_of_worker[w] < 1) {
@@ -47,23 +57,64 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
                        w));
     }
   }
+  // Data parallelism: after which action of its worker's list each stage's gradients are summed
+  // (the last W or BW of the stage, as the executor does), and one hop of each stage's sum.
+  std::vector<size_t> reduce_after(n_stages, 0);
+  std::vector<double> hop(n_stages, 0.0);
+  if (d > 1) {
+    for (int st = 0; st < n_stages; ++st) {
+      const int w = s.stage_to_worker[st];
+      const std::vector<Action>& list = s.worker_actions[w];
+      size_t i = list.size();
+      while (i-- > 0 && !(list[i].stage == st && IsWeightGradient(list[i].kind))) {
+      }
+      if (i >= list.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("stage ", st, " has no weight-gradient action to sum after"));
+      }
+      if (!(replicas.stage_allreduce_s[st] >= 0)) {
+        return absl::InvalidArgumentError(absl::StrCat("SimulateSharedCores: stage ", st,
+                                                       "'s gradient sum takes ",
+                                                       replicas.stage_allreduce_s[st], " s"));
+      }
+      reduce_after[st] = i;
+      hop[st] = replicas.stage_allreduce_s[st] / (2.0 * (d - 1));
+    }
+  }
   const bool explicit_transfers = ScanActions(s).HasTransfers();
-  auto key = [m](int stage, int mb) { return static_cast<size_t>(stage) * m + mb; };
   const size_t keys = static_cast<size_t>(n_stages) * m;
-  // End of F and of the backward (B or BW) of each (stage, microbatch); arrival of each message.
-  std::vector<double> f_end(keys, kUnknown), bwd_end(keys, kUnknown);
-  std::vector<double> act_arrival(keys, kUnknown), grad_arrival(keys, kUnknown);
+  auto key = [m, keys](int q, int stage, int mb) {
+    return q * keys + static_cast<size_t>(stage) * m + mb;
+  };
+  // Per replica: end of F and of the backward (B or BW) of each (stage, microbatch); arrival of
+  // each message.
+  std::vector<double> f_end(d * keys, kUnknown), bwd_end(d * keys, kUnknown);
+  std::vector<double> act_arrival(d * keys, kUnknown), grad_arrival(d * keys, kUnknown);
+  // Gradient sums: when replica q's running sum of a stage arrives from replica q - 1, and when
+  // the complete sum arrives at the replicas before the last.
+  std::vector<double> sum_arrival(static_cast<size_t>(d) * n_stages, kUnknown);
+  double complete_arrival = 0.0;
+  // A worker of replica q > 0 whose stage's sum it waits for before its next action (-1: none).
+  std::vector<int> awaiting_sum(n, -1);
 
-  std::vector<size_t> next(p, 0);
-  std::vector<double> remaining(p, 0.0);  // work left of the running compute (full-speed seconds)
-  std::vector<bool> running(p, false);
-  std::vector<double> ready_at(p, kUnknown);  // a blocked worker's known wake-up time
+  std::vector<size_t> next(n, 0);
+  std::vector<double> remaining(n, 0.0);  // work left of the running compute (full-speed seconds)
+  std::vector<bool> running(n, false);
+  std::vector<double> ready_at(n, kUnknown);  // a blocked worker's known wake-up time
   double now = 0.0, end = 0.0;
 
-  // Time at which `a` may start on its worker, kUnknown while a producer has not run.
-  auto start_time = [&](const Action& a) -> double {
+  // Replica q's stage `st` sum has left replica q at `t`.
+  auto sum_sent = [&](int q, int st, double t) {
+    if (q + 1 < d) {
+      sum_arrival[static_cast<size_t>(q + 1) * n_stages + st] = t + hop[st];
+    } else {  // the complete sum, to the d - 1 other replicas one after another
+      complete_arrival = std::max(complete_arrival, t + (d - 1) * hop[st]);
+    }
+  };
+
+  // Time at which `a` may start on worker w of replica q, kUnknown while a producer has not run.
+  auto start_time = [&](const Action& a, int q, int w) -> double {
     const int st = a.stage, i = a.microbatch;
-    const int w = s.stage_to_worker[st];
     double t = 0.0;
     auto need = [&](double produced, int producer_stage) {
       if (produced < 0 || t < 0) {
@@ -76,27 +127,27 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
     switch (a.kind) {
       case ActionKind::kF:
       case ActionKind::kOverlapF:
-        if (st > 0) need(f_end[key(st - 1, i)], st - 1);
+        if (st > 0) need(f_end[key(q, st - 1, i)], st - 1);
         break;
       case ActionKind::kB:
       case ActionKind::kBW:
-        need(f_end[key(st, i)], st);
-        if (st + 1 < n_stages) need(bwd_end[key(st + 1, i)], st + 1);
+        need(f_end[key(q, st, i)], st);
+        if (st + 1 < n_stages) need(bwd_end[key(q, st + 1, i)], st + 1);
         break;
       case ActionKind::kW:
-        need(bwd_end[key(st, i)], st);
+        need(bwd_end[key(q, st, i)], st);
         break;
       case ActionKind::kSendAct:
-        need(f_end[key(st, i)], st);
+        need(f_end[key(q, st, i)], st);
         break;
       case ActionKind::kSendGrad:
-        need(bwd_end[key(st, i)], st);
+        need(bwd_end[key(q, st, i)], st);
         break;
       case ActionKind::kRecvAct:
-        t = act_arrival[key(st, i)];
+        t = act_arrival[key(q, st, i)];
         break;
       case ActionKind::kRecvGrad:
-        t = grad_arrival[key(st, i)];
+        t = grad_arrival[key(q, st, i)];
         break;
       case ActionKind::kOffload:
       case ActionKind::kReload:
@@ -105,6 +156,7 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
     }
     return t;
   };
+  auto is_due = [&now](double t) { return t >= 0 && t <= now + 1e-12 * std::max(1.0, now); };
 
   while (true) {
     // Start what can start now; instant actions (transfers, copies) complete at once and may
@@ -113,49 +165,62 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
     while (moved) {
       moved = false;
       all_done = true;
-      for (int w = 0; w < p; ++w) {
+      for (int v = 0; v < n; ++v) {
+        const int q = v / p, w = v % p;
         const std::vector<Action>& list = s.worker_actions[w];
-        ready_at[w] = kUnknown;
-        while (!running[w] && next[w] < list.size()) {
-          const Action& a = list[next[w]];
-          const double t = start_time(a);
-          if (t < 0 || t > now + 1e-12 * std::max(1.0, now)) {
-            ready_at[w] = t;
+        ready_at[v] = kUnknown;
+        if (awaiting_sum[v] >= 0) {
+          const int st = awaiting_sum[v];
+          const double t = sum_arrival[static_cast<size_t>(q) * n_stages + st];
+          if (!is_due(t)) {
+            ready_at[v] = t;
+            all_done = false;
+            continue;
+          }
+          sum_sent(q, st, now);
+          awaiting_sum[v] = -1;
+          moved = true;
+        }
+        while (!running[v] && next[v] < list.size()) {
+          const Action& a = list[next[v]];
+          const double t = start_time(a, q, w);
+          if (!is_due(t)) {
+            ready_at[v] = t;
             break;
           }
           moved = true;
           if (IsCompute(a.kind)) {
-            running[w] = true;
-            remaining[w] = ComputeCost(costs.stages[a.stage], a.kind);
+            running[v] = true;
+            remaining[v] = ComputeCost(costs.stages[a.stage], a.kind);
             break;
           }
           if (a.kind == ActionKind::kSendAct && a.stage + 1 < n_stages) {
-            act_arrival[key(a.stage + 1, a.microbatch)] = now + costs.comm;
+            act_arrival[key(q, a.stage + 1, a.microbatch)] = now + costs.comm;
           } else if (a.kind == ActionKind::kSendGrad && a.stage > 0) {
-            grad_arrival[key(a.stage - 1, a.microbatch)] = now + costs.comm;
+            grad_arrival[key(q, a.stage - 1, a.microbatch)] = now + costs.comm;
           }
-          ++next[w];
+          ++next[v];
         }
-        all_done &= !running[w] && next[w] == list.size();
+        all_done &= !running[v] && next[v] == list.size();
       }
     }
     if (all_done) break;
     // Speeds: fair sharing of each host's cores among its running compute threads.
     std::vector<double> demand(sharing.host_cores.size(), 0.0);
-    for (int w = 0; w < p; ++w) {
-      if (running[w] && sharing.host_of_worker[w] >= 0) {
-        demand[sharing.host_of_worker[w]] += sharing.threads_of_worker[w];
+    for (int v = 0; v < n; ++v) {
+      if (running[v] && sharing.host_of_worker[v] >= 0) {
+        demand[sharing.host_of_worker[v]] += sharing.threads_of_worker[v];
       }
     }
-    auto speed = [&](int w) {
-      const int h = sharing.host_of_worker[w];
+    auto speed = [&](int v) {
+      const int h = sharing.host_of_worker[v];
       if (h < 0) return 1.0;
       return std::min(1.0, sharing.host_cores[h] / demand[h]);
     };
     double step = kInf;
-    for (int w = 0; w < p; ++w) {
-      if (running[w]) step = std::min(step, remaining[w] / speed(w));
-      if (!running[w] && ready_at[w] > now) step = std::min(step, ready_at[w] - now);
+    for (int v = 0; v < n; ++v) {
+      if (running[v]) step = std::min(step, remaining[v] / speed(v));
+      if (!running[v] && ready_at[v] > now) step = std::min(step, ready_at[v] - now);
     }
     if (step == kInf) {
       return absl::FailedPreconditionError(
@@ -163,21 +228,30 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
     }
     // Finish the computes that end at now + step (within rounding).
     const double after = now + step;
-    for (int w = 0; w < p; ++w) {
-      if (!running[w]) continue;
-      remaining[w] -= step * speed(w);
-      if (remaining[w] > 1e-12 * std::max(1.0, after)) continue;
-      const Action& a = s.worker_actions[w][next[w]];
-      const size_t k = key(a.stage, a.microbatch);
+    for (int v = 0; v < n; ++v) {
+      if (!running[v]) continue;
+      remaining[v] -= step * speed(v);
+      if (remaining[v] > 1e-12 * std::max(1.0, after)) continue;
+      const int q = v / p;
+      const Action& a = s.worker_actions[v % p][next[v]];
+      const size_t k = key(q, a.stage, a.microbatch);
       if (IsForward(a.kind)) f_end[k] = after;
       if (a.kind == ActionKind::kB || a.kind == ActionKind::kBW) bwd_end[k] = after;
-      running[w] = false;
-      ++next[w];
+      if (d > 1 && IsWeightGradient(a.kind) && reduce_after[a.stage] == next[v]) {
+        // The stage's gradient sum (file comment): replica 0 sends at once, the others wait.
+        if (q == 0) {
+          sum_sent(0, a.stage, after);
+        } else {
+          awaiting_sum[v] = a.stage;
+        }
+      }
+      running[v] = false;
+      ++next[v];
       end = after;
     }
     now = after;
   }
-  return end;
+  return std::max(end, d > 1 ? complete_arrival : 0.0);
 }
 
 }  // namespace pipetrain::schedule

@@ -6,6 +6,17 @@
 // sharing, recomputed at every start and end of a compute action), with the same dependencies and
 // transfer latency as the simulator; copies (OFFLOAD/RELOAD) take no time here.
 //
+// Data parallelism (docs/data_parallel.md): ReplicaSums::replicas d > 1 copies of the schedule run
+// side by side, replica q's worker w being job rank q * p + w, all of them competing for their
+// hosts' cores. This is the cost a plan of one replica misses on a shared host: the replicas
+// compute at once (where one pipeline leaves its bubbles to the other workers), so d x p workers
+// contend for the cores. The gradient sum of each stage runs as the workers run it (worker/runtime/
+// replica_reducer.h): after the stage's last weight-gradient action, replica 0 sends its sum
+// on; replica q > 0 waits there (its worker blocked) for the sum from replica q - 1, then sends
+// the longer sum on; the last replica sends the complete sum back, and every other replica
+// waits for it at the end of its step. Each of these 2 (d - 1) hops takes
+// stage_allreduce_s / (2 (d - 1)) (schedule/data_parallel_step.h's model of one stage's sum).
+//
 // Measured on the default job (4 workers, 2 cores, profiled costs): see docs/BENCHMARKS.md and
 // coordinator/shared_cpu.h.
 //
@@ -22,16 +33,27 @@
 namespace pipetrain::schedule {
 
 struct CoreSharing {
-  // Per worker: its host (index into host_cores), or -1 for a device of its own.
+  // Per worker of every replica (job rank q * p + w; p of them with one replica): its host
+  // (index into host_cores), or -1 for a device of its own.
   std::vector<int> host_of_worker;
   std::vector<double> host_cores;      // cores of each host (> 0)
   std::vector<int> threads_of_worker;  // compute threads of each worker (>= 1)
 };
 
-// The makespan of one step (first start to last end). InvalidArgument for sizes that do not
-// match the schedule; FailedPrecondition if the schedule deadlocks.
+// Data parallelism: how many replicas of the schedule run (>= 1) and, with more than one, the
+// time of each stage's whole gradient sum across them (indexed by stage, >= 0; what
+// Prediction.stage_allreduce_s holds).
+struct ReplicaSums {
+  int replicas = 1;
+  std::vector<double> stage_allreduce_s;
+};
+
+// The makespan of one step (first start to last end; with replicas, to the last gradient sum's
+// arrival). InvalidArgument for sizes that do not match the schedule (or a stage without a
+// weight-gradient action when replicas > 1); FailedPrecondition if the schedule deadlocks.
 absl::StatusOr<double> SimulateSharedCores(const Schedule& schedule, const CostModel& costs,
-                                           const CoreSharing& sharing);
+                                           const CoreSharing& sharing,
+                                           const ReplicaSums& replicas = {});
 
 }  // namespace pipetrain::schedule
 

@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
                  "daemon: Prometheus address (empty disables)")
       ->capture_default_str();
   app.add_option("--name", daemon.name, "daemon: stable worker name (default worker-PID)");
+  app.add_option("--zone", daemon.zone,
+                 "daemon: zone or rack label reported at registration; the coordinator keeps "
+                 "each pipeline of a job in as few zones and hosts as it can (Kubernetes: the "
+                 "node's topology.kubernetes.io/zone)");
   app.add_option("--job-metrics-retention-s", job_metrics_retention_s,
                  "daemon: a job's Prometheus series are removed this long after its run here "
                  "ends (0: at the next scrape)")

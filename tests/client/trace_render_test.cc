@@ -3,7 +3,14 @@
 // (exact for synthetic timings) next to the plan's prediction.
 #include "client/trace_command.h"
 
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "absl/strings/str_format.h"
+#include "client/report.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -109,6 +116,66 @@ TEST(RenderStepTraceTest, RejectsTracesThatDoNotMatchThePlan) {
   no_plan.set_id("job-000001");
   EXPECT_EQ(RenderStepTrace(no_plan, trace).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// Data parallelism: 2 replicas of the 1F1B plan (4 ranks), each rank reporting its stage's
+// gradient sum after its last action.
+TEST(RenderStepTraceTest, ReplicasAreProcessesWithAGradientSumTrackPerWorker) {
+  v1::Job job = OneFOneBJob();
+  job.mutable_plan()->set_data_parallel(2);
+  job.mutable_plan()->mutable_prediction()->add_stage_allreduce_s(2e-3);
+  job.mutable_plan()->mutable_prediction()->add_stage_allreduce_s(2e-3);
+  v1::StepTrace trace = BackToBack(job, 3);
+  const v1::StepTrace one = trace;
+  for (const v1::StepReport& r : one.ranks()) *trace.add_ranks() = r;  // replica 1, same times
+  for (int r = 0; r < 4; ++r) {
+    trace.mutable_ranks(r)->set_rank(r);
+    v1::GradientSum* sum = trace.mutable_ranks(r)->add_gradient_sums();
+    sum->set_stage(r % 2);
+    const int64_t last = trace.ranks(r).timings(trace.ranks(r).timings_size() - 1).end_ns();
+    sum->set_start_ns(last);
+    sum->set_end_ns(last + (r < 2 ? 1000000 : 3000000));  // replica 0: 1 ms, replica 1: 3 ms
+  }
+  TraceDocument doc = RenderStepTrace(job, trace).value();
+  nlohmann::json parsed = nlohmann::json::parse(doc.document);
+  std::map<std::pair<int, int>, int> actions;  // (pid, tid) -> events
+  std::vector<std::tuple<int, int, std::string, double>> sums;  // pid, tid, name, dur (us)
+  std::set<std::string> names;
+  for (const auto& e : parsed["traceEvents"]) {
+    if (e["name"] == "thread_name") names.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "gradient sum") {
+      sums.emplace_back(e["pid"], e["tid"], e["name"], e["dur"]);
+    } else {
+      ++actions[{e["pid"], e["tid"]}];
+    }
+  }
+  for (int pid = 0; pid < 2; ++pid) {
+    for (int w = 0; w < 2; ++w) {
+      EXPECT_EQ((actions[{pid, w}]), job.plan().workers(w).actions_size()) << pid << " " << w;
+    }
+  }
+  EXPECT_TRUE(names.contains("worker 1: gradient sums")) << doc.document;
+  ASSERT_EQ(sums.size(), 4u);
+  // Worker w's sum (stage w) on track p + w of its replica's process.
+  EXPECT_EQ(sums[0], std::make_tuple(0, 2, std::string("sum 0"), 1000.0));
+  EXPECT_EQ(sums[3], std::make_tuple(1, 3, std::string("sum 1"), 3000.0));
+  EXPECT_THAT(doc.summary, HasSubstr("2 workers x 2 replicas"));
+
+  // The report: replica 0's timelines, each with a sum lane; the stage sums side by side.
+  absl::StatusOr<JobReport> report = BuildJobReport(job.plan(), trace);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->replicas, 2);
+  ASSERT_EQ(report->predicted_sums.size(), 2u);
+  EXPECT_DOUBLE_EQ(report->predicted_sums[0].end - report->predicted_sums[0].start, 2e-3);
+  ASSERT_EQ(report->measured_sums.size(), 2u);
+  EXPECT_DOUBLE_EQ(report->measured_sums[1].end - report->measured_sums[1].start, 1e-3);
+  EXPECT_THAT(FormatJobReport(*report),
+              HasSubstr("gradient sums per stage, ms (predicted / measured on replica 0): s0 "
+                        "2.000 / 1.000 s1 2.000 / 1.000"));
+  const std::string svg = RenderJobReportSvg(*report);
+  EXPECT_THAT(svg, HasSubstr("gradient sum of stage 1"));
+  EXPECT_THAT(svg, HasSubstr("gradient sum across replicas"));
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // measurements, watching, queueing behind busy workers, cancel, Prepare and planning failures,
 // offload planning with the measured link, bad submissions, listing. Failure recovery and
 // restarts: job_recovery_test.cc.
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -370,6 +373,29 @@ TEST_F(JobManagerTest, UnknownJobsAndBadReports) {
   failure.set_failure("");
   failure.set_rank(1);  // its own rank: accepted
   EXPECT_TRUE(manager_->ReportStep(failure, running.worker_ids(1)).ok());
+}
+
+// Placement with fake registrations: four workers registered alternating between two hosts run
+// a 2 x 2 job with each pipeline on one host (ranks 0, 1 on host a; 2, 3 on host b).
+TEST_F(JobManagerTest, PlacesEachPipelineOnOneHost) {
+  Make();
+  const std::vector<std::string> ids = {AddWorker(*registry_, 0, v1::DEVICE_KIND_CPU, "a"),
+                                        AddWorker(*registry_, 1, v1::DEVICE_KIND_CPU, "b"),
+                                        AddWorker(*registry_, 2, v1::DEVICE_KIND_CPU, "a"),
+                                        AddWorker(*registry_, 3, v1::DEVICE_KIND_CPU, "b")};
+  ASSERT_TRUE(manager_->Start().ok());
+  v1::JobSpec spec = SmallSpec(2, 2);
+  spec.mutable_training()->set_global_batch(8);
+  spec.mutable_parallelism()->set_data_parallel(2);
+  const std::string id = manager_->Submit(spec).value().id();
+  // Dispatched: the ranks are assigned and every target was asked to prepare.
+  ASSERT_TRUE(WaitUntil([&] { return workers_.prepared().size() >= 4; }));
+  const v1::Job job = manager_->Get(id).value();
+  EXPECT_THAT(job.worker_ids(), ::testing::ElementsAre(ids[0], ids[2], ids[1], ids[3]));
+  // Each target got its job rank's pipeline rank and replica.
+  std::set<std::pair<int, int>> places;
+  for (const v1::PrepareRequest& p : workers_.prepared()) places.insert({p.replica(), p.rank()});
+  EXPECT_EQ(places, (std::set<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}));
 }
 
 }  // namespace

@@ -86,5 +86,43 @@ TEST(SharedCpuTest, ThreadsCountAgainstTheCores) {
               HasSubstr("2 CPU workers share 2 cores on host a"));
 }
 
+TEST(SharedCpuTest, ReplicasShareTheCoresWithTheirSums) {
+  // d = 2 replicas of a 2-rank pipeline on 4 CPU workers of one 2-core host: all four compute
+  // at once, so the expected step is the shared-core simulation of both replicas with their
+  // stage sums, not the plan of one replica (which has its 2 workers on 2 cores).
+  v1::JobSpec spec = testing::SmallSpec(2, 2);
+  spec.mutable_training()->set_global_batch(8);
+  spec.mutable_parallelism()->set_data_parallel(2);
+  // A slow device: compute, not the links, decides the step (as on the local cluster).
+  planner::PlannerOptions slow;
+  slow.device_flops_per_s = 1e6;
+  planner::PlannedJob planned = planner::PlanJob(spec, slow).value();
+  v1::Prediction prediction = planned.plan.prediction();
+  ASSERT_EQ(prediction.stage_allreduce_s_size(), planned.schedule.num_stages);
+  ASSERT_GT(prediction.data_parallel_step_s(), 0);
+  const std::vector<RankHost> box(4, RankHost{"box", 2, 1});
+  ApplySharedCpu(box, planned.schedule, planned.costs, &prediction);
+  const schedule::ReplicaSums sums = {
+      2, {prediction.stage_allreduce_s().begin(), prediction.stage_allreduce_s().end()}};
+  const double expected = schedule::SimulateSharedCores(planned.schedule, planned.costs,
+                                                        {{0, 0, 0, 0}, {2}, {1, 1, 1, 1}}, sums)
+                              .value();
+  EXPECT_DOUBLE_EQ(prediction.shared_cpu_step_s(), expected);
+  EXPECT_GT(expected, prediction.data_parallel_step_s());
+  EXPECT_DOUBLE_EQ(PredictedStepSeconds(prediction), expected);
+  EXPECT_THAT(prediction.shared_cpu_note(),
+              HasSubstr("4 CPU workers share 2 cores on host box; simulated with shared cores, "
+                        "2 replicas computing at once"));
+  // Each replica on its own 2-core host: every worker has a core, nothing to correct.
+  ApplySharedCpu({{"a", 2, 1}, {"a", 2, 1}, {"b", 2, 1}, {"b", 2, 1}}, planned.schedule,
+                 planned.costs, &prediction);
+  EXPECT_EQ(prediction.shared_cpu_step_s(), 0);
+  EXPECT_DOUBLE_EQ(PredictedStepSeconds(prediction), prediction.data_parallel_step_s());
+  // A rank count that is not a multiple of the plan's ranks changes nothing.
+  ApplySharedCpu({{"box", 1, 1}, {"box", 1, 1}, {"box", 1, 1}}, planned.schedule, planned.costs,
+                 &prediction);
+  EXPECT_EQ(prediction.shared_cpu_step_s(), 0);
+}
+
 }  // namespace
 }  // namespace pipetrain::coordinator

@@ -138,7 +138,8 @@ TEST_F(LocalClusterTest, VHalfJobSucceedsWithReferenceLossesAndPredictedMemory) 
   for (const std::string& address : cluster_->worker_metrics_addresses()) {
     auto worker_metrics = testing::HttpGet(address, "/metrics");
     ASSERT_TRUE(worker_metrics.ok()) << worker_metrics.status();
-    // Each worker's series carry the job and its rank there: "...{job_id="J",rank="R"} 3".
+    // Each worker's series carry the job, its rank and replica there:
+    // "...{job_id="J",rank="R",replica="0"} 3".
     const std::string prefix =
         absl::StrCat("pipetrain_worker_steps_total{job_id=\"", done->id(), "\",rank=\"");
     const size_t at = worker_metrics->find(prefix);

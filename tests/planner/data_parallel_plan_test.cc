@@ -3,14 +3,17 @@
 // of d x p workers, and the search over d x p = N.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "model/cost_model.h"
 #include "model/job_model.h"
 #include "model/job_spec_validation.h"
 #include "planner/data_parallel_search.h"
 #include "planner/plan_file.h"
 #include "planner/planner.h"
+#include "planner/shared_host.h"
 #include "schedule/data_parallel_step.h"
 
 namespace pipetrain::planner {
@@ -180,6 +183,94 @@ TEST(DataParallelSearchTest, ListsEverySplitAndPicksTheShortestStep) {
             std::string::npos);
   EXPECT_EQ(SearchDataParallel(Job("1f1b", 1, 1), 0).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DataParallelSearchTest, SharedHostCoresAreTheStepCompared) {
+  // d = 2 replicas of a 2-rank pipeline on one 2-core host: all 4 workers compute at once, so the
+  // expected step is longer than the plan of one replica with a device per worker.
+  // A slow device: compute, not the links, decides the step (as on the local cluster).
+  PlannerOptions two_cores;
+  two_cores.device_flops_per_s = 1e6;
+  two_cores.shared_host_cores = 2;
+  auto planned = PlanJob(Job("1f1b", 2, 2), two_cores);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  const v1::Prediction& pred = planned->plan.prediction();
+  EXPECT_GT(pred.shared_cpu_step_s(), pred.data_parallel_step_s());
+  EXPECT_DOUBLE_EQ(ExpectedStepSeconds(pred), pred.shared_cpu_step_s());
+  EXPECT_NE(pred.shared_cpu_note().find("4 CPU workers share 2 cores (--host-cores); simulated "
+                                        "with shared cores, 2 replicas computing at once"),
+            std::string::npos)
+      << pred.shared_cpu_note();
+  EXPECT_NE(planned->plan.explanation().find("4 CPU workers share 2 cores"), std::string::npos);
+  // A core per worker: nothing shared.
+  PlannerOptions four_cores = two_cores;
+  four_cores.shared_host_cores = 4;
+  auto own = PlanJob(Job("1f1b", 2, 2), four_cores);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->plan.prediction().shared_cpu_step_s(), 0);
+  EXPECT_DOUBLE_EQ(ExpectedStepSeconds(own->plan.prediction()),
+                   own->plan.prediction().data_parallel_step_s());
+  // The search compares the shared-core steps, and lists the device-per-worker ones next to them.
+  auto search = SearchDataParallel(Job("1f1b", 1, 1), 4, two_cores);
+  ASSERT_TRUE(search.ok()) << search.status();
+  double best = 1e300;
+  for (const DataParallelCandidate& c : search->candidates) {
+    ASSERT_TRUE(c.rejected.empty()) << c.rejected;
+    EXPECT_GT(c.step_s, c.device_step_s) << c.replicas;  // 4 workers on 2 cores
+    best = std::min(best, c.step_s);
+  }
+  EXPECT_EQ(search->candidates[search->chosen].step_s, best);
+  EXPECT_NE(FormatDataParallelSearch(*search).find("workers sharing the host's cores"),
+            std::string::npos);
+}
+
+TEST(DataParallelSearchTest, AutoAlsoSearchesTheMicrobatchSizeUnderTheBudget) {
+  // schedule auto, a global batch of 8: every microbatch size dividing it (1, 2, 4, 8: 8..1
+  // microbatches) on every split whose d divides that size's microbatches.
+  auto job = [](int64_t budget) {
+    v1::JobSpec spec = Job("auto", 1, 1);
+    spec.mutable_training()->set_global_batch(8);
+    spec.mutable_training()->set_microbatch_size(2);
+    spec.mutable_memory()->set_device_budget_bytes(budget);
+    return spec;
+  };
+  auto search = SearchDataParallel(job(0), 4);
+  ASSERT_TRUE(search.ok()) << search.status();
+  std::set<int> sizes, planned_sizes;
+  double best = 1e300;
+  for (const DataParallelCandidate& c : search->candidates) {
+    if (c.replicas == 1) sizes.insert(c.microbatch_size);
+    if (!c.rejected.empty()) continue;
+    planned_sizes.insert(c.microbatch_size);
+    EXPECT_EQ((8 / c.microbatch_size) % c.replicas, 0);
+    EXPECT_EQ(c.microbatches_per_replica, 8 / c.microbatch_size / c.replicas);
+    best = std::min(best, c.step_s);
+  }
+  EXPECT_EQ(sizes, (std::set<int>{1, 2, 4, 8}));  // d = 1 tries every size
+  EXPECT_GT(planned_sizes.size(), 1u);
+  const DataParallelCandidate& chosen = search->candidates[search->chosen];
+  EXPECT_EQ(chosen.step_s, best);
+  EXPECT_EQ(search->spec.training().microbatch_size(), chosen.microbatch_size);
+  EXPECT_EQ(search->planned.plan.num_microbatches(), chosen.microbatches_per_replica);
+  const std::string table = FormatDataParallelSearch(*search);
+  EXPECT_NE(table.find("mbs"), std::string::npos) << table;
+  EXPECT_NE(table.find(absl::StrCat("microbatches of ", chosen.microbatch_size)), std::string::npos)
+      << table;
+  // A budget below the chosen candidate's peak: it no longer wins, and nothing planned is over.
+  const int64_t budget = static_cast<int64_t>(chosen.peak_activation_bytes) - 1;
+  auto fitted = SearchDataParallel(job(budget), 4);
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  for (const DataParallelCandidate& c : fitted->candidates) {
+    if (c.rejected.empty()) EXPECT_LE(c.peak_activation_bytes, budget) << c.microbatch_size;
+  }
+  const DataParallelCandidate& refit = fitted->candidates[fitted->chosen];
+  EXPECT_FALSE(refit.replicas == chosen.replicas &&
+               refit.microbatch_size == chosen.microbatch_size &&
+               refit.schedule == chosen.schedule && refit.step_s == chosen.step_s);
+  // A named schedule keeps the job's microbatch size.
+  auto named = SearchDataParallel(Job("1f1b", 1, 1), 4);
+  ASSERT_TRUE(named.ok());
+  for (const DataParallelCandidate& c : named->candidates) EXPECT_EQ(c.microbatch_size, 4);
 }
 
 }  // namespace

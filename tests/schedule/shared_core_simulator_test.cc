@@ -1,11 +1,14 @@
 // SimulateSharedCores: with a device (or a core) per worker it is the simulator; with one core it
-// is the summed compute; in between it lies between the two bounds a shared host allows.
+// is the summed compute; in between it lies between the two bounds a shared host allows. With
+// replicas: side by side on their own devices they are the planner's data-parallel step, on
+// shared cores they compute at once, and a later replica waits for the sum before going on.
 #include "schedule/shared_core_simulator.h"
 
 #include <numeric>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "schedule/data_parallel_step.h"
 #include "schedule/generator.h"
 #include "schedule/passes.h"
 #include "schedule/simulator.h"
@@ -112,6 +115,87 @@ TEST(SharedCoreSimulatorTest, RejectsMismatchedSharing) {
   CoreSharing bad = OneHost(4, 0);
   EXPECT_EQ(SimulateSharedCores(c.schedule, c.costs, bad).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Data parallelism: d replicas of the schedule, job rank q * p + w.
+CoreSharing OwnDevices(int workers) {
+  return {std::vector<int>(workers, -1), {}, std::vector<int>(workers, 1)};
+}
+
+TEST(SharedCoreSimulatorTest, ReplicasWithADevicePerWorkerAreTheDataParallelStep) {
+  // 1F1B and GPipe without explicit transfers end each stage's worker with the stage's last
+  // backward, so waiting for the sum delays nothing else: the step is the schedule's plus the
+  // chained sums, exactly the planner's data-parallel model (data_parallel_step.h) for any d.
+  // (With explicit transfers the last SEND_GRAD comes after the wait, as the executor runs it.)
+  for (const char* name : {"1f1b", "gpipe"}) {
+    for (int d : {2, 3, 4}) {
+      const Case c = Make(name, 0.3, false);
+      const SimResult sim = Simulate(c.schedule, c.costs).value();
+      const std::vector<double> sums = {0.5, 0.8, 1.1, 0.2};
+      const double step = SimulateDataParallelStep(c.schedule, sim, sums).value().step_s;
+      EXPECT_NEAR(SimulateSharedCores(c.schedule, c.costs, OwnDevices(4 * d), {d, sums}).value(),
+                  step, 1e-9)
+          << name << " d " << d;
+      // Without sums the replicas run side by side, each as the plain simulation.
+      EXPECT_NEAR(SimulateSharedCores(c.schedule, c.costs, OwnDevices(4 * d),
+                                      {d, std::vector<double>(4, 0.0)})
+                      .value(),
+                  sim.makespan, 1e-9)
+          << name << " d " << d;
+    }
+  }
+}
+
+TEST(SharedCoreSimulatorTest, ReplicasOnSharedCoresComputeAtOnce) {
+  // The term a plan of one replica misses: on one core, d replicas take d times the summed
+  // work; on two cores, 2 replicas of a 4-worker pipeline are bounded by their work / 2 and are
+  // slower than the one replica the cores would give.
+  for (const char* name : kSchedules) {
+    const Case c = Make(name, 0.0, true);
+    const SimResult sim = Simulate(c.schedule, c.costs).value();
+    const double work = std::accumulate(sim.busy.begin(), sim.busy.end(), 0.0);
+    const ReplicaSums two = {2, std::vector<double>(c.schedule.num_stages, 0.0)};
+    EXPECT_NEAR(SimulateSharedCores(c.schedule, c.costs, OneHost(8, 1), two).value(), 2 * work,
+                1e-9)
+        << name;
+    const double shared = SimulateSharedCores(c.schedule, c.costs, OneHost(8, 2), two).value();
+    EXPECT_GE(shared, work - 1e-9) << name;
+    EXPECT_GT(shared, SimulateSharedCores(c.schedule, c.costs, OneHost(4, 2)).value()) << name;
+  }
+}
+
+TEST(SharedCoreSimulatorTest, ALaterReplicaWaitsForTheSumBeforeItsNextAction) {
+  // One worker holding two stages, one microbatch: F0 F1 B1 W1 B0 W0, every action 1 s. Stage
+  // 1's last W ends at 4; replica 1 waits there for replica 0's sum of stage 1 (one hop, 1 s of
+  // its 2 s sum), sends the complete sum back and only then runs B0 and W0 (ending at 7, a hop
+  // late). Stage 0's sum takes no time: the step ends at 7, where a model that lets the sum
+  // overlap everything (data_parallel_step.h) says max(6, 4 + 2, 6 + 0) = 6.
+  Schedule s = MakeEmptySchedule("hand", 1, 1, {0, 0});
+  s.worker_actions[0] = {{ActionKind::kF, 0, 0}, {ActionKind::kF, 1, 0}, {ActionKind::kB, 1, 0},
+                         {ActionKind::kW, 1, 0}, {ActionKind::kB, 0, 0}, {ActionKind::kW, 0, 0}};
+  CostModel costs;
+  costs.stages.assign(2, StageCost{});  // F = B = W = 1
+  const std::vector<double> sums = {0.0, 2.0};
+  const SimResult sim = Simulate(s, costs).value();
+  EXPECT_DOUBLE_EQ(SimulateDataParallelStep(s, sim, sums).value().step_s, 6.0);
+  EXPECT_DOUBLE_EQ(SimulateSharedCores(s, costs, OwnDevices(2), {2, sums}).value(), 7.0);
+  // On one shared core both replicas run at half speed until W1 ends at 8; while replica 1
+  // waits for the sum (8 to 9) replica 0 has the core (B0 8 to 9), then both share it (9 to 11)
+  // and replica 1 ends W0 alone at 12: the core never idles, so the step is the 12 s of work.
+  EXPECT_DOUBLE_EQ(SimulateSharedCores(s, costs, {{0, 0}, {1.0}, {1, 1}}, {2, sums}).value(), 12.0);
+}
+
+TEST(SharedCoreSimulatorTest, RejectsMismatchedReplicas) {
+  const Case c = Make("1f1b", 0.0, true);
+  // 2 replicas need 8 workers' sharing and a sum per stage.
+  EXPECT_EQ(
+      SimulateSharedCores(c.schedule, c.costs, OneHost(4, 2), {2, {1, 1, 1, 1}}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SimulateSharedCores(c.schedule, c.costs, OneHost(8, 2), {2, {1, 1}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      SimulateSharedCores(c.schedule, c.costs, OneHost(8, 2), {2, {1, -1, 1, 1}}).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -239,10 +239,12 @@ TEST(WorkerAgentTest, MetricsCarryTheJobAndRankAndExpireAfterTheRun) {
     return prometheus::TextSerializer().Serialize(metrics.collectable()->Collect());
   };
   std::string body = scrape();
-  EXPECT_NE(body.find("pipetrain_worker_steps_total{job_id=\"job-000001\",rank=\"0\"} 3\n"),
+  EXPECT_NE(body.find("pipetrain_worker_steps_total{job_id=\"job-000001\",rank=\"0\","
+                      "replica=\"0\"} 3\n"),
             std::string::npos)
       << body;
-  EXPECT_NE(body.find("pipetrain_worker_step_seconds_count{job_id=\"job-000001\",rank=\"0\"} 3"),
+  EXPECT_NE(body.find("pipetrain_worker_step_seconds_count{job_id=\"job-000001\",rank=\"0\","
+                      "replica=\"0\"} 3"),
             std::string::npos)
       << body;
   EXPECT_NE(body.find("pipetrain_worker_busy 0\n"), std::string::npos) << body;

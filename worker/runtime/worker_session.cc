@@ -24,6 +24,7 @@
 #include "worker/runtime/emulated_stage_runner.h"
 #include "worker/runtime/job_config.h"
 #include "worker/runtime/model_stage_runner.h"
+#include "worker/runtime/rank_memory.h"
 #include "worker/transport/nccl_link.h"
 #include "worker/transport/replica_view_transport.h"
 #include "worker/transport/tcp_transport.h"
@@ -32,9 +33,9 @@ namespace pipetrain::worker {
 namespace {
 
 // Refuses, before anything is allocated, a rank whose parameters with their gradients and AdamW
-// moments, plus the plan's predicted activation peak, exceed the memory it computes in: a typo
-// such as a vocabulary of millions would otherwise allocate (and fill) tensors until the process
-// is killed.
+// moments, a later replica's buffered gradients and the plan's predicted activation peak exceed
+// the memory it computes in (rank_memory.h): a typo such as a vocabulary of millions would
+// otherwise allocate (and fill) tensors until the process is killed.
 absl::Status CheckMemoryFits(const v1::PrepareRequest& request, const model::GptConfig& config,
                              const std::vector<int>& stages, int num_stages,
                              const SessionOptions& options) {
@@ -48,19 +49,18 @@ absl::Status CheckMemoryFits(const v1::PrepareRequest& request, const model::Gpt
     where = "this worker's available host memory";
   }
   if (available <= 0) return absl::OkStatus();  // unknown: not checked
-  PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> split, model::SplitEvenly(config, num_stages));
-  const int64_t microbatch_size = request.spec().training().microbatch_size();
-  int64_t state = 0;
-  for (int s : stages) {
-    state += model::EstimateChunkCost(config, split[s], microbatch_size).parameter_state_bytes;
-  }
-  const auto& peaks = request.plan().prediction().peak_activation_bytes();
-  const int64_t activations = request.rank() < peaks.size() ? peaks[request.rank()] : 0;
-  if (state + activations <= available) return absl::OkStatus();
+  PT_ASSIGN_OR_RETURN(const RankMemory need,
+                      EstimateRankMemory(request, config, stages, num_stages));
+  if (need.total() <= available) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "model: rank ", request.rank(), "'s stages need ", state + activations, " bytes (", state,
-      " for parameters, gradients and AdamW moments, ", activations,
-      " for activations at the plan's peak), over the ", available, " bytes of ", where,
+      "model: rank ", request.rank(), "'s stages need ", need.total(), " bytes (",
+      need.parameter_state_bytes, " for parameters, gradients and AdamW moments, ",
+      need.buffered_gradient_bytes > 0
+          ? absl::StrCat(need.buffered_gradient_bytes, " for replica ", request.replica(),
+                         "'s buffered gradients until the running sum arrives, ")
+          : std::string(),
+      need.activation_bytes, " for activations at the plan's peak), over the ", available,
+      " bytes of ", where,
       "; use more workers (parallelism.num_workers), a smaller model, or a worker with more "
       "memory"));
 }

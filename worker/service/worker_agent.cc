@@ -52,6 +52,13 @@ v1::StepReport ToReport(const StepResult& r, const std::string& job_id,
     pt->set_end_ns(t.end_ns);
     pt->set_bytes(t.bytes);
   }
+  for (const ReduceTiming& t : r.reduce_timings) {
+    v1::GradientSum* sum = report.add_gradient_sums();
+    sum->set_stage(t.stage);
+    sum->set_start_ns(t.start_ns);
+    sum->set_end_ns(t.end_ns);
+    sum->set_bytes(t.bytes);
+  }
   return report;
 }
 
@@ -160,6 +167,7 @@ absl::StatusOr<v1::PrepareResponse> WorkerAgent::Prepare(const v1::PrepareReques
     job_id_ = request.job_id();
     // The job rank the coordinator knows this worker by (replica q's rank s: q * p + s).
     rank_ = request.replica() * request.plan().workers_size() + request.rank();
+    replica_ = request.replica();
     attempt_ = request.attempt();
     ++generation_;
     // The agent keeps its listening socket for its lifetime and each session accepts on a
@@ -247,16 +255,17 @@ absl::Status WorkerAgent::StartRun(const v1::StartRequest& request) {
 void WorkerAgent::RunLoop(std::string job_id, int num_steps) {
   std::shared_ptr<WorkerSession> session;
   std::string worker_id;
-  int rank, attempt;
+  int rank, replica, attempt;
   {
     absl::MutexLock lock(&mu_);
     session = session_;
     worker_id = worker_id_;
     rank = rank_;
+    replica = replica_;
     attempt = attempt_;
   }
   absl::Status status = session->Run(num_steps, [&](const StepResult& r) -> absl::Status {
-    if (metrics_ != nullptr) metrics_->StepDone(job_id, rank, r);
+    if (metrics_ != nullptr) metrics_->StepDone(job_id, rank, replica, r);
     {
       absl::MutexLock lock(&mu_);
       step_ = r.step + 1;
@@ -367,6 +376,7 @@ void WorkerAgent::HeartbeatLoop() {
       req.set_h2d_bytes_per_s(options_.h2d_bytes_per_s);
       req.set_name(options_.name);
       req.set_host(options_.host);
+      req.set_zone(options_.zone);
       req.set_cpu_cores(options_.cpu_cores);
       req.set_compute_threads(options_.compute_threads);
       auto r = coordinator_->Register(req);

@@ -43,6 +43,7 @@ struct WorkerAgentOptions {
   // Where it computes (host_cpus.h) and the threads one compute action uses, reported at
   // registration.
   std::string host;
+  std::string zone;  // placement label (coordinator/placement.h); empty: none
   int cpu_cores = 0;
   int compute_threads = 1;
   // CPU workers: one core's sgemm rate measured at start-up (core_sgemm.h), reported at
@@ -103,6 +104,7 @@ class WorkerAgent {
   std::string coordinator_token_ ABSL_GUARDED_BY(mu_);  // from the latest registration
   std::string job_id_ ABSL_GUARDED_BY(mu_);  // prepared or running job
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
+  int replica_ ABSL_GUARDED_BY(mu_) = 0;  // data parallelism: the replica of rank_
   int step_ ABSL_GUARDED_BY(mu_) = 0;
   int attempt_ ABSL_GUARDED_BY(mu_) = 0;        // of the prepared job
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // Prepare calls so far

@@ -130,6 +130,7 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   options.device_info = config.session.device;
   const HostCpus cpus = DetectHostCpus();
   options.host = cpus.host;
+  options.zone = config.zone;
   options.cpu_cores = cpus.cpus;
   options.compute_threads = std::max(1, config.session.blas_threads);
   options.profile_lock_path = "/tmp/pipetrain-profile.lock";

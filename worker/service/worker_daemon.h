@@ -22,6 +22,9 @@ struct WorkerDaemonConfig {
   std::string transport_listen = "127.0.0.1:0";  // tensor transport
   std::string metrics_listen = "127.0.0.1:0";    // Prometheus /metrics; empty disables
   std::string name;                              // default: worker-<pid>
+  // A zone / rack label reported at registration for placement (coordinator/placement.h);
+  // empty: none.
+  std::string zone;
   // PEM files. cert + key: the Worker service serves TLS, and this worker presents the cert to
   // the coordinator (mutual TLS). ca: verifies the coordinator (the system roots when empty)
   // and, given with cert + key, is the CA that callers of the Worker service (the coordinator)

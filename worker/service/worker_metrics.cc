@@ -48,8 +48,10 @@ WorkerMetrics::WorkerMetrics(JobSeriesOptions job_series)
                  .Register(*registry_)
                  .Add({})) {}
 
-void WorkerMetrics::StepDone(const std::string& job_id, int rank, const StepResult& result) {
-  const prometheus::Labels labels = {{"job_id", job_id}, {"rank", absl::StrCat(rank)}};
+void WorkerMetrics::StepDone(const std::string& job_id, int rank, int replica,
+                             const StepResult& result) {
+  const prometheus::Labels labels = {
+      {"job_id", job_id}, {"rank", absl::StrCat(rank)}, {"replica", absl::StrCat(replica)}};
   series_.Get(steps_, job_id, labels).Increment();
   const double seconds = static_cast<double>(result.duration_ns) * 1e-9;
   series_.Get(step_duration_, job_id, labels).Set(seconds);
