@@ -137,6 +137,10 @@ int main(int argc, char** argv) {
                        "share one host of this many cores, as the local cluster does; the "
                        "prediction and the --workers split search then simulate them sharing "
                        "the cores (0: a device per worker)");
+  plan_cmd->add_flag("--search-microbatch-size", plan.search_microbatch_size,
+                     "With --job, --workers and schedule auto: also try every microbatch size "
+                     "dividing the global batch (off by default: analytic costs have no "
+                     "per-action overhead and favour the smallest, which run slower)");
   plan_cmd->add_flag("--explain", plan.explain,
                      "Explain the choice: auto's candidates table (with offload plans) and why "
                      "the chosen one won; offload statistics for a named schedule");

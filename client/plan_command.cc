@@ -92,6 +92,7 @@ absl::StatusOr<PlanOutput> RunJobPlan(const PlanOptions& o) {
   PlanOutput out;
   planner::PlannerOptions options;
   options.shared_host_cores = o.host_cores;
+  options.search_microbatch_size = o.search_microbatch_size;
   absl::StatusOr<planner::PlannedJob> planned;
   if (o.workers != -1) {
     // --workers N with a job: the split of N into data-parallel replicas x pipeline ranks with

@@ -39,6 +39,9 @@ struct PlanOptions {
   // With job_path: every worker of the job (d x p) on one host with this many cores, sharing
   // them (planner/shared_host.h; the local cluster's case); 0: a device per worker.
   int host_cores = 0;
+  // With --job, --workers and schedule auto: search the microbatch size too (analytic costs
+  // favour small microbatches; planner.h's search_microbatch_size).
+  bool search_microbatch_size = false;
   // A schedule in PyTorch pipelining's CSV format (one row per worker, e.g. `0F0,0F1,0I0,0W0`):
   // validated, simulated with the cost flags above and rendered instead of a generated one.
   std::string csv_path;

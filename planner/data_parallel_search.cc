@@ -11,14 +11,17 @@
 namespace pipetrain::planner {
 namespace {
 
-// The microbatch sizes to try, ascending: with `auto`, every divisor of the global batch that
-// gives at most kMaxSearchedMicrobatches microbatches per step (and the job's own size); else
-// only the job's own.
-std::vector<int> MicrobatchSizes(const v1::JobSpec& spec) {
+// The microbatch sizes to try, ascending: with `auto` and search_microbatch_size, every divisor
+// of the global batch that gives at most kMaxSearchedMicrobatches microbatches per step (and the
+// job's own size); else only the job's own.
+std::vector<int> MicrobatchSizes(const v1::JobSpec& spec, const PlannerOptions& options) {
   const v1::JobSpec full = model::WithDefaults(spec);
   const int own = full.training().microbatch_size();
   const int batch = full.training().global_batch();
-  if (full.parallelism().schedule() != "auto" || batch <= 0 || own <= 0) return {own};
+  if (!options.search_microbatch_size || full.parallelism().schedule() != "auto" || batch <= 0 ||
+      own <= 0) {
+    return {own};
+  }
   std::vector<int> sizes;
   for (int b = 1; b <= batch; ++b) {
     if (batch % b == 0 && (b == own || batch / b <= kMaxSearchedMicrobatches)) sizes.push_back(b);
@@ -35,7 +38,7 @@ absl::StatusOr<DataParallelSearch> SearchDataParallel(const v1::JobSpec& spec, i
         absl::StrCat("--workers: ", workers, " is not allowed; allowed: >= 1"));
   }
   const v1::JobSpec full = model::WithDefaults(spec);
-  const std::vector<int> sizes = MicrobatchSizes(spec);
+  const std::vector<int> sizes = MicrobatchSizes(spec, options);
   DataParallelSearch search;
   absl::Status first_error;
   for (int d = 1; d <= workers; ++d) {

@@ -1,9 +1,10 @@
 // SearchDataParallel: how to spend N workers on a job, as d data-parallel replicas of a p-rank
 // pipeline with d x p = N (docs/data_parallel.md). Every split whose d divides the step's
 // microbatches is planned with PlanJob (the job's schedule, `auto` included: then each split
-// also gets its fastest schedule that fits the memory budget, offload as the job allows, and
-// every microbatch size that divides the global batch is tried too, since the size trades the
-// pipeline's bubble against per-action efficiency and activation memory), and the candidate with
+// also gets its fastest schedule that fits the memory budget, offload as the job allows, and,
+// with PlannerOptions::search_microbatch_size, every microbatch size that divides the global
+// batch is tried too, since the size trades the pipeline's bubble against per-action efficiency
+// and activation memory), and the candidate with
 // the shortest predicted step wins: the global batch is fixed, so that is the highest
 // throughput. The step compared is ExpectedStepSeconds (shared_host.h): with
 // PlannerOptions::shared_host_cores, the d x p workers sharing those cores; else with the

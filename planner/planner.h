@@ -52,6 +52,11 @@ struct PlannerOptions {
   // on one host with this many cores; the prediction then gets the shared-core step
   // (shared_host.h). 0: a device per worker (the coordinator corrects for the hosts it sees).
   int shared_host_cores = 0;
+  // SearchDataParallel with `auto`: also try every microbatch size dividing the global batch.
+  // Off by default: analytic costs carry no per-action overhead, so they favour the smallest
+  // microbatches, which measured 2-3x slower (docs/data_parallel.md); the job's own size is
+  // planned then.
+  bool search_microbatch_size = false;
 };
 
 struct PlannedJob {

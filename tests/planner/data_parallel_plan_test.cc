@@ -234,7 +234,13 @@ TEST(DataParallelSearchTest, AutoAlsoSearchesTheMicrobatchSizeUnderTheBudget) {
     spec.mutable_memory()->set_device_budget_bytes(budget);
     return spec;
   };
-  auto search = SearchDataParallel(job(0), 4);
+  // Off by default: the job's own size only.
+  auto own = SearchDataParallel(job(0), 4);
+  ASSERT_TRUE(own.ok()) << own.status();
+  for (const DataParallelCandidate& c : own->candidates) EXPECT_EQ(c.microbatch_size, 2);
+  PlannerOptions searching;
+  searching.search_microbatch_size = true;
+  auto search = SearchDataParallel(job(0), 4, searching);
   ASSERT_TRUE(search.ok()) << search.status();
   std::set<int> sizes, planned_sizes;
   double best = 1e300;
@@ -258,7 +264,7 @@ TEST(DataParallelSearchTest, AutoAlsoSearchesTheMicrobatchSizeUnderTheBudget) {
       << table;
   // A budget below the chosen candidate's peak: it no longer wins, and nothing planned is over.
   const int64_t budget = static_cast<int64_t>(chosen.peak_activation_bytes) - 1;
-  auto fitted = SearchDataParallel(job(budget), 4);
+  auto fitted = SearchDataParallel(job(budget), 4, searching);
   ASSERT_TRUE(fitted.ok()) << fitted.status();
   for (const DataParallelCandidate& c : fitted->candidates) {
     if (c.rejected.empty()) EXPECT_LE(c.peak_activation_bytes, budget) << c.microbatch_size;
