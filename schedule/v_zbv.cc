@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -245,11 +246,6 @@ class Zbv {
 
 double MaxIdle(const ZbvResult& r) { return *std::max_element(r.idle.begin(), r.idle.end()); }
 
-bool Better(const ZbvResult& a, const std::optional<ZbvResult>& best) {
-  return !best || a.max_span < best->max_span - kEps ||
-         (a.max_span < best->max_span + kEps && a.makespan < best->makespan - kEps);
-}
-
 }  // namespace
 
 absl::StatusOr<ZbvResult> ZbvTry(int num_workers, int num_microbatches, const CostModel& costs,
@@ -267,10 +263,16 @@ absl::StatusOr<ZbvResult> ZbvTry(int num_workers, int num_microbatches, const Co
 namespace {
 
 // fill_b x fill_f, each with the refinement loop; returns the best and which flags won.
+// Results are shared, not copied: at p = 64, m = 1024 each holds 393k actions, and the loop
+// used to copy every improving run into `best`.
 absl::StatusOr<ZbvResult> Search(int p, int m, const CostModel& costs, double cap,
                                  const std::vector<std::pair<bool, bool>>& flags,
                                  const std::string& name, std::pair<bool, bool>* winner) {
-  std::optional<ZbvResult> best;
+  std::shared_ptr<ZbvResult> best;
+  auto better = [&best](const ZbvResult& a) {
+    return !best || a.max_span < best->max_span - kEps ||
+           (a.max_span < best->max_span + kEps && a.makespan < best->makespan - kEps);
+  };
   absl::Status error = absl::NotFoundError("no ZB-V wave schedule fits the cap");
   for (const auto& [fill_b, fill_f] : flags) {
     ZbvOptions options;
@@ -278,31 +280,34 @@ absl::StatusOr<ZbvResult> Search(int p, int m, const CostModel& costs, double ca
     options.fill_b = fill_b;
     options.fill_f = fill_f;
     const std::string label = absl::StrCat("zbv", fill_b ? " fill_b" : "", fill_f ? " fill_f" : "");
-    absl::StatusOr<ZbvResult> prev = ZbvTry(p, m, costs, options, {}, name);
-    if (!prev.ok()) {
-      error = prev.status();
+    absl::StatusOr<ZbvResult> first = ZbvTry(p, m, costs, options, {}, name);
+    if (!first.ok()) {
+      error = first.status();
       continue;
     }
-    prev->variant = label;
+    first->variant = label;
+    auto prev = std::make_shared<ZbvResult>(std::move(*first));
     for (int k = 0; k < options.max_refinements; ++k) {
-      absl::StatusOr<ZbvResult> next = ZbvTry(p, m, costs, options, prev->idle, name);
-      if (!next.ok()) break;
-      next->variant = absl::StrCat(label, " refined ", k + 1);
+      absl::StatusOr<ZbvResult> run = ZbvTry(p, m, costs, options, prev->idle, name);
+      if (!run.ok()) break;
+      run->variant = absl::StrCat(label, " refined ", k + 1);
+      auto next = std::make_shared<ZbvResult>(std::move(*run));
       const bool improved = MaxIdle(*next) < MaxIdle(*prev) - kEps;
-      if (Better(*next, best)) {
-        best = *next;
+      if (better(*next)) {
+        best = next;
         if (winner) *winner = {fill_b, fill_f};
       }
       if (!improved) break;
       prev = std::move(next);
     }
-    if (Better(*prev, best)) {
-      best = std::move(*prev);
+    if (better(*prev)) {
+      best = std::move(prev);
       if (winner) *winner = {fill_b, fill_f};
     }
   }
   if (!best) return error;
-  return std::move(*best);
+  if (best.use_count() == 1) return std::move(*best);
+  return *best;
 }
 
 }  // namespace
