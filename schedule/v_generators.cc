@@ -19,6 +19,15 @@
 namespace pipetrain::schedule {
 namespace {
 
+const char* PatternLabel(VPatternKind kind) {
+  switch (kind) {
+    case VPatternKind::kMin: return "pattern v-min";
+    case VPatternKind::kHalf: return "pattern v-half";
+    case VPatternKind::kMinReordered: return "pattern v-min, reordered";
+    default: return "pattern v-half, reordered";
+  }
+}
+
 // Smallest cap the V schedules accept: one microbatch on the fullest worker.
 double OneMicrobatch(const CostModel& costs, int p) {
   double most = 0.0;
@@ -289,6 +298,7 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
       wave = std::move(*r);
     }
   }
+  std::vector<TimedPattern> timed;  // the patterns' full-m timings, when taken below
   double chunk = 0.0;
   for (const StageCost& c : costs.stages) chunk = std::max(chunk, c.activation);
   // The limit counts chunk-0 microbatches between their F and chunk-0 B, each holding its whole
@@ -312,8 +322,14 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
     double beat = wave ? wave->max_span : 1e300;
     for (VPatternKind kind : patterns) {
       if (kind != VPatternKind::kMin && kind != VPatternKind::kHalf) continue;
-      const VOrderEval e = EvaluateVOrder(MakeVPattern(kind, p, m, name), costs, cap);
+      Schedule s = MakeVPattern(kind, p, m, name);
+      const VOrderEval e = EvaluateVOrder(s, costs, cap);
       if (e.ok) beat = std::min(beat, e.max_span);
+      TimedPattern t{kind, std::nullopt};
+      if (e.ok && *std::max_element(e.peak.begin(), e.peak.end()) <= cap + 1e-9) {
+        t.plan = VPlan{std::move(s), e.max_span, e.makespan, e.peak, PatternLabel(kind)};
+      }
+      timed.push_back(std::move(t));
     }
     for (VVariant& v : ModuloBlockVariants(p, costs, cap, m, beat)) variants.push_back(std::move(v));
   }
@@ -325,7 +341,7 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
   const bool polished = 6L * p * m <= kPolishMaxActions;
   absl::StatusOr<VPlan> plan = PlanBestV(p, m, costs, cap, patterns, variants, name,
                                          wave ? wave->max_span : 1e300,
-                                         polished ? &second : nullptr);
+                                         polished ? &second : nullptr, std::move(timed));
   if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
                (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
     return Finished(std::move(wave->schedule), costs, cap);
@@ -392,15 +408,6 @@ struct Scored {
   int index = 0;  // < 0: pattern -index-1, else greedy variant
 };
 
-const char* PatternLabel(VPatternKind kind) {
-  switch (kind) {
-    case VPatternKind::kMin: return "pattern v-min";
-    case VPatternKind::kHalf: return "pattern v-half";
-    case VPatternKind::kMinReordered: return "pattern v-min, reordered";
-    default: return "pattern v-half, reordered";
-  }
-}
-
 // Runs candidate `index` (see Scored) for m microbatches; nullopt if it does not fit the cap or
 // if its longest worker span is certain to exceed `abort_span` (then *pruned = true). `record`
 // = false: the greedy engine does not materialise its actions (for screening).
@@ -465,7 +472,8 @@ double Prediction(const std::vector<std::pair<int, double>>& predicted, int inde
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
                                 double cap, const std::vector<VPatternKind>& patterns,
                                 const std::vector<VVariant>& variants, const std::string& name,
-                                double beat_span, std::optional<VPlan>* close_second) {
+                                double beat_span, std::optional<VPlan>* close_second,
+                                std::vector<TimedPattern> timed) {
   constexpr double kClose = 1.02;  // see close_second
   const int p = num_workers, m = num_microbatches;
   absl::Status error = absl::InternalError("no V candidate fits the memory cap");
@@ -611,6 +619,24 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     }
     return nullptr;
   };
+  // A full-m run; a pattern the caller timed already is taken from `timed` (each runs at full m
+  // once at most). Its timing had no bound but beat_span's: a run stopped at a lower bound
+  // would not have been Better either.
+  auto run_full = [&](int index, double bound, bool* pruned) -> std::optional<VPlan> {
+    if (index < 0) {
+      for (TimedPattern& t : timed) {
+        if (t.kind == patterns[-index - 1]) {
+          *pruned = false;
+          if (t.plan && t.plan->max_span > beat_span + 1e-7 * (1.0 + std::abs(beat_span))) {
+            return std::nullopt;
+          }
+          return std::move(t.plan);
+        }
+      }
+    }
+    return RunCandidate(index, p, m, costs, cap, patterns, variants, name, error, bound,
+                        /*record=*/true, pruned);
+  };
   std::vector<const Scored*> ran;
   std::optional<VPlan> best;
   // Look-ahead (same result, less work): the first finalist runs with no bound, and when it is
@@ -630,8 +656,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       finalists[0] < static_cast<int>(variants.size()) && !periodic(finalists[0]) &&
       finalists[1] < static_cast<int>(variants.size()) && periodic(finalists[1])) {
     bool pruned = false;
-    early_second = RunCandidate(finalists[1], p, m, costs, cap, patterns, variants, name, error,
-                                beat_span, /*record=*/true, &pruned);
+    early_second = run_full(finalists[1], beat_span, &pruned);
     second_ran = true;
     const double guess = Prediction(predicted, finalists[1]);
     if (early_second && (guess >= kNoLimit || guess <= early_second->max_span + slack)) {
@@ -669,8 +694,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       // Better either (and one that did not fit or passed beat_span does not under `bound`).
       r = std::move(early_second);
     } else {
-      r = RunCandidate(index, p, m, costs, cap, patterns, variants, name, error, bound,
-                       /*record=*/true, &pruned);
+      r = run_full(index, bound, &pruned);
     }
     if (!r) continue;
     if (Better(*r, best)) std::swap(r, best);
