@@ -10,7 +10,6 @@
 #include "common/status_macros.h"
 #include "schedule/cyclic_order.h"
 #include "schedule/order_polish.h"
-#include "schedule/simulator.h"
 #include "schedule/v_block_search.h"
 #include "schedule/v_greedy.h"
 #include "schedule/v_modulo_block.h"
@@ -19,6 +18,15 @@
 
 namespace pipetrain::schedule {
 namespace {
+
+const char* PatternLabel(VPatternKind kind) {
+  switch (kind) {
+    case VPatternKind::kMin: return "pattern v-min";
+    case VPatternKind::kHalf: return "pattern v-half";
+    case VPatternKind::kMinReordered: return "pattern v-min, reordered";
+    default: return "pattern v-half, reordered";
+  }
+}
 
 // Smallest cap the V schedules accept: one microbatch on the fullest worker.
 double OneMicrobatch(const CostModel& costs, int p) {
@@ -240,9 +248,12 @@ Schedule Polished(Schedule s, const CostModel& costs, double cap) {
 // is already at the busiest worker's work.
 constexpr int64_t kCyclicSearchBudget = 12'000'000;  // edge relaxations (~30 ms at p=8)
 
+// The V-specific timing (v_pattern.h: the same ASAP times as Simulate for compute-only V
+// orders, without the general engine's transfer and offload bookkeeping: at p = 64, m = 1024
+// it is a third of Simulate's time, and v-min times two orders here).
 double LongestSpan(const Schedule& s, const CostModel& costs) {
-  const absl::StatusOr<SimResult> r = Simulate(s, costs);
-  return r.ok() ? *std::max_element(r->span.begin(), r->span.end()) : 1e300;
+  const VOrderEval e = EvaluateVOrder(s, costs);
+  return e.ok ? e.max_span : 1e300;
 }
 
 Schedule Finished(Schedule s, const CostModel& costs, double cap) {
@@ -287,6 +298,7 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
       wave = std::move(*r);
     }
   }
+  std::vector<TimedPattern> timed;  // the patterns' full-m timings, when taken below
   double chunk = 0.0;
   for (const StageCost& c : costs.stages) chunk = std::max(chunk, c.activation);
   // The limit counts chunk-0 microbatches between their F and chunk-0 B, each holding its whole
@@ -310,8 +322,14 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
     double beat = wave ? wave->max_span : 1e300;
     for (VPatternKind kind : patterns) {
       if (kind != VPatternKind::kMin && kind != VPatternKind::kHalf) continue;
-      const VOrderEval e = EvaluateVOrder(MakeVPattern(kind, p, m, name), costs, cap);
+      Schedule s = MakeVPattern(kind, p, m, name);
+      const VOrderEval e = EvaluateVOrder(s, costs, cap);
       if (e.ok) beat = std::min(beat, e.max_span);
+      TimedPattern t{kind, std::nullopt};
+      if (e.ok && *std::max_element(e.peak.begin(), e.peak.end()) <= cap + 1e-9) {
+        t.plan = VPlan{std::move(s), e.max_span, e.makespan, e.peak, PatternLabel(kind)};
+      }
+      timed.push_back(std::move(t));
     }
     for (VVariant& v : ModuloBlockVariants(p, costs, cap, m, beat)) variants.push_back(std::move(v));
   }
@@ -323,7 +341,7 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
   const bool polished = 6L * p * m <= kPolishMaxActions;
   absl::StatusOr<VPlan> plan = PlanBestV(p, m, costs, cap, patterns, variants, name,
                                          wave ? wave->max_span : 1e300,
-                                         polished ? &second : nullptr);
+                                         polished ? &second : nullptr, std::move(timed));
   if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
                (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
     return Finished(std::move(wave->schedule), costs, cap);
@@ -390,15 +408,6 @@ struct Scored {
   int index = 0;  // < 0: pattern -index-1, else greedy variant
 };
 
-const char* PatternLabel(VPatternKind kind) {
-  switch (kind) {
-    case VPatternKind::kMin: return "pattern v-min";
-    case VPatternKind::kHalf: return "pattern v-half";
-    case VPatternKind::kMinReordered: return "pattern v-min, reordered";
-    default: return "pattern v-half, reordered";
-  }
-}
-
 // Runs candidate `index` (see Scored) for m microbatches; nullopt if it does not fit the cap or
 // if its longest worker span is certain to exceed `abort_span` (then *pruned = true). `record`
 // = false: the greedy engine does not materialise its actions (for screening).
@@ -463,7 +472,8 @@ double Prediction(const std::vector<std::pair<int, double>>& predicted, int inde
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
                                 double cap, const std::vector<VPatternKind>& patterns,
                                 const std::vector<VVariant>& variants, const std::string& name,
-                                double beat_span, std::optional<VPlan>* close_second) {
+                                double beat_span, std::optional<VPlan>* close_second,
+                                std::vector<TimedPattern> timed) {
   constexpr double kClose = 1.02;  // see close_second
   const int p = num_workers, m = num_microbatches;
   absl::Status error = absl::InternalError("no V candidate fits the memory cap");
@@ -609,9 +619,55 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     }
     return nullptr;
   };
+  // A full-m run; a pattern the caller timed already is taken from `timed` (each runs at full m
+  // once at most). Its timing had no bound but beat_span's: a run stopped at a lower bound
+  // would not have been Better either.
+  auto run_full = [&](int index, double bound, bool* pruned) -> std::optional<VPlan> {
+    if (index < 0) {
+      for (TimedPattern& t : timed) {
+        if (t.kind == patterns[-index - 1]) {
+          *pruned = false;
+          if (t.plan && t.plan->max_span > beat_span + 1e-7 * (1.0 + std::abs(beat_span))) {
+            return std::nullopt;
+          }
+          return std::move(t.plan);
+        }
+      }
+    }
+    return RunCandidate(index, p, m, costs, cap, patterns, variants, name, error, bound,
+                        /*record=*/true, pruned);
+  };
   std::vector<const Scored*> ran;
   std::optional<VPlan> best;
-  for (int index : finalists) {
+  // Look-ahead (same result, less work): the first finalist runs with no bound, and when it is
+  // a greedy its optimistic prediction often puts it before a pattern or block that beats it by
+  // far (p = 64, m = 1024, 1:1.5:0.5 with comm 0.2: a greedy at 5543 ran in full before V-Half's
+  // pattern at 4092). The periodic second finalist then runs first, and the greedy is stopped at
+  // its span. Its loss is then certain, and so is the second finalist's run in the plain order
+  // (its prediction is within the slack of its own span, hence of the greedy's), so the best
+  // after both is the second finalist, as it would have been. Otherwise the greedy runs in full
+  // and both results go through the plain order's rules below.
+  auto periodic = [&](int index) {
+    return index < 0 || variants[index].block.has_value() || variants[index].fixed_block.has_value();
+  };
+  std::optional<VPlan> early_first, early_second;
+  bool first_loses = false, second_ran = false;
+  if (close_second == nullptr && finalists.size() >= 2 && finalists[0] >= 0 &&
+      finalists[0] < static_cast<int>(variants.size()) && !periodic(finalists[0]) &&
+      finalists[1] < static_cast<int>(variants.size()) && periodic(finalists[1])) {
+    bool pruned = false;
+    early_second = run_full(finalists[1], beat_span, &pruned);
+    second_ran = true;
+    const double guess = Prediction(predicted, finalists[1]);
+    if (early_second && (guess >= kNoLimit || guess <= early_second->max_span + slack)) {
+      early_first = RunCandidate(finalists[0], p, m, costs, cap, patterns, variants, name, error,
+                                 std::min(beat_span, early_second->max_span), /*record=*/true,
+                                 &pruned);
+      first_loses = !early_first && pruned;
+    }
+  }
+  for (size_t position = 0; position < finalists.size(); ++position) {
+    const int index = finalists[position];
     if (index >= static_cast<int>(variants.size())) continue;
     const Scored* mine = index >= 0 && !variants[index].block && !variants[index].fixed_block
                              ? screening(index)
@@ -628,8 +684,18 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     bool pruned = false;
     double bound = best ? std::min(best->max_span, beat_span) : beat_span;
     if (close_second != nullptr && best) bound = std::min(best->max_span * kClose, beat_span);
-    std::optional<VPlan> r = RunCandidate(index, p, m, costs, cap, patterns, variants, name, error,
-                                          bound, /*record=*/true, &pruned);
+    std::optional<VPlan> r;
+    if (position == 0 && first_loses) {
+      // Certain to lose to the second finalist (see the look-ahead above).
+    } else if (position == 0 && early_first) {
+      r = std::move(early_first);
+    } else if (position == 1 && second_ran) {
+      // Run with no bound but beat_span: a run the plain order stops at `bound` would not be
+      // Better either (and one that did not fit or passed beat_span does not under `bound`).
+      r = std::move(early_second);
+    } else {
+      r = run_full(index, bound, &pruned);
+    }
     if (!r) continue;
     if (Better(*r, best)) std::swap(r, best);
     if (close_second != nullptr && r && r->max_span <= best->max_span * kClose &&

@@ -41,6 +41,9 @@ struct ZbvOptions {
   bool fill_b = true;       // extra W before a downward B when the gap exceeds the approved bubble
   bool fill_f = true;       // the same before an F
   int max_refinements = 12;
+  // Slack of the time comparisons (a W fits a gap, an F ends before an arrival, a refinement
+  // shrank the idle time); 0 = the authors' exact comparisons.
+  double tolerance = 1e-9;
 };
 
 struct ZbvResult {
@@ -57,7 +60,9 @@ absl::StatusOr<ZbvResult> ZbvTry(int num_workers, int num_microbatches, const Co
                                  const ZbvOptions& options, const std::vector<double>& approved,
                                  const std::string& name);
 
-// The full search: fill_b x fill_f, each with the approved-bubble refinement loop.
+// The full search: fill_b x fill_f, each with the approved-bubble refinement loop; up to
+// p x m = 4096 also with the authors' exact comparisons, every variant at full m (so the
+// authors' own ZB-V order is a candidate there).
 absl::StatusOr<ZbvResult> ZbvSchedule(int num_workers, int num_microbatches, const CostModel& costs,
                                       double memory_cap, const std::string& name);
 
