@@ -30,7 +30,7 @@ Schedule AsSchedule(const AuthorsZbvPlan& plan, int p, int m) {
   return s;
 }
 
-// The authors' figures at unit costs and no transfer cost (SCHEDULING_SPEC's anchors: zero
+// The authors' figures at unit costs and no transfer cost (the published anchors: zero
 // bubble from m = 2p on, a peak of p units), and the baseline's order simulates to its own span.
 TEST(AuthorsZbvBaselineTest, ReproducesTheAuthorsFigures) {
   for (int p : {4, 8}) {
