@@ -94,8 +94,8 @@ if [ -n "$build" ]; then
     echo "layering: $bin not built"
     status=1
   else
-    if ldd "$bin" | grep -qi 'blas'; then
-      echo "layering: pipetrain-coordinator links $(ldd "$bin" | grep -i blas | awk '{print $1}')"
+    if ldd "$bin" | grep -qi 'blas\|dnnl'; then
+      echo "layering: pipetrain-coordinator links $(ldd "$bin" | grep -i 'blas\|dnnl' | awk '{print $1}')"
       status=1
     fi
     # Worker-only namespaces: runtime and transports, data readers, compute kernels, chunks.

@@ -11,6 +11,7 @@ packages=(
   libgoogle-glog-dev prometheus-cpp-dev libopenblas-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev libxxhash-dev libyaml-cpp-dev
   libsentencepiece-dev  # `pipetrain data prepare`: the BPE tokenizer
+  libdnnl-dev ocl-icd-opencl-dev  # oneDNN GEMMs (its CMake config needs OpenCL headers)
   prometheus yamllint python3-yaml openssl  # promtool: the rules' CTest tests, deploy/check.sh
   clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer
   python3-numpy python3-venv  # tests/export: the numpy forward pass of an exported model

@@ -7,10 +7,12 @@
 // (OpenBLAS pthread/openmp/serial, BLIS pthread/openmp/serial, oneDNN), looked for first under
 // --root DIR (Debian packages unpacked there with dpkg-deb -x, not installed: scripts/bench.sh
 // does that) and then in the system's library directory. A name starting with "dnnl" is called
-// through dnnl_sgemm, anything else through cblas_sgemm.
-//   blas_compare --lib openblas=/usr/lib/x86_64-linux-gnu/libopenblas.so.0 \
-//                --lib openblas-haswell=/usr/lib/x86_64-linux-gnu/libopenblas.so.0:Haswell
-// Prints a Markdown table (rows: shapes; columns: libraries).
+// through dnnl_sgemm, anything else through cblas_sgemm. --hidden H (repeatable, default 256)
+// picks the model widths whose chunk shapes are measured.
+//   blas_compare --hidden 64 --lib openblas=/usr/lib/x86_64-linux-gnu/libopenblas.so.0
+//   blas_compare --lib haswell=/usr/lib/x86_64-linux-gnu/libopenblas.so.0:Haswell
+// Prints a Markdown table (rows: shapes; columns: libraries, then the library pipetrain's
+// CPU backend runs the shape on, kernels/cpu/gemm_choice.h).
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -23,6 +25,7 @@
 
 #include "bench/kernels/fma_peak.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_choice.h"
 #include "kernels/cpu/openblas_core_choice.h"
 
 namespace {
@@ -50,35 +53,61 @@ struct Lib {
 };
 
 struct Shape {
-  const char* what;
+  std::string what;
   bool ta, tb;
   int m, n, k;
   float beta;
 };
+
+// The GEMMs a chunk of the peer model runs at hidden h (ffn 4h, 8 heads, 8 sequences of 128
+// tokens, byte vocabulary): each linear layer's forward X W, input gradient dY W^T and
+// accumulating weight gradient dW += X^T dY, and the attention's per-head block products
+// (32-row query blocks against the whole sequence, head dim h / 8; kernels/cpu/cpu_attention.cc).
+void AppendChunkShapes(int h, std::vector<Shape>* shapes) {
+  const int tokens = 1024, t = 128, hd = h / 8;
+  struct Layer {
+    const char* name;
+    int in, out;
+  };
+  const Layer layers[] = {{"qkv", h, 3 * h}, {"proj", h, h}, {"fc", h, 4 * h}, {"fc2", 4 * h, h},
+                          {"head", h, 256}};
+  const std::string at = " h" + std::to_string(h);
+  for (const Layer& l : layers) {
+    shapes->push_back({"F " + std::string(l.name) + at, false, false, tokens, l.out, l.in, 0});
+    shapes->push_back({"B " + std::string(l.name) + at, false, true, tokens, l.in, l.out, 0});
+    shapes->push_back({"W " + std::string(l.name) + at, true, false, l.in, l.out, tokens, 1});
+  }
+  shapes->push_back({"attn S=QK^T" + at, false, true, 32, t, hd, 0});
+  shapes->push_back({"attn O=PV" + at, false, false, 32, hd, t, 0});
+  shapes->push_back({"attn dK=dS^T Q" + at, true, false, 32, hd, t, 0});
+}
 
 double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-// Best GFLOP/s over `repeats` timings of at least 0.2 s each (the box is shared: load only adds
-// time).
-double Measure(const Lib& lib, const Shape& s, int repeats) {
+// Best GFLOP/s of each library on one shape. The libraries take turns, `repeats` x 10 rounds of
+// about 20 ms each, and each keeps its fastest round: on a shared box load only adds time, and
+// taking turns exposes every library to the same load.
+std::vector<double> Measure(const std::vector<Lib>& libs, const Shape& s, int repeats) {
   std::vector<float> a(static_cast<size_t>(s.m) * s.k, 0.5f), b(static_cast<size_t>(s.k) * s.n,
                                                                0.25f),
       c(static_cast<size_t>(s.m) * s.n, 0.0f);
-  lib.Gemm(s.ta, s.tb, s.m, s.n, s.k, s.beta, a.data(), b.data(), c.data());
-  double best = 0;
-  for (int r = 0; r < repeats; ++r) {
-    int iters = 0;
-    const double t0 = Seconds();
-    double t1 = t0;
-    while (t1 - t0 < 0.2) {
-      lib.Gemm(s.ta, s.tb, s.m, s.n, s.k, s.beta, a.data(), b.data(), c.data());
-      ++iters;
-      t1 = Seconds();
+  std::vector<double> best(libs.size(), 0.0);
+  for (const Lib& lib : libs) lib.Gemm(s.ta, s.tb, s.m, s.n, s.k, s.beta, a.data(), b.data(), c.data());
+  for (int r = 0; r < 10 * repeats; ++r) {
+    for (size_t i = 0; i < libs.size(); ++i) {
+      int iters = 0;
+      const double t0 = Seconds();
+      double t1 = t0;
+      while (t1 - t0 < 0.02) {
+        libs[i].Gemm(s.ta, s.tb, s.m, s.n, s.k, s.beta, a.data(), b.data(), c.data());
+        ++iters;
+        t1 = Seconds();
+      }
+      best[i] = std::max(best[i], 2.0 * s.m * s.n * s.k * iters / (t1 - t0) * 1e-9);
     }
-    best = std::max(best, 2.0 * s.m * s.n * s.k * iters / (t1 - t0) * 1e-9);
   }
   return best;
 }
@@ -141,6 +170,7 @@ int main(int argc, char** argv) {
   setenv("OMP_NUM_THREADS", "1", 1);
   std::vector<Lib> libs;
   int repeats = 3;
+  std::vector<int> hiddens;
   bool given = false;
   std::string root;
   for (int i = 1; i < argc; ++i) {
@@ -149,13 +179,17 @@ int main(int argc, char** argv) {
       repeats = std::atoi(argv[++i]);
       continue;
     }
+    if (arg == "--hidden" && i + 1 < argc) {
+      hiddens.push_back(std::atoi(argv[++i]));
+      continue;
+    }
     if (arg == "--root" && i + 1 < argc) {
       root = argv[++i];
       continue;
     }
     if (arg != "--lib" || i + 1 >= argc) {
       std::fprintf(stderr,
-                   "usage: blas_compare [--repeats N] [--root DIR] [--lib NAME=PATH[:CORETYPE] "
+                   "usage: blas_compare [--repeats N] [--hidden H ...] [--root DIR] [--lib NAME=PATH[:CORETYPE] "
                    "...]\n");
       return 2;
     }
@@ -193,6 +227,7 @@ int main(int argc, char** argv) {
       if (!dnnl.empty() && Load("dnnl", dnnl, &libs)) break;
     }
   }
+  if (hiddens.empty()) hiddens = {256};
   if (libs.empty()) {
     std::fprintf(stderr, "blas_compare: no BLAS library could be loaded\n");
     return 1;
@@ -201,7 +236,7 @@ int main(int argc, char** argv) {
   double peak = 0;
   const bool wide = pipetrain::bench::CpuHasAvx512F();
   if (pipetrain::kernels::CpuHasAvx2Fma()) {
-    for (int r = 0; r < repeats; ++r) {
+    for (int r = 0; r < 10 * repeats; ++r) {
       const int64_t iters = 1 << 22;
       const double t0 = Seconds();
       volatile float sink = wide ? pipetrain::bench::FmaPeakLoop512(iters)
@@ -212,33 +247,23 @@ int main(int argc, char** argv) {
                                 iters / (Seconds() - t0) * 1e-9);
     }
   }
-  // The chunk GEMMs at hidden 256 / ffn 1024 / 1024 tokens (the peer model), forward (X W),
-  // input gradient (dY W^T) and accumulating weight gradient (dW += X^T dY), plus square 1024.
-  const Shape shapes[] = {
-      {"square 1024", false, false, 1024, 1024, 1024, 0},
-      {"F qkv: X[1024,256] W[256,768]", false, false, 1024, 768, 256, 0},
-      {"F fc: X[1024,256] W[256,1024]", false, false, 1024, 1024, 256, 0},
-      {"F fc2: X[1024,1024] W[1024,256]", false, false, 1024, 256, 1024, 0},
-      {"B qkv: dY[1024,768] W^T", false, true, 1024, 256, 768, 0},
-      {"B fc2: dY[1024,256] W^T", false, true, 1024, 1024, 256, 0},
-      {"W qkv: dW += X^T dY [256,768]", true, false, 256, 768, 1024, 1},
-      {"W fc2: dW += X^T dY [1024,256]", true, false, 1024, 256, 1024, 1},
-      {"attention scores: [32,128] x [128,32]^T", false, true, 32, 128, 32, 0},
-  };
+  std::vector<Shape> shapes = {{"square 1024", false, false, 1024, 1024, 1024, 0}};
+  for (int h : hiddens) AppendChunkShapes(h, &shapes);
   std::printf("%s FMA peak (measured): %.1f GFLOP/s\n\n| shape |", wide ? "AVX-512" : "AVX2",
               peak);
   for (const Lib& l : libs) std::printf(" %s |", l.name.c_str());
-  std::printf("\n|---|");
-  for (size_t i = 0; i < libs.size(); ++i) std::printf("---|");
+  std::printf(" pipetrain runs |\n|---|");
+  for (size_t i = 0; i <= libs.size(); ++i) std::printf("---|");
   std::printf("\n");
   for (const Shape& s : shapes) {
-    std::printf("| %s |", s.what);
-    for (const Lib& l : libs) {
-      const double g = Measure(l, s, repeats);
+    std::printf("| %s |", s.what.c_str());
+    for (double g : Measure(libs, s, repeats)) {
       std::printf(" %.1f (%.0f%%) |", g, peak > 0 ? 100 * g / peak : 0.0);
       std::fflush(stdout);
     }
-    std::printf("\n");
+    const pipetrain::kernels::GemmLibrary choice = pipetrain::kernels::ChooseGemmLibrary(
+        {s.ta, s.tb, s.m, s.n, s.k, s.beta != 0.0f});
+    std::printf(" %s |\n", choice == pipetrain::kernels::GemmLibrary::kOneDnn ? "oneDNN" : "OpenBLAS");
   }
   return 0;
 }

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   CLI::App app("pipetrain side of the PyTorch peer benchmark");
   int hidden = 256, layers = 8, heads = 8, seq_len = 128, microbatch_size = 8, microbatches = 8;
   int ranks = 1, steps = 3;
-  std::string schedule = "1f1b";
+  std::string schedule = "1f1b", gemm = "per-shape";
   app.add_option("--hidden", hidden, "model width (ffn = 4 x hidden)");
   app.add_option("--layers", layers, "transformer blocks");
   app.add_option("--heads", heads, "attention heads");
@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", ranks, "pipeline ranks (threads); 1 = single process");
   app.add_option("--schedule", schedule, "schedule generator name (1f1b, interleaved-1f1b, zb-v, dualpipev)");
   app.add_option("--steps", steps, "measured steps after one warm-up step");
+  app.add_option("--gemm", gemm, "which BLAS runs the GEMMs (kernels/cpu/gemm_router.h)")
+      ->check(CLI::IsMember({"per-shape", "openblas", "onednn"}));
   CLI11_PARSE(app, argc, argv);
 
   pipetrain::bench::CpuJob job;
@@ -40,6 +42,9 @@ int main(int argc, char** argv) {
                .vocab = 256};
   job.microbatch_size = microbatch_size;
   job.microbatches = microbatches;
+  job.gemm_routing = gemm == "openblas" ? pipetrain::kernels::GemmRouting::kOpenBlasOnly
+                     : gemm == "onednn" ? pipetrain::kernels::GemmRouting::kOneDnnOnly
+                                        : pipetrain::kernels::GemmRouting::kPerShape;
   pipetrain::model::OptimizerSettings optimizer;
   optimizer.adamw = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
   pipetrain::bench::CpuRun run;

@@ -81,7 +81,8 @@ absl::Status RunCpuSchedule(const CpuJob& job, int p, int steps,
       if (plan.WorkerOf(s) == r) mc.stages.push_back(s);
     }
     mc.data = Data(job.model, job.microbatch_size);
-    backends.push_back(std::make_unique<kernels::CpuBackend>());
+    backends.push_back(std::make_unique<kernels::CpuBackend>(
+        kernels::CpuBackendOptions{.gemm_routing = job.gemm_routing}));
     PT_ASSIGN_OR_RETURN(auto runner, worker::ModelStageRunner::Create(backends.back().get(), mc));
     runners.push_back(std::move(runner));
     raw.push_back(runners.back().get());

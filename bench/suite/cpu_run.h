@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/cpu/gemm_router.h"
 #include "model/gpt_config.h"
 #include "worker/model/optimizer_settings.h"
 
@@ -20,6 +21,7 @@ struct CpuJob {
   model::GptConfig model;
   int microbatch_size = 4;
   int microbatches = 8;
+  kernels::GemmRouting gemm_routing = kernels::GemmRouting::kPerShape;  // every rank's backend
 };
 
 struct CpuRun {

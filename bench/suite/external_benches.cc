@@ -52,7 +52,7 @@ std::string KernelsSection(const SuiteOptions& options) {
   const std::string blas_command =
       options.blas_compare.empty() || options.quick
           ? ""
-          : absl::StrCat(options.blas_compare, " --repeats 2",
+          : absl::StrCat(options.blas_compare, " --repeats 2 --hidden 64 --hidden 256",
                          options.blas_root.empty() ? "" : " --root " + options.blas_root);
   if (!blas_command.empty()) blas_ok = RunCapture(blas_command + " 2>&1", &blas);
   const Stamp end = Now();
@@ -176,8 +176,12 @@ std::string KernelsSection(const SuiteOptions& options) {
     absl::StrAppend(&md, "#### Candidate BLAS libraries on the chunk GEMM shapes\n\n",
                     "Run by the suite as `", blas_command,
                     "` (bench/kernels/blas_compare: each library dlopened in one process, one "
-                    "thread, best wall-time GFLOP/s of the repeats and its fraction of the FMA "
-                    "peak measured by the same program in the same run; OpenBLAS with the kernel "
+                    "thread; per shape the libraries take turns, 20 rounds of about 20 ms each, "
+                    "and each keeps its best wall-time GFLOP/s, shown with its fraction of the FMA "
+                    "peak measured by the same program in the same run; the shapes are every "
+                    "linear layer's F, B and W GEMM and attention's per-head block products at "
+                    "hidden 64 and 256 (8 sequences of 128 tokens); *pipetrain runs* is the "
+                    "library kernels/cpu/gemm_choice.h picks for the shape; OpenBLAS with the kernel "
                     "set pipetrain gives it, openblas_kernels.h; the candidates are Debian's "
                     "packages, unpacked by scripts/bench.sh next to the build, not installed).\n\n",
                     blas_ok ? blas : absl::StrCat("**failed**:\n\n```\n", blas, "\n```\n"),

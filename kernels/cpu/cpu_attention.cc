@@ -10,13 +10,12 @@
 // shapes, same vector kernels), so it gets the forward's P bit for bit. A block's stash is then
 // qkv alone: the T x T probabilities per head, the largest activation at long sequences, cost
 // one extra scores GEMM and softmax in the backward instead of memory between passes.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm_router.h"
 #include "kernels/shape_checks.h"
 
 namespace pipetrain::kernels {
@@ -26,9 +25,9 @@ constexpr int64_t kQueryBlock = 32;
 
 // P's rows [i0, i1) for one head, into p (row i at p + (i - i0) * t): the softmax of
 // scale * q k^T over keys [0, i], zeros at keys (i, i1). Columns >= i1 are not written.
-void CausalProbabilities(const VectorKernels& vk, const float* q, const float* k, int64_t h3,
+void CausalProbabilities(const GemmRouter& gemm, const VectorKernels& vk, const float* q, const float* k, int64_t h3,
                          int64_t hd, int64_t t, float scale, int64_t i0, int64_t i1, float* p) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, hd, scale, q + i0 * h3, h3, k,
+  gemm.Run(false, true, i1 - i0, i1, hd, scale, q + i0 * h3, h3, k,
               h3, 0.0f, p, t);
   for (int64_t i = i0; i < i1; ++i) {
     float* row = p + (i - i0) * t;
@@ -54,8 +53,8 @@ absl::Status CpuBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, in
       float* o = out->data() + b * t * h + hh * hd;
       for (int64_t i0 = 0; i0 < t; i0 += kQueryBlock) {
         const int64_t i1 = std::min(t, i0 + kQueryBlock), rows = i1 - i0;
-        CausalProbabilities(*vk_, q, k, h3, hd, t, scale, i0, i1, p.data());
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, i1, 1.0f, p.data(), t, v,
+        CausalProbabilities(gemm_, *vk_, q, k, h3, hd, t, scale, i0, i1, p.data());
+        gemm_.Run(false, false, rows, hd, i1, 1.0f, p.data(), t, v,
                     h3, 0.0f, o + i0 * h, h);
       }
     }
@@ -82,10 +81,10 @@ absl::Status CpuBackend::DoAttentionBackward(const Tensor& dout, const Tensor& q
       float* dv = dq + 2 * h;
       for (int64_t i0 = 0; i0 < t; i0 += kQueryBlock) {
         const int64_t i1 = std::min(t, i0 + kQueryBlock), rows = i1 - i0;
-        CausalProbabilities(*vk_, q, k, h3, hd, t, scale, i0, i1, p.data() + i0 * t);
+        CausalProbabilities(gemm_, *vk_, q, k, h3, hd, t, scale, i0, i1, p.data() + i0 * t);
         float* ds_blk = ds.data() + i0 * t;
         // dP = dO V^T, then dS = scale * P * (dP - rowsum(dP * P)), zero above the diagonal.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, hd, 1.0f,
+        gemm_.Run(false, true, rows, i1, hd, 1.0f,
                     dout_bh + i0 * h, h, v, h3, 0.0f, ds_blk, t);
         for (int64_t i = i0; i < i1; ++i) {
           float* row = ds.data() + i * t;
@@ -95,15 +94,15 @@ absl::Status CpuBackend::DoAttentionBackward(const Tensor& dout, const Tensor& q
           std::fill(row + n, row + i1, 0.0f);
         }
         // dQ = dS K over the visible keys.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, i1, 1.0f, ds_blk, t, k,
+        gemm_.Run(false, false, rows, hd, i1, 1.0f, ds_blk, t, k,
                     h3, 0.0f, dq + i0 * h3, h3);
       }
       for (int64_t j0 = 0; j0 < t; j0 += kQueryBlock) {
         const int64_t j1 = std::min(t, j0 + kQueryBlock), cols = j1 - j0;
         // dK = dS^T Q and dV = P^T dO over the queries that see keys [j0, j1): rows >= j0.
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, t - j0, 1.0f,
+        gemm_.Run(true, false, cols, hd, t - j0, 1.0f,
                     ds.data() + j0 * t + j0, t, q + j0 * h3, h3, 0.0f, dk + j0 * h3, h3);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, t - j0, 1.0f,
+        gemm_.Run(true, false, cols, hd, t - j0, 1.0f,
                     p.data() + j0 * t + j0, t, dout_bh + j0 * h, h, 0.0f, dv + j0 * h3, h3);
       }
     }

@@ -25,8 +25,11 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
               options.device_budget_bytes),
       host_("cpu-host", Location::kHost, MakeAlignedHostMemory(), options.host_budget_bytes),
       bf16_gemm_(options.bf16_gemm),
-      vk_(options.portable_kernels || Avx2VectorKernels() == nullptr ? &PortableVectorKernels()
-                                                                     : Avx2VectorKernels()) {
+      vk_(options.portable_kernels   ? &PortableVectorKernels()
+          : Avx512VectorKernels() ? Avx512VectorKernels()
+          : Avx2VectorKernels()   ? Avx2VectorKernels()
+                                  : &PortableVectorKernels()),
+      gemm_{options.gemm_routing, options.blas_threads < 1 ? 1 : options.blas_threads} {
   openblas_set_num_threads(options.blas_threads < 1 ? 1 : options.blas_threads);
   blas_core_ = OpenBlasCoreName();
 }
@@ -111,10 +114,7 @@ absl::Status CpuBackend::DoGemm(const Tensor& a, bool trans_a, const Tensor& b, 
     PT_ASSIGN_OR_RETURN(ap, rounded(a, "Gemm (bf16 copy of a)", &a16));
     PT_ASSIGN_OR_RETURN(bp, rounded(b, "Gemm (bf16 copy of b)", &b16));
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), alpha, ap, static_cast<blasint>(Cols(a)), bp,
-              static_cast<blasint>(Cols(b)), beta, c->data(), static_cast<blasint>(n));
+  gemm_.Run(trans_a, trans_b, m, n, k, alpha, ap, Cols(a), bp, Cols(b), beta, c->data(), n);
   return absl::OkStatus();
 }
 

@@ -1,8 +1,10 @@
-// CpuBackend: the fp32 CPU implementation of Backend. GEMMs go through OpenBLAS cblas_sgemm with
-// an explicitly set thread count (and kernels matching the CPU, openblas_kernels.h); everything else goes through a VectorKernels table
-// (vector_kernels.h: AVX2/FMA intrinsics when the CPU has them, else portable loops), in a fixed
-// order, so results are bitwise reproducible run to run. "Device" memory is 64-byte aligned RAM counted by
-// device_allocator() (optionally with a budget); host_allocator() counts offloaded bytes.
+// CpuBackend: the fp32 CPU implementation of Backend. GEMMs go through oneDNN or OpenBLAS, chosen
+// per shape (gemm_router.h), with an explicitly set thread count (and OpenBLAS kernels matching
+// the CPU, openblas_kernels.h); everything else goes through a VectorKernels table
+// (vector_kernels.h: AVX-512 or AVX2/FMA intrinsics when the CPU has them, else portable loops),
+// in a fixed order, so results are bitwise reproducible run to run. "Device" memory is 64-byte
+// aligned RAM counted by device_allocator() (optionally with a budget); host_allocator() counts
+// offloaded bytes.
 // Thread-safety: see Backend. openblas_set_num_threads is process-wide: the constructor sets it,
 // so all CpuBackends in one process should agree on blas_threads.
 #ifndef PIPETRAIN_KERNELS_CPU_CPU_BACKEND_H_
@@ -12,6 +14,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/gemm_router.h"
 #include "kernels/cpu/vector_kernels.h"
 
 namespace pipetrain::kernels {
@@ -31,6 +34,9 @@ struct CpuBackendOptions {
   // Use the portable loops even where AVX2/FMA is available (tests; results differ from the
   // AVX2 table in the last bits).
   bool portable_kernels = false;
+  // Which BLAS runs each GEMM (gemm_router.h): per shape by default; one library only for tests and
+  // benchmarks that compare them.
+  GemmRouting gemm_routing = GemmRouting::kPerShape;
 };
 
 class CpuBackend : public Backend {
@@ -38,7 +44,7 @@ class CpuBackend : public Backend {
   explicit CpuBackend(const CpuBackendOptions& options = {});
 
   absl::string_view name() const override { return "cpu"; }
-  // "avx2-fma" or "portable".
+  // "avx512", "avx2-fma" or "portable".
   absl::string_view vector_kernels_name() const { return vk_->name; }
   // OpenBLAS's kernel set (openblas_kernels.h), e.g. "SkylakeX", "Haswell", "Zen".
   const std::string& blas_core() const { return blas_core_; }
@@ -108,6 +114,7 @@ class CpuBackend : public Backend {
   CountingAllocator host_;
   bool bf16_gemm_;
   const VectorKernels* vk_;
+  GemmRouter gemm_;
   std::string blas_core_;
 };
 

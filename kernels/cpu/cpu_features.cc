@@ -11,4 +11,13 @@ bool CpuHasAvx2Fma() {
 #endif
 }
 
+bool CpuHasAvx512F() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = CpuHasAvx2Fma() && __builtin_cpu_supports("avx512f");
+  return has;
+#else
+  return false;
+#endif
+}
+
 }  // namespace pipetrain::kernels

@@ -7,6 +7,8 @@ namespace pipetrain::kernels {
 // True when AVX2 and FMA3 are both available (every CI machine: AMD Zen and Intel since
 // Haswell); false on other architectures.
 bool CpuHasAvx2Fma();
+// True when AVX-512F is available as well (and the OS saves its registers: the compiler's check).
+bool CpuHasAvx512F();
 
 }  // namespace pipetrain::kernels
 

@@ -1,7 +1,9 @@
-// The CPU backend's non-GEMM inner loops, as a table of functions with two implementations:
-// "avx2-fma" (intrinsics, 8 floats at a time, its own vectorised exp) and "portable" (plain C++
-// loops, std::exp). CpuBackend picks the AVX2 table when the CPU has AVX2 and FMA, unless its
-// options ask for the portable one; the tests run the backend with both.
+// The CPU backend's non-GEMM inner loops, as a table of functions with three implementations:
+// "avx2-fma" (intrinsics, 8 floats at a time, its own vectorised exp), "avx512" (the AVX2 table
+// with its elementwise functions 16 floats at a time, bitwise the same results) and "portable"
+// (plain C++ loops, std::exp). CpuBackend picks the widest table the CPU runs, unless its
+// options ask for the portable one; the tests run the backend with the best and the portable
+// table and check the AVX-512 functions against the AVX2 ones bit for bit.
 //
 // Determinism: every function's result depends only on its inputs and sizes, never on pointer
 // alignment or on how many rows it is given: reductions use a fixed lane layout and a fixed
@@ -53,6 +55,8 @@ struct VectorKernels {
 const VectorKernels& PortableVectorKernels();
 // nullptr when the CPU lacks AVX2 or FMA.
 const VectorKernels* Avx2VectorKernels();
+// nullptr when the CPU lacks AVX2, FMA or AVX-512F.
+const VectorKernels* Avx512VectorKernels();
 
 }  // namespace pipetrain::kernels
 

@@ -160,4 +160,25 @@ const VectorKernels* Avx2VectorKernels() {
   return CpuHasAvx2Fma() ? &kAvx2VectorKernels : nullptr;
 }
 
+extern const VectorKernels kAvx512ElementwiseKernels;  // vector_kernels_avx512.cc
+
+const VectorKernels* Avx512VectorKernels() {
+  if (!CpuHasAvx512F()) return nullptr;
+  static const VectorKernels table = [] {
+    VectorKernels t = kAvx2VectorKernels;
+    const VectorKernels& wide = kAvx512ElementwiseKernels;
+    t.name = wide.name;
+    t.gelu_forward = wide.gelu_forward;
+    t.gelu_backward = wide.gelu_backward;
+    t.add_bias = wide.add_bias;
+    t.bias_grad = wide.bias_grad;
+    t.add = wide.add;
+    t.scale = wide.scale;
+    t.softmax_backward_row = wide.softmax_backward_row;
+    t.adamw = wide.adamw;
+    return t;
+  }();
+  return &table;
+}
+
 }  // namespace pipetrain::kernels

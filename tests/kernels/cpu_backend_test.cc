@@ -90,9 +90,11 @@ TEST(OpenBlasCoreCorrectionTest, UpgradesOnlyPreAvx2KernelSets) {
   EXPECT_EQ(OpenBlasCoreCorrection("Prescott", true, true, true), "");     // user's choice
 }
 
-TEST_P(CpuBackendTest, BestKernelsAreAvx2WhereTheCpuHasIt) {
-  EXPECT_EQ(backend_.vector_kernels_name(),
-            GetParam() || Avx2VectorKernels() == nullptr ? "portable" : "avx2-fma");
+TEST_P(CpuBackendTest, BestKernelsAreTheWidestTheCpuRuns) {
+  EXPECT_EQ(backend_.vector_kernels_name(), GetParam()                        ? "portable"
+                                            : Avx512VectorKernels() != nullptr ? "avx512"
+                                            : Avx2VectorKernels() != nullptr   ? "avx2-fma"
+                                                                               : "portable");
 }
 
 TEST_P(CpuBackendTest, GemmAllTransposesAndAccumulate) {

@@ -1,0 +1,16 @@
+#include "kernels/cpu/gemm_choice.h"
+
+namespace pipetrain::kernels {
+
+// Measured with bench/kernels/blas_compare on the shapes of the peer model's chunks (hidden 64
+// and 256; docs/BENCHMARKS.md): oneDNN runs the linear layers' forward, input-gradient and
+// weight-gradient GEMMs 5-35% faster, except the two kinds of shape below.
+GemmLibrary ChooseGemmLibrary(const GemmShape& shape) {
+  // Narrow outputs: attention's per-head products (n = head dim).
+  if (shape.n < 64) return GemmLibrary::kOpenBlas;
+  // A tall weight gradient, dW += X^T dY with m >= 4n (the MLP's down projection).
+  if (shape.trans_a && shape.m >= 4 * shape.n) return GemmLibrary::kOpenBlas;
+  return GemmLibrary::kOneDnn;
+}
+
+}  // namespace pipetrain::kernels
