@@ -34,8 +34,11 @@ TEST(ChooseGemmLibraryTest, OneDnnForLinearLayersOpenBlasForNarrowAndTallWeightG
   // The boundaries.
   EXPECT_EQ(ChooseGemmLibrary({false, false, 8, 63, 8, false}), GemmLibrary::kOpenBlas);
   EXPECT_EQ(ChooseGemmLibrary({false, false, 8, 64, 8, false}), GemmLibrary::kOneDnn);
-  EXPECT_EQ(ChooseGemmLibrary({true, false, 255, 64, 8, true}), GemmLibrary::kOneDnn);
-  EXPECT_EQ(ChooseGemmLibrary({true, false, 256, 64, 8, true}), GemmLibrary::kOpenBlas);
+  EXPECT_EQ(ChooseGemmLibrary({true, false, 256, 64, 1024, true}), GemmLibrary::kOneDnn);
+  EXPECT_EQ(ChooseGemmLibrary({true, false, 1023, 64, 8, true}), GemmLibrary::kOneDnn);
+  EXPECT_EQ(ChooseGemmLibrary({true, false, 1024, 257, 8, true}), GemmLibrary::kOneDnn);
+  EXPECT_EQ(ChooseGemmLibrary({true, false, 1024, 256, 8, true}), GemmLibrary::kOpenBlas);
+  EXPECT_EQ(ChooseGemmLibrary({false, false, 1024, 256, 8, true}), GemmLibrary::kOneDnn);
 }
 
 // A stored [rows, ld] (ld >= cols) with random values in the first `cols` columns.
