@@ -626,6 +626,29 @@ TEST(AutoTest, PicksFastestThatFitsAndExplains) {
   EXPECT_NE(FormatCandidates(rows).find("<- chosen"), std::string::npos);
 }
 
+// auto generates its family on threads (auto_planner.cc): its rows must be what generating and
+// simulating each member one after the other gives, in the family's order.
+TEST(AutoTest, ThreadedRowsMatchOneByOne) {
+  PipelineSpec spec = Spec(4, 12, 1, 1.5, 0.5, 0.2);
+  spec.memory_limit = 3;
+  const std::vector<PlanCandidate> rows = ExplainAuto(spec);
+  const std::vector<std::string> family = {"v-zb",  "zb-v",  "dualpipev",        "v-half",
+                                           "v-min", "v-adaptive", "1f1b",      "zb-h1",
+                                           "zb-h2", "interleaved-1f1b", "interleaved-zb", "gpipe"};
+  ASSERT_EQ(rows.size(), family.size()) << FormatCandidates(rows);
+  for (size_t i = 0; i < family.size(); ++i) {
+    EXPECT_EQ(rows[i].name, family[i]);
+    absl::StatusOr<Schedule> s = Generate(family[i], spec);
+    EXPECT_EQ(rows[i].generated, s.ok()) << family[i];
+    if (!s.ok()) continue;
+    absl::StatusOr<SimResult> r = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(rows[i].makespan, r->makespan) << family[i];
+    EXPECT_EQ(rows[i].peak, *std::max_element(r->peak_memory.begin(), r->peak_memory.end()))
+        << family[i];
+  }
+}
+
 TEST(AutoTest, NothingFitsSaysWhy) {
   PipelineSpec spec = Spec(4, 8);
   spec.memory_limit = 0.75;
