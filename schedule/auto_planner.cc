@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "schedule/generator.h"
+#include "schedule/independent_tasks.h"
 #include "schedule/offload_pass.h"
 #include "schedule/simulator.h"
 
@@ -33,64 +34,99 @@ struct Tried {
   std::optional<Schedule> schedule;
 };
 
-std::vector<Tried> TryAll(const PipelineSpec& spec) {
+// One family member: its plan, and with a host link and a limit its offload plans too.
+std::vector<Tried> TryOne(const char* name, const PipelineSpec& spec) {
   std::vector<Tried> out;
-  for (const char* name : kFamily) {
-    Tried t;
-    t.row.name = name;
-    if (std::string(name) == "v-adaptive" && spec.memory_limit <= 0) continue;
-    absl::StatusOr<Schedule> s = Generate(name, spec);
-    if (!s.ok()) {
-      t.row.error = std::string(s.status().message());
-      out.push_back(std::move(t));
-      continue;
-    }
-    absl::StatusOr<SimResult> sim = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
-    if (!sim.ok()) {
-      t.row.error = std::string(sim.status().message());
-      out.push_back(std::move(t));
-      continue;
-    }
-    t.row.generated = true;
-    t.row.makespan = sim->makespan;
-    t.row.bubble = sim->bubble_ratio;
-    t.row.step_bubble = sim->step_bubble_ratio;
-    t.row.peak = *std::max_element(sim->peak_memory.begin(), sim->peak_memory.end());
-    t.row.fits = spec.memory_limit <= 0 || t.row.peak <= spec.memory_limit + 1e-9;
-    t.schedule = std::move(*s);
-    const bool plain_fits = t.row.fits;
-    const Schedule compute = *t.schedule;
+  Tried t;
+  t.row.name = name;
+  absl::StatusOr<Schedule> s = Generate(name, spec);
+  if (!s.ok()) {
+    t.row.error = std::string(s.status().message());
     out.push_back(std::move(t));
-    if (spec.offload_ratio <= 0 || spec.memory_limit <= 0 || HasOverlappedPairs(compute)) {
+    return out;
+  }
+  absl::StatusOr<SimResult> sim = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
+  if (!sim.ok()) {
+    t.row.error = std::string(sim.status().message());
+    out.push_back(std::move(t));
+    return out;
+  }
+  t.row.generated = true;
+  t.row.makespan = sim->makespan;
+  t.row.bubble = sim->bubble_ratio;
+  t.row.step_bubble = sim->step_bubble_ratio;
+  t.row.peak = *std::max_element(sim->peak_memory.begin(), sim->peak_memory.end());
+  t.row.fits = spec.memory_limit <= 0 || t.row.peak <= spec.memory_limit + 1e-9;
+  t.schedule = std::move(*s);
+  const bool plain_fits = t.row.fits;
+  const Schedule compute = *t.schedule;
+  out.push_back(std::move(t));
+  if (spec.offload_ratio <= 0 || spec.memory_limit <= 0 || HasOverlappedPairs(compute)) {
+    return out;
+  }
+  const CostModel costs = CostModelFor(spec, compute.ChunksPerWorker());
+  for (OffloadMode mode : {OffloadMode::kHalf, OffloadMode::kFull, OffloadMode::kSelective}) {
+    if (mode == OffloadMode::kSelective && plain_fits) continue;
+    OffloadOptions options;
+    options.mode = mode;
+    options.memory_limit = spec.memory_limit;
+    Tried o;
+    o.row.name = name;
+    o.row.offload = OffloadModeName(mode);
+    absl::StatusOr<OffloadPlan> plan = AddOffload(compute, costs, options);
+    if (!plan.ok()) {
+      o.row.error = std::string(plan.status().message());
+      out.push_back(std::move(o));
       continue;
     }
-    const CostModel costs = CostModelFor(spec, compute.ChunksPerWorker());
-    for (OffloadMode mode : {OffloadMode::kHalf, OffloadMode::kFull, OffloadMode::kSelective}) {
-      if (mode == OffloadMode::kSelective && plain_fits) continue;
-      OffloadOptions options;
-      options.mode = mode;
-      options.memory_limit = spec.memory_limit;
-      Tried o;
-      o.row.name = name;
-      o.row.offload = OffloadModeName(mode);
-      absl::StatusOr<OffloadPlan> plan = AddOffload(compute, costs, options);
-      if (!plan.ok()) {
-        o.row.error = std::string(plan.status().message());
-        out.push_back(std::move(o));
-        continue;
-      }
-      if (plan->offloaded == 0) continue;  // the same plan as without offload
-      o.row.generated = true;
-      o.row.makespan = plan->sim.makespan;
-      o.row.bubble = plan->sim.bubble_ratio;
-      o.row.step_bubble = plan->sim.step_bubble_ratio;
-      o.row.peak = *std::max_element(plan->sim.peak_memory.begin(), plan->sim.peak_memory.end());
-      o.row.fits = o.row.peak <= spec.memory_limit + 1e-9;
-      o.row.offloaded = plan->offloaded;
-      o.row.stashes = plan->stashes;
-      o.schedule = std::move(plan->schedule);
-      out.push_back(std::move(o));
+    if (plan->offloaded == 0) continue;  // the same plan as without offload
+    o.row.generated = true;
+    o.row.makespan = plan->sim.makespan;
+    o.row.bubble = plan->sim.bubble_ratio;
+    o.row.step_bubble = plan->sim.step_bubble_ratio;
+    o.row.peak = *std::max_element(plan->sim.peak_memory.begin(), plan->sim.peak_memory.end());
+    o.row.fits = o.row.peak <= spec.memory_limit + 1e-9;
+    o.row.offloaded = plan->offloaded;
+    o.row.stashes = plan->stashes;
+    o.schedule = std::move(plan->schedule);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// The family members' usual cost at large sizes, most first: threads take them in this order,
+// so the long V searches start at once and the short ones fill in around them.
+constexpr const char* kLongestFirst[] = {
+    "v-adaptive", "v-half", "v-zb", "v-min", "interleaved-zb", "zb-v",
+    "zb-h2",      "zb-h1",  "dualpipev", "interleaved-1f1b", "1f1b", "gpipe"};
+
+// Threads for the family: the longest member bounds the time from 3 or 4 on (p = 64, m = 1024).
+constexpr int kMaxThreads = 4;
+
+std::vector<Tried> TryAll(const PipelineSpec& spec) {
+  std::vector<const char*> names;
+  for (const char* name : kFamily) {
+    if (std::string(name) == "v-adaptive" && spec.memory_limit <= 0) continue;
+    names.push_back(name);
+  }
+  std::vector<int> order;  // task -> index into names
+  for (const char* name : kLongestFirst) {
+    for (int i = 0; i < static_cast<int>(names.size()); ++i) {
+      if (std::string(names[i]) == name) order.push_back(i);
     }
+  }
+  for (int i = 0; i < static_cast<int>(names.size()); ++i) {
+    if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+  }
+  // Each task fills its own slot; the slots are read in kFamily order, as the sequential loop
+  // produced them (independent_tasks.h).
+  std::vector<std::vector<Tried>> slots(names.size());
+  RunIndependentTasks(
+      static_cast<int>(order.size()),
+      [&](int task) { slots[order[task]] = TryOne(names[order[task]], spec); }, kMaxThreads);
+  std::vector<Tried> out;
+  for (std::vector<Tried>& slot : slots) {
+    for (Tried& t : slot) out.push_back(std::move(t));
   }
   int best = -1;
   for (int i = 0; i < static_cast<int>(out.size()); ++i) {

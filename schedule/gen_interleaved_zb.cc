@@ -1,6 +1,7 @@
 #include "schedule/gen_interleaved_zb.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <optional>
@@ -32,9 +33,53 @@ size_t ActionCount(const Schedule& s) {
   return n;
 }
 
+// A compute-only order's peak without timing it: each action's memory event (an F's at its
+// start, a B's or W's at its end) falls within the action, and a worker's actions do not
+// overlap, so the events come in list order and the running sum in list order is the simulated
+// curve (with Simulate's rounding to 0). Exact unless an F and the B or W after it both take no
+// time (then Simulate puts the free first); the caller simulates such costs.
+double OrderPeak(const Schedule& s, const CostModel& costs) {
+  double most = 0.0;
+  for (const auto& list : s.worker_actions) {
+    double held = 0.0;
+    for (const Action& a : list) {
+      const StageCost& c = costs.stages[a.stage];
+      double delta = 0.0;
+      switch (a.kind) {
+        case ActionKind::kF: delta = c.activation; break;
+        case ActionKind::kB: delta = -c.freed_by_b; break;
+        case ActionKind::kW: delta = -(c.activation - c.freed_by_b); break;
+        case ActionKind::kBW: delta = -c.activation; break;
+        default: break;
+      }
+      if (delta == 0.0) continue;  // Simulate records no event
+      held += delta;
+      if (std::abs(held) < 1e-12) held = 0.0;
+      most = std::max(most, held);
+    }
+  }
+  return most;
+}
+
+bool SomeCostIsZero(const CostModel& costs) {
+  for (const StageCost& c : costs.stages) {
+    if (c.f <= 0 || c.b <= 0 || c.w <= 0) return true;
+  }
+  return false;
+}
+
+// PlaceWs's output with the times it gave it: every action starts when its worker is free and
+// its input has arrived (transfers between workers cost comm), as Simulate times a
+// compute-only order, so a plan that is not polished needs no simulation.
+struct Placed {
+  Schedule schedule;
+  double span = 0.0;  // the longest worker span (first start to last end)
+  double peak = 0.0;  // the most any worker held
+};
+
 // Step 2 of the header: W's placed into a fixed F/B order. nullopt when an F cannot fit the
 // cap with no W left to free memory.
-std::optional<Schedule> PlaceWs(const Schedule& fused, const CostModel& costs, double cap) {
+std::optional<Placed> PlaceWs(const Schedule& fused, const CostModel& costs, double cap) {
   const int p = fused.num_workers, n_stages = fused.num_stages, m = fused.num_microbatches;
   Schedule out = fused;
   out.name = "interleaved-zb";
@@ -42,7 +87,7 @@ std::optional<Schedule> PlaceWs(const Schedule& fused, const CostModel& costs, d
   auto key = [n_stages](int stage, int mb) { return static_cast<size_t>(mb) * n_stages + stage; };
   std::vector<double> f_end(static_cast<size_t>(n_stages) * m, kUnknown), b_end(f_end);
   std::vector<size_t> pos(p, 0);
-  std::vector<double> free(p, 0.0), held(p, 0.0);
+  std::vector<double> free(p, 0.0), held(p, 0.0), first(p, -1.0);
   std::vector<std::deque<std::pair<int, int>>> pending(p);
   auto cross = [&](int a, int b) { return fused.WorkerOf(a) != fused.WorkerOf(b); };
   auto run_w = [&](int w) {
@@ -101,6 +146,7 @@ std::optional<Schedule> PlaceWs(const Schedule& fused, const CostModel& costs, d
         run_w(w);
       }
       const double start = std::max(free[w], ready);
+      if (first[w] < 0) first[w] = start;
       if (forward) {
         free[w] = start + c.f;
         f_end[key(a.stage, a.microbatch)] = free[w];
@@ -121,10 +167,14 @@ std::optional<Schedule> PlaceWs(const Schedule& fused, const CostModel& costs, d
   for (int w = 0; w < p; ++w) {
     if (pos[w] < fused.worker_actions[w].size()) return std::nullopt;  // the order deadlocks
   }
+  Placed placed;
   for (int w = 0; w < p; ++w) {
     while (!pending[w].empty()) run_w(w);
+    if (first[w] >= 0) placed.span = std::max(placed.span, free[w] - first[w]);
   }
-  return out;
+  placed.peak = OrderPeak(out, costs);
+  placed.schedule = std::move(out);
+  return placed;
 }
 
 struct Plan {
@@ -147,7 +197,10 @@ absl::StatusOr<std::optional<Plan>> PlanForGroup(const PipelineSpec& spec, int g
     PT_ASSIGN_OR_RETURN(megatron, MakeGroupedInterleaved(grouped));
   }
   double cap = limit;
-  if (cap <= 0) {
+  const bool exact_peaks = !SomeCostIsZero(costs);  // see OrderPeak
+  if (cap <= 0 && exact_peaks) {
+    cap = OrderPeak(*megatron, costs);
+  } else if (cap <= 0) {
     PT_ASSIGN_OR_RETURN(SimResult base, Simulate(*megatron, costs));
     cap = MaxOf(base.peak_memory);
   }
@@ -155,27 +208,35 @@ absl::StatusOr<std::optional<Plan>> PlanForGroup(const PipelineSpec& spec, int g
   for (int slope : {2, 1}) {
     if (slope == 2 && !megatron) continue;
     const Schedule fused = slope == 2 ? *megatron : GroupedInterleavedOrder(p, m, v, g, slope);
-    std::optional<Schedule> placed = PlaceWs(fused, costs, cap);
+    std::optional<Placed> placed = PlaceWs(fused, costs, cap);
     if (!placed) continue;
-    PolishResult polished;
-    if (ActionCount(*placed) <= kMaxPolishedActions) {
+    Plan plan;
+    if (ActionCount(placed->schedule) <= kMaxPolishedActions || !exact_peaks) {
       PolishOptions options;
       options.memory_cap = cap + kEps;
       options.edge = 8 * p;
       options.work_budget = 4'000'000;
-      polished = PolishOrder(*placed, costs, options);
+      PolishResult polished;
+      if (ActionCount(placed->schedule) <= kMaxPolishedActions) {
+        polished = PolishOrder(placed->schedule, costs, options);
+      } else {
+        polished.schedule = std::move(placed->schedule);
+      }
+      absl::StatusOr<SimResult> sim = Simulate(polished.schedule, costs);
+      if (!sim.ok()) continue;  // a slope-1 order the dry run could not repair
+      plan.schedule = std::move(polished.schedule);
+      plan.span = MaxOf(sim->span);
+      plan.peak = MaxOf(sim->peak_memory);
     } else {
-      polished.schedule = std::move(*placed);
+      // Large and not polished: PlaceWs's own times and peak are the simulated ones (a
+      // simulation each cost ~15 ms at p = 64, m = 1024).
+      plan.schedule = std::move(placed->schedule);
+      plan.span = placed->span;
+      plan.peak = placed->peak;
     }
-    absl::StatusOr<SimResult> sim = Simulate(polished.schedule, costs);
-    if (!sim.ok()) continue;  // a slope-1 order the dry run could not repair
-    if (MaxOf(sim->peak_memory) > cap + 1e-6) continue;
-    if (best && MaxOf(sim->span) >= best->span - kEps) continue;
-    Plan plan;
-    plan.schedule = std::move(polished.schedule);
+    if (plan.peak > cap + 1e-6) continue;
+    if (best && plan.span >= best->span - kEps) continue;
     plan.schedule.name = "interleaved-zb";
-    plan.span = MaxOf(sim->span);
-    plan.peak = MaxOf(sim->peak_memory);
     best = std::move(plan);
   }
   return best;

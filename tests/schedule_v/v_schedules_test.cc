@@ -554,32 +554,52 @@ TEST(VSpecTest, RejectsBadFields) {
   EXPECT_EQ(Generate("v-adaptive", Spec(4, 4)).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// 500+ random cases through every V generator and auto, drawn from one seeded stream and run
-// in shards so that CTest spreads them over the cores (each shard well under a minute).
-constexpr int kPropertyTrials = 520;
+// Random cases through every V generator and auto: every p in 2..12 against six regimes of m
+// (m = 1, m < p, m = p, p < m < 2p, m = 2p, 2p < m <= 30: what decides the warm-up, the steady
+// state and the cool-down), F, B and W drawn from [0.2, 3] and a transfer cost on every other
+// case; every sixth case (11, one per p, every limit met) is also run under a memory limit of
+// 1..7 units (v-adaptive and auto). 66 cases in 16 shards, so that CTest spreads them over the
+// cores. (It drew 520 cases with p and m uniform before, 52 of them with a limit: the same
+// ranges of p, m, costs and limits, but ~5 min of CPU in all; the regimes make sure every p
+// meets every kind of m with fewer cases.)
+constexpr int kPropertyRegimes = 6;
 constexpr int kPropertyShards = 16;
+
+int RegimeMicrobatches(int p, int regime, std::mt19937& rng) {
+  auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  switch (regime) {
+    case 0: return 1;
+    case 1: return pick(1, p - 1);
+    case 2: return p;
+    case 3: return pick(p + 1, 2 * p - 1);
+    case 4: return 2 * p;
+    default: return pick(2 * p + 1, 30);
+  }
+}
 
 class VPropertyTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(VPropertyTest, RandomCasesValidateAndRespectLaws) {
   std::mt19937 rng(20240521);
-  std::uniform_int_distribution<int> pd(2, 12), md(1, 30);
   std::uniform_real_distribution<double> cd(0.2, 3.0);
-  for (int trial = 0; trial < kPropertyTrials; ++trial) {
-    PipelineSpec spec =
-        Spec(pd(rng), md(rng), cd(rng), cd(rng), cd(rng), trial % 2 ? 0.0 : 0.3 * cd(rng));
-    if (trial % kPropertyShards != GetParam()) continue;  // the stream is drawn in full above
-    const int p = spec.num_workers;
-    const std::string where = "trial " + std::to_string(trial) + " p=" + std::to_string(p) +
-                              " m=" + std::to_string(spec.num_microbatches);
-    EXPECT_LE(RunGen("v-min", spec).peak, (p + 4) / 3 + 1e-9) << where;
-    EXPECT_LE(RunGen("v-half", spec).peak, (p + 2) / 2 + 1e-9) << where;
-    EXPECT_LE(RunGen("v-zb", spec).peak, p + 1e-9) << where;
-    EXPECT_LE(RunGen("zb-v", spec).peak, p + 1e-9) << where;
-    if (trial % 10 == 0) {
-      spec.memory_limit = 1.0 + (trial % 7);
-      EXPECT_LE(RunGen("v-adaptive", spec).peak, spec.memory_limit + 1e-9) << where;
-      EXPECT_LE(RunGen("auto", spec).peak, spec.memory_limit + 1e-9) << where;
+  int trial = 0;
+  for (int p = 2; p <= 12; ++p) {
+    for (int regime = 0; regime < kPropertyRegimes; ++regime, ++trial) {
+      const int m = RegimeMicrobatches(p, regime, rng);
+      const double f = cd(rng), b = cd(rng), w = cd(rng);
+      PipelineSpec spec = Spec(p, m, f, b, w, trial % 2 ? 0.0 : 0.3 * cd(rng));
+      if (trial % kPropertyShards != GetParam()) continue;  // the stream is drawn in full above
+      const std::string where =
+          "trial " + std::to_string(trial) + " p=" + std::to_string(p) + " m=" + std::to_string(m);
+      EXPECT_LE(RunGen("v-min", spec).peak, (p + 4) / 3 + 1e-9) << where;
+      EXPECT_LE(RunGen("v-half", spec).peak, (p + 2) / 2 + 1e-9) << where;
+      EXPECT_LE(RunGen("v-zb", spec).peak, p + 1e-9) << where;
+      EXPECT_LE(RunGen("zb-v", spec).peak, p + 1e-9) << where;
+      if (trial % 6 == 0) {
+        spec.memory_limit = 1.0 + (trial / 6) % 7;
+        EXPECT_LE(RunGen("v-adaptive", spec).peak, spec.memory_limit + 1e-9) << where;
+        EXPECT_LE(RunGen("auto", spec).peak, spec.memory_limit + 1e-9) << where;
+      }
     }
   }
 }
@@ -604,6 +624,29 @@ TEST(AutoTest, PicksFastestThatFitsAndExplains) {
   const Measured m = RunGen("auto", spec);
   EXPECT_DOUBLE_EQ(m.makespan, chosen->makespan);
   EXPECT_NE(FormatCandidates(rows).find("<- chosen"), std::string::npos);
+}
+
+// auto generates its family on threads (auto_planner.cc): its rows must be what generating and
+// simulating each member one after the other gives, in the family's order.
+TEST(AutoTest, ThreadedRowsMatchOneByOne) {
+  PipelineSpec spec = Spec(4, 12, 1, 1.5, 0.5, 0.2);
+  spec.memory_limit = 3;
+  const std::vector<PlanCandidate> rows = ExplainAuto(spec);
+  const std::vector<std::string> family = {"v-zb",  "zb-v",  "dualpipev",        "v-half",
+                                           "v-min", "v-adaptive", "1f1b",      "zb-h1",
+                                           "zb-h2", "interleaved-1f1b", "interleaved-zb", "gpipe"};
+  ASSERT_EQ(rows.size(), family.size()) << FormatCandidates(rows);
+  for (size_t i = 0; i < family.size(); ++i) {
+    EXPECT_EQ(rows[i].name, family[i]);
+    absl::StatusOr<Schedule> s = Generate(family[i], spec);
+    EXPECT_EQ(rows[i].generated, s.ok()) << family[i];
+    if (!s.ok()) continue;
+    absl::StatusOr<SimResult> r = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(rows[i].makespan, r->makespan) << family[i];
+    EXPECT_EQ(rows[i].peak, *std::max_element(r->peak_memory.begin(), r->peak_memory.end()))
+        << family[i];
+  }
 }
 
 TEST(AutoTest, NothingFitsSaysWhy) {

@@ -23,7 +23,7 @@ using testing::AuthorsZbPlan;
 // At comm 0 and m >= p: the paper's law (p-1)(F+B-W) / (m(F+B+W) + (p-1)(F+B-W)).
 // Not reproduced: the issue's figure for the authors' builder at p = 16, m = 16, F = B = W = 1,
 // transfer 0.1, bubble 0.2727 (span 66). This reading gives span 68.8 (0.3023, pipetrain's
-// figure too): after 1F1B's warm-up (p-1-j extra F's on stage j, forced by the strictly
+// figure before its timed warm-up; see ZbH1ReachesTheIssuesFigure): after 1F1B's warm-up (p-1-j extra F's on stage j, forced by the strictly
 // decreasing warm-up depth at a cap of p) each stage alternates B and F, so the backward wave
 // moves one stage per F + B + 2 transfers, 2.2 here, and stage 0's 16 B's end at 34 + 16 x 2.2
 // - 0.4 + 1 = 68.8. Span 66 needs the wave at 2.0 per microbatch, i.e. deeper warm-ups than
@@ -38,6 +38,29 @@ TEST(AuthorsZbH1BaselineTest, ReproducesTheAuthorsFigures) {
       EXPECT_NEAR(z.bubble, (p - 1.0) / (3.0 * m + p - 1), 1e-12) << p << " " << m;
     }
   }
+}
+
+// The issue's figure for the authors' builder, p = 16, m = 16, F = B = W = 1, transfer 0.1:
+// bubble 0.2727 (span 66). pipetrain's zb-h1 reaches it with the warm-up depth timing asks for
+// (gen_zb.cc): every worker's backwards then follow the backward wave with no wait, one F or W
+// between two B's, and worker 0's last W ends at 15 x 1.1 (forwards down) + 2 (F and B on the
+// last worker) + 15 x 1.1 (backwards up) + 30 (15 more B's, 2 apart) + 1 (the last W) = 66.
+// The 1F1B warm-up (p-1-w forwards) gave 68.8. No more memory: the peak stays at p.
+TEST(AuthorsZbH1BaselineTest, ZbH1ReachesTheIssuesFigure) {
+  PipelineSpec spec;
+  spec.num_workers = 16;
+  spec.num_microbatches = 16;
+  spec.f = spec.b = spec.w = 1;
+  spec.comm = 0.1;
+  absl::StatusOr<Schedule> s = Generate("zb-h1", spec);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<SimResult> r = Simulate(*s, CostModelFor(spec, 1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->makespan, 66.0, 1e-9);
+  EXPECT_NEAR(r->bubble_ratio, 1 - 48.0 / 66.0, 1e-9);  // 0.2727
+  EXPECT_LE(*std::max_element(r->peak_memory.begin(), r->peak_memory.end()), 16 + 1e-9);
+  const AuthorsZbPlan authors = AuthorsZbH1Schedule(16, 16, 1, 1, 1, 0.1);
+  EXPECT_LT(r->bubble_ratio, authors.bubble - 1e-3) << "this file's reading of the builder";
 }
 
 // The V baseline's grid (authors_v_baseline_test.cc): m in {p, p+1, 2p, 64} for every p in
