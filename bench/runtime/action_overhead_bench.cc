@@ -5,11 +5,14 @@
 //    (worker/runtime/stage_profiler.h) of F, B and W of every stage at each microbatch size, the
 //    best of --rounds rounds per (stage, action), averaged over the stages, then fitted per
 //    action kind as time = overhead + size x per-sample (least squares over the sizes).
-// 2. The CPU rate of a stage's gradient sum across replicas (schedule/shared_core_simulator.h,
-//    CpuStepWork): copying the stage's summed gradients out (StageGradients) and installing the
+// 2. The CPU rate of a stage's gradient sum across replicas (schedule/step_cpu_work.h, the
+//    planner's gradient_sum_bytes_per_s): copying the stage's summed gradients out (StageGradients) and installing the
 //    complete sum (ResumeStageGradients), per parameter byte; the fastest of --rounds.
 // 3. The CPU rate of the step's end (the optimizer step: the gradient norm and AdamW over every
-//    held stage, EndStep) per parameter byte; the fastest of --rounds.
+//    held stage, EndStep) per parameter byte (optimizer_bytes_per_s); the fastest of --rounds
+//    (at least 5).
+// The figures go into planner/action_overhead.h and planner/planner.h by hand, with the load
+// average of the run (docs/data_parallel.md has the runs).
 //
 // Usage: action_overhead_bench [--stages 8] [--sizes 1,2,4,8,16] [--repeats 7] [--rounds 3]
 // (--stages 8: the default job's V-Half split, one block per stage; 4: a 1-chunk schedule's).
