@@ -139,8 +139,10 @@ int main(int argc, char** argv) {
                        "the cores (0: a device per worker)");
   plan_cmd->add_flag("--search-microbatch-size", plan.search_microbatch_size,
                      "With --job, --workers and schedule auto: also try every microbatch size "
-                     "dividing the global batch (off by default: analytic costs have no "
-                     "per-action overhead and favour the smallest, which run slower)");
+                     "dividing the global batch (off by default: with the measured "
+                     "per-action overhead it no longer picks the smallest sizes, but its "
+                     "choice was not measured faster than the job's own size; "
+                     "docs/data_parallel.md)");
   plan_cmd->add_flag("--explain", plan.explain,
                      "Explain the choice: auto's candidates table (with offload plans) and why "
                      "the chosen one won; offload statistics for a named schedule");

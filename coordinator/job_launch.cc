@@ -187,7 +187,8 @@ void JobManager::DispatchWaiting() {
       r.job.set_peak_flops_per_s(peak.flops_per_s);
       r.job.set_peak_flops_source(peak.source);
       r.job.set_model_flops_per_step(model::ModelFlopsPerStep(r.job.spec()));
-      ApplySharedCpu(r.rank_hosts, r.schedule, r.costs, r.job.mutable_plan()->mutable_prediction());
+      ApplySharedCpu(r.rank_hosts, r.schedule, r.costs, r.job.mutable_plan()->mutable_prediction(),
+                     r.cpu_work);
       if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
       r.finished.assign(p, false);
       r.aggregator.reset();
@@ -269,7 +270,8 @@ absl::StatusOr<std::optional<v1::Plan>> JobManager::ReplanWithProfile(
   std::optional<v1::Plan> for_workers;  // when they must prepare again
   if (!same) for_workers = planned.plan;
   KeepPlanLocked(r, std::move(planned));
-  ApplySharedCpu(r.rank_hosts, r.schedule, r.costs, r.job.mutable_plan()->mutable_prediction());
+  ApplySharedCpu(r.rank_hosts, r.schedule, r.costs, r.job.mutable_plan()->mutable_prediction(),
+                 r.cpu_work);
   PersistLocked(r);
   if (metrics_ != nullptr) metrics_->JobPlanned(r.job.id(), r.job.plan().prediction());
   v1::JobEvent event;
@@ -285,11 +287,16 @@ void JobManager::KeepPlanLocked(Record& r, planner::PlannedJob planned) {
   *r.job.mutable_plan() = std::move(planned.plan);
   r.schedule = std::move(planned.schedule);
   r.costs = std::move(planned.costs);
+  r.cpu_work = std::move(planned.cpu_work);
 }
 
 absl::Status JobManager::DecodeStoredPlan(Record& r) {
   PT_ASSIGN_OR_RETURN(r.schedule, schedule::ScheduleFromProto(r.job.plan()));
   r.costs = schedule::CostModelFromProto(r.job.plan());
+  // The CPU rates are the planner's defaults (a CPU job's shared-core step is all they serve).
+  absl::StatusOr<schedule::StepCpuWork> cpu_work =
+      planner::StepCpuWorkOf(r.job.spec(), r.schedule.num_stages, planner::PlannerOptions{});
+  r.cpu_work = cpu_work.ok() ? *std::move(cpu_work) : schedule::StepCpuWork{};
   return absl::OkStatus();
 }
 

@@ -138,6 +138,7 @@ class JobManager {
     // from its stored plan once, at Start.
     schedule::Schedule schedule;
     schedule::CostModel costs;
+    schedule::StepCpuWork cpu_work;  // the step's CPU work of the plan (planner::StepCpuWorkOf)
     std::vector<DispatchTarget> targets;  // by rank, while assigned
     std::unique_ptr<StepAggregator> aggregator;
     std::unique_ptr<CheckpointLedger> ledger;  // of the current attempt

@@ -12,7 +12,8 @@
 namespace pipetrain::coordinator {
 
 void ApplySharedCpu(const std::vector<RankHost>& ranks, const schedule::Schedule& schedule,
-                    const schedule::CostModel& costs, v1::Prediction* prediction) {
+                    const schedule::CostModel& costs, v1::Prediction* prediction,
+                    const schedule::StepCpuWork& cpu_work) {
   prediction->clear_shared_cpu_step_s();
   prediction->clear_shared_cpu_note();
   const int p = schedule.num_workers;
@@ -71,7 +72,8 @@ void ApplySharedCpu(const std::vector<RankHost>& ranks, const schedule::Schedule
   }
   if (busiest == nullptr) return;
 
-  absl::StatusOr<double> step = schedule::SimulateSharedCores(schedule, costs, sharing, replicas);
+  absl::StatusOr<double> step =
+      schedule::SimulateSharedCores(schedule, costs, sharing, replicas, cpu_work);
   if (!step.ok()) {
     LOG(WARNING) << "shared-core simulation of the plan failed: " << step.status();
     return;

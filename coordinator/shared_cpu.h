@@ -26,6 +26,7 @@
 #include "pipetrain/v1/plan.pb.h"
 #include "schedule/cost_model.h"
 #include "schedule/schedule.h"
+#include "schedule/step_cpu_work.h"
 
 namespace pipetrain::coordinator {
 
@@ -43,8 +44,11 @@ struct RankHost {
 // ranks[r] is job rank r: p ranks, or d x p for a data-parallel job of d replicas (rank q * p + w
 // runs pipeline rank w of replica q), whose replicas then share the cores too and whose stage
 // sums (prediction->stage_allreduce_s) run as the workers run them (shared_core_simulator.h).
+// `cpu_work`: the step's CPU work besides F, B and W (the sums' own CPU time and the optimizer
+// step, planner::StepCpuWorkOf), simulated on the same cores; empty leaves it out.
 void ApplySharedCpu(const std::vector<RankHost>& ranks, const schedule::Schedule& schedule,
-                    const schedule::CostModel& costs, v1::Prediction* prediction);
+                    const schedule::CostModel& costs, v1::Prediction* prediction,
+                    const schedule::StepCpuWork& cpu_work = {});
 
 // The step time to expect: the shared-core simulation when set, else the step with the
 // data-parallel gradient sums when set, else the simulated makespan.

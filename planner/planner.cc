@@ -46,8 +46,18 @@ double Sum(const std::vector<double>& v) {
   return total;
 }
 
+// Seconds per FLOP of one action kind from `measured` seconds of `flops` over the stages of a
+// `layers`-block model, the fixed overhead of each block's action taken out first (never below
+// zero).
+double MeasuredSecondsPerFlop(const std::vector<double>& measured, const std::vector<double>& flops,
+                              double overhead_per_block, int layers) {
+  const double variable = Sum(measured) - overhead_per_block * layers;
+  return std::max(0.0, variable) / Sum(flops);
+}
+
 // Seconds of each action kind on each of `num_stages` stages: measured, scaled from a measured
-// split, or analytic at the assumed device rate.
+// split, or analytic at the assumed device rate; the last two with the fixed per-action
+// overhead (PlannerOptions::action_overhead) on every action.
 absl::StatusOr<StageFlops> StageSeconds(const model::GptConfig& config, int num_stages,
                                         int microbatch_size, const PlannerOptions& options) {
   PT_ASSIGN_OR_RETURN(StageFlops t, FlopsPerStage(config, num_stages, microbatch_size));
@@ -55,17 +65,25 @@ absl::StatusOr<StageFlops> StageSeconds(const model::GptConfig& config, int num_
   if (measured.has_value() && measured->num_stages == num_stages) {
     return StageFlops{measured->forward_s, measured->backward_input_s, measured->backward_weight_s};
   }
+  const ActionOverhead& o = options.action_overhead;
   double per_flop_f = 1.0 / options.device_flops_per_s, per_flop_b = per_flop_f,
          per_flop_w = per_flop_f;
   if (measured.has_value()) {
     PT_ASSIGN_OR_RETURN(StageFlops m, FlopsPerStage(config, measured->num_stages, microbatch_size));
-    per_flop_f = Sum(measured->forward_s) / Sum(m.f);
-    per_flop_b = Sum(measured->backward_input_s) / Sum(m.b);
-    per_flop_w = Sum(measured->backward_weight_s) / Sum(m.w);
+    const int layers = config.num_layers;
+    per_flop_f = MeasuredSecondsPerFlop(measured->forward_s, m.f, o.forward_s, layers);
+    per_flop_b =
+        MeasuredSecondsPerFlop(measured->backward_input_s, m.b, o.backward_input_s, layers);
+    per_flop_w =
+        MeasuredSecondsPerFlop(measured->backward_weight_s, m.w, o.backward_weight_s, layers);
   }
-  for (double& x : t.f) x *= per_flop_f;
-  for (double& x : t.b) x *= per_flop_b;
-  for (double& x : t.w) x *= per_flop_w;
+  PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> specs, model::SplitEvenly(config, num_stages));
+  for (int i = 0; i < num_stages; ++i) {
+    const double blocks = specs[i].num_blocks;
+    t.f[i] = blocks * o.forward_s + t.f[i] * per_flop_f;
+    t.b[i] = blocks * o.backward_input_s + t.b[i] * per_flop_b;
+    t.w[i] = blocks * o.backward_weight_s + t.w[i] * per_flop_w;
+  }
   return t;
 }
 
@@ -138,6 +156,21 @@ absl::StatusOr<v1::Plan> EvaluationPlan(const PlannedJob& training, int batches)
       "validation pass: forward only on the training placement, %d microbatches; predicted %.3f s",
       batches, sim.makespan));
   return plan;
+}
+
+absl::StatusOr<schedule::StepCpuWork> StepCpuWorkOf(const v1::JobSpec& spec, int num_stages,
+                                                    const PlannerOptions& options) {
+  const v1::JobSpec full = model::WithDefaults(spec);
+  PT_ASSIGN_OR_RETURN(model::GptConfig config, model::ModelConfig(full));
+  PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> split, model::SplitEvenly(config, num_stages));
+  std::vector<int64_t> bytes;
+  for (const model::ChunkSpec& s : split) {
+    bytes.push_back(
+        model::EstimateChunkCost(config, s, full.training().microbatch_size()).parameter_bytes);
+  }
+  return schedule::StepCpuWorkFromBytes(bytes, model::DataParallelSize(full),
+                                        options.gradient_sum_bytes_per_s,
+                                        options.optimizer_bytes_per_s);
 }
 
 absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOptions& options) {
@@ -353,9 +386,15 @@ absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOp
       options.measured.has_value()
           ? absl::StrFormat("measured by the workers' profiling step (%d stages)",
                             options.measured->num_stages)
-          : absl::StrFormat("analytic (%.0f GFLOP/s per worker assumed)",
-                            options.device_flops_per_s / 1e9)));
+          : absl::StrFormat("analytic (%.0f GFLOP/s per worker assumed, + %.0f/%.0f/%.0f us "
+                            "per F/B/W action and block)",
+                            options.device_flops_per_s / 1e9,
+                            1e6 * options.action_overhead.forward_s,
+                            1e6 * options.action_overhead.backward_input_s,
+                            1e6 * options.action_overhead.backward_weight_s)));
   absl::StrAppend(planned.plan.mutable_explanation(), data_parallel_note);
+  PT_ASSIGN_OR_RETURN(planned.cpu_work,
+                      StepCpuWorkOf(spec, planned.schedule.num_stages, options));
   PT_RETURN_IF_ERROR(ApplySharedHost(options.shared_host_cores, &planned));
   if (planned.plan.prediction().shared_cpu_step_s() > 0) {
     absl::StrAppendFormat(planned.plan.mutable_explanation(), "; %s: step %.4f s",

@@ -16,9 +16,11 @@
 #include "absl/status/statusor.h"
 #include "pipetrain/v1/job.pb.h"
 #include "pipetrain/v1/plan.pb.h"
+#include "planner/action_overhead.h"
 #include "schedule/cost_model.h"
 #include "schedule/schedule.h"
 #include "schedule/simulator.h"
+#include "schedule/step_cpu_work.h"
 
 namespace pipetrain::planner {
 
@@ -35,6 +37,12 @@ struct PlannerOptions {
   // Sustained FLOP/s of one worker's device for GEMM-dominated work (CPU default: one core with
   // OpenBLAS; replaced by measured per-action times when workers report them).
   double device_flops_per_s = 30e9;
+  // The fixed time of every F, B and W per block of its stage, whatever the microbatch size
+  // (action_overhead.h; default measured on the CPU runtime). An analytic action of a stage of
+  // k blocks takes k x overhead + FLOPs / rate. Measured costs at the plan's own stage count are
+  // used as measured (they contain it); scaled to another stage count, the overhead is taken out
+  // of the measured times before the seconds per FLOP are derived, and added back per action.
+  ActionOverhead action_overhead = kCpuActionOverhead;
   // Point-to-point link between workers: latency and bandwidth.
   double link_latency_s = 100e-6;
   double link_bytes_per_s = 1.5e9;
@@ -52,10 +60,18 @@ struct PlannerOptions {
   // on one host with this many cores; the prediction then gets the shared-core step
   // (shared_host.h). 0: a device per worker (the coordinator corrects for the hosts it sees).
   int shared_host_cores = 0;
+  // The step's CPU work besides F, B and W, per byte of a stage's parameters
+  // (schedule/step_cpu_work.h), in the shared-core step (shared_host.h, coordinator/
+  // shared_cpu.h): a replica's part of a stage's gradient sum (copying the sum out, installing
+  // the running sum) and the optimizer step (gradient norm and AdamW). Measured on the CPU
+  // runtime by bench/runtime/action_overhead_bench.cc (default job, best of 5, four runs at load
+  // average 5.3 on the 2 cores, 2026-11-27 03:10 UTC): sums 8.3-9.0 GB/s, optimizer 1.96-2.18
+  // GB/s; the medians. 0 leaves a term out.
+  double gradient_sum_bytes_per_s = 8.8e9;
+  double optimizer_bytes_per_s = 2.0e9;
   // SearchDataParallel with `auto`: also try every microbatch size dividing the global batch.
-  // Off by default: analytic costs carry no per-action overhead, so they favour the smallest
-  // microbatches, which measured 2-3x slower (docs/data_parallel.md); the job's own size is
-  // planned then.
+  // Off by default (docs/data_parallel.md says what was measured with `action_overhead`); the
+  // job's own size is planned then.
   bool search_microbatch_size = false;
 };
 
@@ -65,6 +81,7 @@ struct PlannedJob {
   schedule::CostModel costs;    // exact, per stage: seconds and bytes (bytes_per_unit = 1)
   schedule::SimResult sim;      // the prediction, in seconds and bytes
   double bytes_per_unit = 0;    // one microbatch's activations of an average worker share
+  schedule::StepCpuWork cpu_work;  // StepCpuWorkOf the plan's stages
 };
 
 // ValidateJobSpec first; then plan. Errors: InvalidArgument naming the field (e.g. too few
@@ -78,6 +95,12 @@ struct PlannedJob {
 // Evaluation (eval.interval_steps > 0): plan.evaluation holds the validation plan,
 // EvaluationPlan(planned, eval.batches).
 absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options = {});
+
+// The step's CPU work besides F, B and W of `spec` (its data_parallel replicas) planned on
+// `num_stages` stages of an even layer split, at `options`' gradient-sum and optimizer rates.
+// Errors: the spec's model or split is invalid.
+absl::StatusOr<schedule::StepCpuWork> StepCpuWorkOf(const v1::JobSpec& spec, int num_stages,
+                                                    const PlannerOptions& options);
 
 // The forward-only plan of a validation pass of `batches` microbatches on `training`'s placement
 // (schedule/forward_only.h): transfers added, validated, simulated with the training costs'

@@ -27,15 +27,16 @@ absl::Status ApplySharedHost(int cores, PlannedJob* planned) {
     sums.stage_allreduce_s.assign(prediction->stage_allreduce_s().begin(),
                                   prediction->stage_allreduce_s().end());
   }
-  PT_ASSIGN_OR_RETURN(const double step, schedule::SimulateSharedCores(
-                                             planned->schedule, planned->costs, sharing, sums));
+  PT_ASSIGN_OR_RETURN(const double step,
+                      schedule::SimulateSharedCores(planned->schedule, planned->costs, sharing,
+                                                    sums, planned->cpu_work));
   const double own_devices = d > 1 && prediction->data_parallel_step_s() > 0
                                  ? prediction->data_parallel_step_s()
                                  : prediction->makespan_s();
   prediction->set_shared_cpu_step_s(step);
   prediction->set_shared_cpu_note(absl::StrFormat(
-      "%d CPU workers share %d core%s (--host-cores); simulated with shared cores%s (a device "
-      "per worker: %.4f s)",
+      "%d CPU workers share %d core%s (--host-cores); simulated with shared cores%s, gradient "
+      "sums and optimizer steps on the cores too (a device per worker: %.4f s)",
       workers, cores, cores == 1 ? "" : "s",
       d > 1 ? absl::StrFormat(", %d replicas computing at once", d) : "", own_devices));
   return absl::OkStatus();

@@ -4,7 +4,7 @@
 // (coordinator/shared_cpu.h); `pipetrain plan --host-cores C` has no workers to ask, so it says
 // how many cores the job's workers will share, and the plan is simulated again with all d x p of
 // them (one compute thread each) on those cores (schedule/shared_core_simulator.h, the
-// replicas' gradient sums included). Without it, the split search (data_parallel_search.h)
+// replicas' gradient sums and the step's CPU work, PlannedJob::cpu_work, included). Without it, the split search (data_parallel_search.h)
 // compares splits as if every worker had a device, where replicas look free; on shared cores
 // they are not, because the replicas compute at once.
 //

@@ -32,7 +32,8 @@ bool IsWeightGradient(ActionKind kind) { return kind == ActionKind::kW || kind =
 
 absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& costs,
                                            const CoreSharing& sharing,
-                                           const ReplicaSums& replicas) {
+                                           const ReplicaSums& replicas,
+                                           const StepCpuWork& cpu_work) {
   const int p = s.num_workers, n_stages = s.num_stages, m = s.num_microbatches;
   const int d = replicas.replicas;
   if (d < 1 || static_cast<int>(s.worker_actions.size()) != p ||
@@ -41,6 +42,29 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
     return absl::InvalidArgumentError("SimulateSharedCores: sizes do not match the schedule");
   }
   const int n = d * p;  // workers of every replica, job rank q * p + w
+  for (const std::vector<double>* times :
+       {&cpu_work.stage_sum_cpu_s, &cpu_work.stage_optimizer_cpu_s}) {
+    if (!times->empty() && static_cast<int>(times->size()) != n_stages) {
+      return absl::InvalidArgumentError(absl::StrCat("SimulateSharedCores: ", times->size(),
+                                                     " CPU times for ", n_stages, " stages"));
+    }
+    for (double t : *times) {
+      if (!(t >= 0)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("SimulateSharedCores: a step CPU time of ", t, " s"));
+      }
+    }
+  }
+  auto sum_cpu = [&](int st) {
+    return d > 1 && !cpu_work.stage_sum_cpu_s.empty() ? cpu_work.stage_sum_cpu_s[st] : 0.0;
+  };
+  // Each worker's optimizer step: the CPU time of the stages it holds.
+  std::vector<double> optimizer_cpu(p, 0.0);
+  if (!cpu_work.stage_optimizer_cpu_s.empty()) {
+    for (int st = 0; st < n_stages; ++st) {
+      optimizer_cpu[s.stage_to_worker[st]] += cpu_work.stage_optimizer_cpu_s[st];
+    }
+  }
   if (static_cast<int>(sharing.host_of_worker.size()) != n ||
       static_cast<int>(sharing.threads_of_worker.size()) != n) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -94,6 +118,8 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
   // the complete sum arrives at the replicas before the last.
   std::vector<double> sum_arrival(static_cast<size_t>(d) * n_stages, kUnknown);
   double complete_arrival = 0.0;
+  // When replica d - 1 sent each stage's complete sum (kUnknown before).
+  std::vector<double> complete_sent(n_stages, kUnknown);
   // A worker of replica q > 0 whose stage's sum it waits for before its next action (-1: none).
   std::vector<int> awaiting_sum(n, -1);
 
@@ -101,6 +127,23 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
   std::vector<double> remaining(n, 0.0);  // work left of the running compute (full-speed seconds)
   std::vector<bool> running(n, false);
   std::vector<double> ready_at(n, kUnknown);  // a blocked worker's known wake-up time
+  // The step's CPU work besides F, B and W (cpu_work): what a worker runs now or runs next
+  // before its next action: the sum work of a stage (stage >= 0) or its optimizer step (-1).
+  constexpr int kOptimizer = -1, kNoWork = -2;
+  std::vector<int> running_work(n, kNoWork), queued_sum(n, kNoWork);
+  std::vector<bool> optimizer_done(n, false);
+  for (int v = 0; v < n; ++v) optimizer_done[v] = !(optimizer_cpu[v % p] > 0);
+  // When worker v of replica q may run its optimizer step: its stages' gradients are final.
+  auto optimizer_ready = [&](int q, int w) -> double {
+    double t = 0.0;
+    if (d == 1) return t;
+    for (int st = 0; st < n_stages; ++st) {
+      if (s.stage_to_worker[st] != w) continue;
+      if (complete_sent[st] < 0) return kUnknown;
+      t = std::max(t, complete_sent[st] + (q == d - 1 ? 0.0 : (d - 1) * hop[st]));
+    }
+    return t;
+  };
   double now = 0.0, end = 0.0;
 
   // Replica q's stage `st` sum has left replica q at `t`.
@@ -109,6 +152,7 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
       sum_arrival[static_cast<size_t>(q + 1) * n_stages + st] = t + hop[st];
     } else {  // the complete sum, to the d - 1 other replicas one after another
       complete_arrival = std::max(complete_arrival, t + (d - 1) * hop[st]);
+      complete_sent[st] = t;
     }
   };
 
@@ -169,6 +213,10 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
         const int q = v / p, w = v % p;
         const std::vector<Action>& list = s.worker_actions[w];
         ready_at[v] = kUnknown;
+        if (running[v]) {
+          all_done = false;
+          continue;
+        }
         if (awaiting_sum[v] >= 0) {
           const int st = awaiting_sum[v];
           const double t = sum_arrival[static_cast<size_t>(q) * n_stages + st];
@@ -177,9 +225,22 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
             all_done = false;
             continue;
           }
-          sum_sent(q, st, now);
           awaiting_sum[v] = -1;
           moved = true;
+          if (sum_cpu(st) > 0) {
+            queued_sum[v] = st;
+          } else {
+            sum_sent(q, st, now);
+          }
+        }
+        if (queued_sum[v] >= 0) {  // the stage's sum work, before anything else
+          running[v] = true;
+          running_work[v] = queued_sum[v];
+          remaining[v] = sum_cpu(queued_sum[v]);
+          queued_sum[v] = kNoWork;
+          moved = true;
+          all_done = false;
+          continue;
         }
         while (!running[v] && next[v] < list.size()) {
           const Action& a = list[next[v]];
@@ -201,7 +262,20 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
           }
           ++next[v];
         }
-        all_done &= !running[v] && next[v] == list.size();
+        if (!running[v] && next[v] == list.size() && !optimizer_done[v]) {
+          const double t = optimizer_ready(q, w);
+          if (is_due(t)) {
+            running[v] = true;
+            running_work[v] = kOptimizer;
+            remaining[v] = optimizer_cpu[w];
+            optimizer_done[v] = true;
+            moved = true;
+          } else {
+            ready_at[v] = t;
+            all_done = false;
+          }
+        }
+        all_done &= !running[v] && next[v] == list.size() && optimizer_done[v];
       }
     }
     if (all_done) break;
@@ -233,21 +307,28 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
       remaining[v] -= step * speed(v);
       if (remaining[v] > 1e-12 * std::max(1.0, after)) continue;
       const int q = v / p;
+      running[v] = false;
+      end = after;
+      if (running_work[v] != kNoWork) {  // the step's CPU work (cpu_work)
+        if (running_work[v] >= 0) sum_sent(q, running_work[v], after);
+        running_work[v] = kNoWork;
+        continue;
+      }
       const Action& a = s.worker_actions[v % p][next[v]];
       const size_t k = key(q, a.stage, a.microbatch);
       if (IsForward(a.kind)) f_end[k] = after;
       if (a.kind == ActionKind::kB || a.kind == ActionKind::kBW) bwd_end[k] = after;
       if (d > 1 && IsWeightGradient(a.kind) && reduce_after[a.stage] == next[v]) {
         // The stage's gradient sum (file comment): replica 0 sends at once, the others wait.
-        if (q == 0) {
-          sum_sent(0, a.stage, after);
-        } else {
+        if (q > 0) {
           awaiting_sum[v] = a.stage;
+        } else if (sum_cpu(a.stage) > 0) {
+          queued_sum[v] = a.stage;
+        } else {
+          sum_sent(0, a.stage, after);
         }
       }
-      running[v] = false;
       ++next[v];
-      end = after;
     }
     now = after;
   }

@@ -17,6 +17,15 @@
 // waits for it at the end of its step. Each of these 2 (d - 1) hops takes
 // stage_allreduce_s / (2 (d - 1)) (schedule/data_parallel_step.h's model of one stage's sum).
 //
+// The step's own CPU work (step_cpu_work.h), when given, runs on the workers' compute threads
+// and shares the cores like F, B and W: each stage's gradient-sum work on every replica at the
+// stage's last weight-gradient action (replica 0 before it sends; replica q > 0 once the sum
+// from q - 1 has arrived, before it sends on), and, after a worker's last action, the optimizer
+// step of the stages it holds, once each of them has its final gradients (replica d - 1: when
+// it sent the complete sum; the others: when that sum has reached them, d - 1 hops later). The
+// step then ends when the last optimizer step ends. Not modelled: the tied-embedding exchange
+// and the gradient-norm chain between the stages (a few scalars per step).
+//
 // Measured on the default job (4 workers, 2 cores, profiled costs): see docs/BENCHMARKS.md and
 // coordinator/shared_cpu.h.
 //
@@ -29,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "schedule/cost_model.h"
 #include "schedule/schedule.h"
+#include "schedule/step_cpu_work.h"
 
 namespace pipetrain::schedule {
 
@@ -49,11 +59,13 @@ struct ReplicaSums {
 };
 
 // The makespan of one step (first start to last end; with replicas, to the last gradient sum's
-// arrival). InvalidArgument for sizes that do not match the schedule (or a stage without a
-// weight-gradient action when replicas > 1); FailedPrecondition if the schedule deadlocks.
+// arrival; with `cpu_work`, to the last optimizer step's end). InvalidArgument for sizes that do
+// not match the schedule (or a stage without a weight-gradient action when replicas > 1, or a
+// negative CPU time); FailedPrecondition if the schedule deadlocks.
 absl::StatusOr<double> SimulateSharedCores(const Schedule& schedule, const CostModel& costs,
                                            const CoreSharing& sharing,
-                                           const ReplicaSums& replicas = {});
+                                           const ReplicaSums& replicas = {},
+                                           const StepCpuWork& cpu_work = {});
 
 }  // namespace pipetrain::schedule
 

@@ -103,8 +103,12 @@ TEST(DeviceMemoryPlannerTest, BudgetIsTheDeviceLessTheParameterState) {
 
 TEST(ProfiledPlannerTest, ScalesAnalyticFlopsPerKindForAnotherStageCount) {
   // Profile a 4-stage split whose times are the analytic ones x 2 (F), x 3 (B), x 0.5 (W); a
-  // 2-stage plan must then get its analytic times scaled by the same factors.
-  const planner::PlannedJob four = planner::PlanJob(SmallSpec(4, 3)).value();
+  // 2-stage plan must then get its analytic times scaled by the same factors. Without a fixed
+  // per-action overhead (with one, only the FLOP part scales: tests/planner/
+  // action_overhead_test.cc).
+  planner::PlannerOptions no_overhead;
+  no_overhead.action_overhead = {};
+  const planner::PlannedJob four = planner::PlanJob(SmallSpec(4, 3), no_overhead).value();
   planner::MeasuredStageCosts m;
   m.num_stages = 4;
   for (const v1::StageCost& c : four.plan.costs()) {
@@ -112,8 +116,8 @@ TEST(ProfiledPlannerTest, ScalesAnalyticFlopsPerKindForAnotherStageCount) {
     m.backward_input_s.push_back(3.0 * c.backward_input_s());
     m.backward_weight_s.push_back(0.5 * c.backward_weight_s());
   }
-  const planner::PlannedJob two = planner::PlanJob(SmallSpec(2, 3)).value();
-  planner::PlannerOptions options;
+  const planner::PlannedJob two = planner::PlanJob(SmallSpec(2, 3), no_overhead).value();
+  planner::PlannerOptions options = no_overhead;
   options.measured = m;
   const planner::PlannedJob scaled = planner::PlanJob(SmallSpec(2, 3), options).value();
   ASSERT_EQ(scaled.plan.costs_size(), 2);

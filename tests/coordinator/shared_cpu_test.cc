@@ -113,6 +113,17 @@ TEST(SharedCpuTest, ReplicasShareTheCoresWithTheirSums) {
   EXPECT_THAT(prediction.shared_cpu_note(),
               HasSubstr("4 CPU workers share 2 cores on host box; simulated with shared cores, "
                         "2 replicas computing at once"));
+  // With the step's CPU work (the sums' own CPU time, the optimizer step: the plan's
+  // cpu_work) the step is the simulation with it, and longer.
+  ASSERT_FALSE(planned.cpu_work.stage_sum_cpu_s.empty());
+  ASSERT_FALSE(planned.cpu_work.stage_optimizer_cpu_s.empty());
+  ApplySharedCpu(box, planned.schedule, planned.costs, &prediction, planned.cpu_work);
+  const double with_cpu_work =
+      schedule::SimulateSharedCores(planned.schedule, planned.costs,
+                                    {{0, 0, 0, 0}, {2}, {1, 1, 1, 1}}, sums, planned.cpu_work)
+          .value();
+  EXPECT_DOUBLE_EQ(prediction.shared_cpu_step_s(), with_cpu_work);
+  EXPECT_GT(with_cpu_work, expected);
   // Each replica on its own 2-core host: every worker has a core, nothing to correct.
   ApplySharedCpu({{"a", 2, 1}, {"a", 2, 1}, {"b", 2, 1}, {"b", 2, 1}}, planned.schedule,
                  planned.costs, &prediction);

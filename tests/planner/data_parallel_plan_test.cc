@@ -116,6 +116,32 @@ TEST(DataParallelPlanTest, PlansOneReplicaWithTheGradientSums) {
   EXPECT_EQ(single->plan.prediction().data_parallel_step_s(), 0);
 }
 
+TEST(DataParallelPlanTest, PlanCarriesTheStepCpuWorkOfEveryStage) {
+  // The sums' CPU time and the optimizer step per stage: its parameter bytes over the rates.
+  const v1::JobSpec spec = Job("1f1b", 2, 2);
+  PlannerOptions options;
+  options.gradient_sum_bytes_per_s = 4e9;
+  options.optimizer_bytes_per_s = 1e9;
+  auto planned = PlanJob(spec, options);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  auto config = model::ModelConfig(spec);
+  ASSERT_TRUE(config.ok());
+  auto split = model::SplitEvenly(*config, 2);
+  ASSERT_TRUE(split.ok());
+  ASSERT_EQ(planned->cpu_work.stage_sum_cpu_s.size(), 2u);
+  ASSERT_EQ(planned->cpu_work.stage_optimizer_cpu_s.size(), 2u);
+  for (int s = 0; s < 2; ++s) {
+    const double bytes = model::EstimateChunkCost(*config, (*split)[s], 4).parameter_bytes;
+    EXPECT_EQ(planned->cpu_work.stage_sum_cpu_s[s], bytes / 4e9) << s;
+    EXPECT_EQ(planned->cpu_work.stage_optimizer_cpu_s[s], bytes / 1e9) << s;
+  }
+  // One replica: the optimizer step only.
+  auto single = PlanJob(Job("1f1b", 2, 1), options);
+  ASSERT_TRUE(single.ok());
+  EXPECT_TRUE(single->cpu_work.stage_sum_cpu_s.empty());
+  EXPECT_EQ(single->cpu_work.stage_optimizer_cpu_s.size(), 2u);
+}
+
 TEST(DataParallelPlanTest, StepIsTheLaterOfTheLastActionAndTheLastSum) {
   // Two stages; stage 1's last W ends at 5, stage 0's at 8 (the makespan).
   schedule::Schedule sched;
