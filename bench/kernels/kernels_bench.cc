@@ -35,6 +35,14 @@ CpuBackend& PortableBackend() {
   return *backend;
 }
 
+// Every GEMM on OpenBLAS (no per-shape oneDNN choice, kernels/cpu/gemm_choice.h), for the
+// chunk figures side by side with the default routing.
+CpuBackend& OpenBlasBackend() {
+  static CpuBackend* backend = new CpuBackend(
+      {.blas_threads = 1, .gemm_routing = kernels::GemmRouting::kOpenBlasOnly});
+  return *backend;
+}
+
 CpuBackend& OpBackend(benchmark::State& state) {
   CpuBackend& be = state.range(0) == 1 ? PortableBackend() : Backend();
   state.SetLabel(std::string(be.vector_kernels_name()));
@@ -169,7 +177,7 @@ BENCHMARK(BM_CrossEntropy)->DenseRange(0, 1)->UseRealTime()->Unit(benchmark::kMi
 // range(2) = hidden 256 (seq_len 128, 8 sequences: the peer comparison's model) or 512 (seq_len
 // 256, 4 sequences). range(0): 0 = middle chunk with 2 blocks, 1 = last chunk (1 block + head).
 // range(1): 0 = F, 1 = B, 2 = W.
-void BM_Chunk(benchmark::State& state) {
+void RunChunk(benchmark::State& state, CpuBackend& be) {
   const int64_t hidden = state.range(2);
   model::GptConfig config{.num_layers = 4,
                           .hidden = static_cast<int>(hidden),
@@ -181,20 +189,20 @@ void BM_Chunk(benchmark::State& state) {
                                                     : model::ChunkSpec{3, 1, false, true};
   const int pass = static_cast<int>(state.range(1));
   const int64_t mbs = 1024 / config.seq_len, n = mbs * config.seq_len;
-  auto chunk = *model::GptChunk::Create(&Backend(), config, spec);
+  auto chunk = *model::GptChunk::Create(&be, config, spec);
   CHECK((chunk->ZeroGrad()).ok());
   const std::vector<float> input = model::NormalValues(9, 0, "input", n * config.hidden, 1.0f);
   std::vector<int32_t> targets(n);
   for (int64_t i = 0; i < n; ++i) targets[i] = static_cast<int32_t>((i * 31) % config.vocab);
   auto forward = [&](int mb) {
     model::ForwardInput in;
-    in.activation = *Backend().FromHost({n, config.hidden}, input, "input");
+    in.activation = *be.FromHost({n, config.hidden}, input, "input");
     if (spec.has_head) in.targets = targets;
     return *chunk->Forward(mb, std::move(in));
   };
   auto backward_input = [&](int mb) {
     Tensor dy;
-    if (!spec.has_head) dy = *Backend().FromHost({n, config.hidden}, input, "dy");
+    if (!spec.has_head) dy = *be.FromHost({n, config.hidden}, input, "dy");
     return *chunk->BackwardInput(mb, std::move(dy));
   };
   int mb = 0;
@@ -231,8 +239,17 @@ void BM_Chunk(benchmark::State& state) {
                                                                                      : "W"));
   SetFlops(state, flops);
 }
+void BM_Chunk(benchmark::State& state) { RunChunk(state, Backend()); }
 BENCHMARK(BM_Chunk)
     ->ArgsProduct({{0, 1}, {0, 1, 2}, {256, 512}})
+    ->UseRealTime()
+    ->MinTime(1.0)
+    ->Unit(benchmark::kMillisecond);
+
+// The same chunks at hidden 256 with every GEMM on OpenBLAS: what the per-shape choice gains.
+void BM_ChunkOpenBlasOnly(benchmark::State& state) { RunChunk(state, OpenBlasBackend()); }
+BENCHMARK(BM_ChunkOpenBlasOnly)
+    ->ArgsProduct({{0, 1}, {0, 1, 2}, {256}})
     ->UseRealTime()
     ->MinTime(1.0)
     ->Unit(benchmark::kMillisecond);
