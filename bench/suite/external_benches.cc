@@ -59,7 +59,7 @@ std::string KernelsSection(const SuiteOptions& options) {
   std::string md = absl::StrCat(
       "### Compute: kernels and chunks against the core's peak\n\n",
       Provenance(options, start, end), "Run by the suite as `", command,
-      "` (bench/kernels; OpenBLAS 1 thread; GFLOP/s = analytic FLOPs / time; each benchmark "
+      "` (bench/kernels; one BLAS thread; GFLOP/s = analytic FLOPs / time; each benchmark "
       "run 3 times and its fastest repetition shown). The yardstick is "
       "the core's measured fp32 peak: a loop of independent FMAs with no memory traffic "
       "(BM_FmaPeak, at the widest vector width the core has; AVX-512 where present, since "
@@ -71,7 +71,10 @@ std::string KernelsSection(const SuiteOptions& options) {
       "given for the elementwise kernels, whose FLOP counts are nominal; attention's FLOPs are "
       "the full T x T products (cost_model.h), of which the causal kernel computes about 60%. "
       "*portable* rows run the same op with the portable loops (the arithmetic before issue "
-      "26), *avx2-fma* with the AVX2/FMA kernels (kernels/cpu/vector_kernels.h).\n\n");
+      "26), *avx512* / *avx2-fma* with the vector kernels the CPU runs "
+      "(kernels/cpu/vector_kernels.h); BM_Chunk rows send each GEMM to oneDNN or OpenBLAS by "
+      "its shape (kernels/cpu/gemm_choice.h), BM_ChunkOpenBlasOnly rows run the same hidden-256 "
+      "chunks with every GEMM on OpenBLAS.\n\n");
   nlohmann::json json = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
   if (!ok || json.is_discarded() || !json.contains("benchmarks")) {
     return absl::StrCat(md, "**failed** (no JSON from kernels_bench)\n\n");

@@ -91,15 +91,24 @@ absl::StatusOr<Backend::CrossEntropyResult> CpuBackend::DoCrossEntropyForward(
   for (int64_t r = 0; r < rows; ++r) {
     const float* lr = logits.data() + r * v;
     float* pr = probs->data() + r * v;
-    float mx = -std::numeric_limits<float>::infinity();
+    // The row's maximum through the vector table and its first position by a scan that stops
+    // there. Without NaN that is exactly the scalar loop's (mx, arg); with a NaN or +inf the sum
+    // is NaN and the probabilities and loss are NaN whatever mx was, so only the prediction is
+    // redone the scalar way (the first largest non-NaN logit, 0 if there is none).
+    const float mx = vk_->row_max(lr, v);
     int32_t arg = 0;
-    for (int64_t j = 0; j < v; ++j) {
-      if (lr[j] > mx) {
-        mx = lr[j];
-        arg = static_cast<int32_t>(j);
+    while (arg < v && !(lr[arg] == mx)) ++arg;
+    const float sum = vk_->exp_shift_sum(lr, mx, v, pr);
+    if (arg == v || std::isnan(sum)) {
+      float best = -std::numeric_limits<float>::infinity();
+      arg = 0;
+      for (int64_t j = 0; j < v; ++j) {
+        if (lr[j] > best) {
+          best = lr[j];
+          arg = static_cast<int32_t>(j);
+        }
       }
     }
-    const float sum = vk_->exp_shift_sum(lr, mx, v, pr);
     vk_->scale(1.0f / sum, v, pr);
     result.predictions[r] = arg;
     if (targets[r] != kIgnoreTarget) {

@@ -377,6 +377,36 @@ TEST_P(CpuBackendTest, CrossEntropy) {
   ExpectNear(Get(dl), wd, 1e-6, 1e-4, "ce dlogits");
 }
 
+// The prediction is the first largest logit, ignoring NaN (0 when no logit is larger than -inf),
+// on ties and on rows the vector maximum cannot take at face value: a NaN (anywhere in its
+// lane), +inf, all -inf. Rows of 19 (two full vectors and a tail of 3).
+TEST_P(CpuBackendTest, CrossEntropyPredictionsOnTiesAndNonFiniteRows) {
+  const int64_t V = 19;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> rows(7, std::vector<float>(V, 0.5f));
+  rows[0][4] = 2.0f;  // a tie at 4 and 17: the first wins
+  rows[0][17] = 2.0f;
+  rows[1][18] = 3.0f;  // the maximum in the tail
+  rows[2][2] = nan;    // NaN before the maximum, in the maximum's lane
+  rows[2][10] = 4.0f;
+  rows[3][10] = 4.0f;  // NaN after it
+  rows[3][18] = nan;
+  rows[4][5] = inf;
+  rows[4][9] = inf;
+  for (float& x : rows[5]) x = -inf;
+  for (float& x : rows[6]) x = nan;
+  const std::vector<int32_t> want = {4, 18, 10, 10, 5, 0, 0};
+  std::vector<float> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  Tensor logits = Make({7, V}, flat), probs = Empty({7, V});
+  const std::vector<int32_t> targets(7, 1);
+  auto r = backend_.CrossEntropyForward(logits, targets, &probs);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->predictions, want);
+  EXPECT_TRUE(std::isnan(r->loss));  // rows 2..6 have no finite loss
+}
+
 TEST_P(CpuBackendTest, AdamW) {
   const int64_t n = 33;
   Tensor p = Random({n}, 60), g = Random({n}, 61), m = Random({n}, 62, 0.1f),

@@ -13,6 +13,7 @@
 #include "model/job_model.h"
 #include "planner/data_parallel_search.h"
 #include "planner/planner.h"
+#include "tests/planner/small_job.h"
 
 namespace pipetrain::planner {
 namespace {
@@ -61,21 +62,7 @@ TEST(ActionOverheadTest, RejectsWhatCannotBeFitted) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// 4 layers, hidden 32, a global batch of 32; `schedule`, p workers, d replicas, microbatches of 4.
-v1::JobSpec Job(const std::string& schedule, int p, int d) {
-  v1::JobSpec spec;
-  spec.mutable_model()->set_num_layers(4);
-  spec.mutable_model()->set_hidden(32);
-  spec.mutable_model()->set_num_heads(4);
-  spec.mutable_model()->set_ffn_hidden(64);
-  spec.mutable_training()->set_steps(3);
-  spec.mutable_training()->set_microbatch_size(4);
-  spec.mutable_training()->set_global_batch(32);
-  spec.mutable_parallelism()->set_num_workers(p);
-  spec.mutable_parallelism()->set_schedule(schedule);
-  spec.mutable_parallelism()->set_data_parallel(d);
-  return spec;
-}
+using testing::SmallJob;
 
 constexpr double kRate = 1e9;  // the assumed device FLOP/s in these tests
 
@@ -88,7 +75,7 @@ PlannerOptions Analytic(const ActionOverhead& overhead) {
 
 TEST(ActionOverheadTest, EveryAnalyticActionCarriesTheOverheadOfItsBlocks) {
   const ActionOverhead overhead{100e-6, 70e-6, 50e-6};
-  const v1::JobSpec spec = Job("1f1b", 2, 1);
+  const v1::JobSpec spec = SmallJob("1f1b", 2, 1);
   auto with = PlanJob(spec, Analytic(overhead));
   auto without = PlanJob(spec, Analytic({}));
   ASSERT_TRUE(with.ok()) << with.status();
@@ -111,8 +98,8 @@ TEST(ActionOverheadTest, EveryAnalyticActionCarriesTheOverheadOfItsBlocks) {
       << with->plan.explanation();
   // One worker, one stage of 4 blocks: the step is every action in a row, so the overhead adds
   // exactly 8 microbatches x 4 blocks x (100 + 70 + 50) us.
-  auto one = PlanJob(Job("1f1b", 1, 1), Analytic(overhead));
-  auto one_plain = PlanJob(Job("1f1b", 1, 1), Analytic({}));
+  auto one = PlanJob(SmallJob("1f1b", 1, 1), Analytic(overhead));
+  auto one_plain = PlanJob(SmallJob("1f1b", 1, 1), Analytic({}));
   ASSERT_TRUE(one.ok() && one_plain.ok());
   EXPECT_NEAR(one->sim.makespan - one_plain->sim.makespan, 8 * 4 * 220e-6, 1e-15);
 }
@@ -123,7 +110,7 @@ TEST(ActionOverheadTest, MeasuredCostsOfAnotherSplitKeepTheOverheadPerAction) {
   // overhead once plus its own FLOPs at the rate that remains once the overhead is taken out:
   // the same law.
   const ActionOverhead overhead{100e-6, 70e-6, 50e-6};
-  const v1::JobSpec spec = Job("1f1b", 2, 1);
+  const v1::JobSpec spec = SmallJob("1f1b", 2, 1);
   auto config = model::ModelConfig(spec);
   ASSERT_TRUE(config.ok());
   MeasuredStageCosts measured;
@@ -140,7 +127,7 @@ TEST(ActionOverheadTest, MeasuredCostsOfAnotherSplitKeepTheOverheadPerAction) {
   }
   PlannerOptions options = Analytic(overhead);
   options.measured = measured;
-  auto planned = PlanJob(Job("1f1b", 4, 1), options);
+  auto planned = PlanJob(SmallJob("1f1b", 4, 1), options);
   ASSERT_TRUE(planned.ok()) << planned.status();
   auto four = model::SplitEvenly(*config, 4);
   ASSERT_TRUE(four.ok());
@@ -170,7 +157,7 @@ TEST(ActionOverheadTest, SizeSearchNoLongerPrefersMicrobatchesOfOne) {
   // Stated measurements of a one-block stage's actions (the 4-stage split) at microbatches of 1
   // and 16: a fixed 200 / 150 / 120 us per F / B / W plus the model's FLOPs at 1 GFLOP/s. Per
   // sample, 16 is faster: F takes 200 us + 16 c at 16 against 16 (200 us + c) for 16 of 1.
-  const v1::JobSpec spec = Job("auto", 1, 1);
+  const v1::JobSpec spec = SmallJob("auto", 1, 1);
   const SizedActionTimes per_sample = FlopsPerSample(spec, 4);
   std::vector<SizedActionTimes> stated;
   for (int size : {1, 16}) {

@@ -15,25 +15,12 @@
 #include "planner/planner.h"
 #include "planner/shared_host.h"
 #include "schedule/data_parallel_step.h"
+#include "tests/planner/small_job.h"
 
 namespace pipetrain::planner {
 namespace {
 
-// 4 layers, hidden 32, 8 microbatches of 4 per step on `p` pipeline ranks.
-v1::JobSpec Job(const std::string& schedule, int p, int d) {
-  v1::JobSpec spec;
-  spec.mutable_model()->set_num_layers(4);
-  spec.mutable_model()->set_hidden(32);
-  spec.mutable_model()->set_num_heads(4);
-  spec.mutable_model()->set_ffn_hidden(64);
-  spec.mutable_training()->set_steps(3);
-  spec.mutable_training()->set_microbatch_size(4);
-  spec.mutable_training()->set_global_batch(32);
-  spec.mutable_parallelism()->set_num_workers(p);
-  spec.mutable_parallelism()->set_schedule(schedule);
-  spec.mutable_parallelism()->set_data_parallel(d);
-  return spec;
-}
+using testing::SmallJob;
 
 std::string Error(const v1::JobSpec& spec) {
   const absl::Status s = model::ValidateJobSpec(spec);
@@ -42,43 +29,43 @@ std::string Error(const v1::JobSpec& spec) {
 }
 
 TEST(DataParallelSpecTest, DefaultsToOneReplica) {
-  const v1::JobSpec spec = model::WithDefaults(Job("1f1b", 2, 0));
+  const v1::JobSpec spec = model::WithDefaults(SmallJob("1f1b", 2, 0));
   EXPECT_EQ(spec.parallelism().data_parallel(), 1);
-  EXPECT_EQ(model::DataParallelSize(Job("1f1b", 2, 0)), 1);
-  EXPECT_EQ(model::TotalWorkers(Job("1f1b", 2, 3)), 6);
-  EXPECT_EQ(model::MicrobatchesPerReplica(Job("1f1b", 2, 4)), 2);
-  EXPECT_TRUE(model::ValidateJobSpec(Job("1f1b", 2, 4)).ok());
+  EXPECT_EQ(model::DataParallelSize(SmallJob("1f1b", 2, 0)), 1);
+  EXPECT_EQ(model::TotalWorkers(SmallJob("1f1b", 2, 3)), 6);
+  EXPECT_EQ(model::MicrobatchesPerReplica(SmallJob("1f1b", 2, 4)), 2);
+  EXPECT_TRUE(model::ValidateJobSpec(SmallJob("1f1b", 2, 4)).ok());
 }
 
 TEST(DataParallelSpecTest, ErrorsNameTheFieldAndTheAllowedValues) {
-  EXPECT_EQ(Error(Job("1f1b", 2, -1)),
+  EXPECT_EQ(Error(SmallJob("1f1b", 2, -1)),
             "parallelism.data_parallel: -1 is not allowed; allowed: 0..64");
-  EXPECT_EQ(Error(Job("1f1b", 2, 65)),
+  EXPECT_EQ(Error(SmallJob("1f1b", 2, 65)),
             "parallelism.data_parallel: 65 is not allowed; allowed: 0..64");
   // 8 microbatches do not split into 3 equal shares.
-  EXPECT_EQ(Error(Job("1f1b", 2, 3)),
+  EXPECT_EQ(Error(SmallJob("1f1b", 2, 3)),
             "training.global_batch: 32 is not allowed; with parallelism.data_parallel 3 each "
             "replica trains an equal share of every step's microbatches: global_batch / "
             "microbatch_size (8) must be a multiple of 3, i.e. global_batch a multiple of 12");
-  v1::JobSpec too_many = Job("1f1b", 4000, 2);
+  v1::JobSpec too_many = SmallJob("1f1b", 4000, 2);
   EXPECT_EQ(Error(too_many),
             "parallelism.data_parallel: 2 is not allowed; data_parallel x num_workers (4000) "
             "workers must be at most 4096");
-  v1::JobSpec cuda = Job("1f1b", 2, 2);
+  v1::JobSpec cuda = SmallJob("1f1b", 2, 2);
   cuda.mutable_compute()->set_device(v1::DEVICE_KIND_CUDA);
   EXPECT_NE(Error(cuda).find("parallelism.data_parallel: 2 is not allowed; data parallelism "
                              "runs on CPU workers only"),
             std::string::npos);
-  v1::JobSpec emulated = Job("1f1b", 2, 2);
+  v1::JobSpec emulated = SmallJob("1f1b", 2, 2);
   emulated.mutable_compute()->set_device(v1::DEVICE_KIND_EMULATED);
   EXPECT_NE(Error(emulated).find("emulated compute has no gradients"), std::string::npos);
   // An unset device means CPU workers for a data-parallel job.
-  EXPECT_EQ(model::RequiredDeviceKind(Job("1f1b", 2, 2)), v1::DEVICE_KIND_CPU);
-  EXPECT_EQ(model::RequiredDeviceKind(Job("1f1b", 2, 1)), v1::DEVICE_KIND_UNSPECIFIED);
+  EXPECT_EQ(model::RequiredDeviceKind(SmallJob("1f1b", 2, 2)), v1::DEVICE_KIND_CPU);
+  EXPECT_EQ(model::RequiredDeviceKind(SmallJob("1f1b", 2, 1)), v1::DEVICE_KIND_UNSPECIFIED);
 }
 
 TEST(DataParallelPlanTest, PlansOneReplicaWithTheGradientSums) {
-  const v1::JobSpec spec = Job("1f1b", 2, 2);
+  const v1::JobSpec spec = SmallJob("1f1b", 2, 2);
   PlannerOptions options;
   options.link_bytes_per_s = 1e9;
   options.link_latency_s = 1e-4;
@@ -110,7 +97,7 @@ TEST(DataParallelPlanTest, PlansOneReplicaWithTheGradientSums) {
             std::string::npos)
       << planned->plan.explanation();
   // One replica: no sums.
-  auto single = PlanJob(Job("1f1b", 2, 1), options);
+  auto single = PlanJob(SmallJob("1f1b", 2, 1), options);
   ASSERT_TRUE(single.ok());
   EXPECT_EQ(single->plan.prediction().stage_allreduce_s_size(), 0);
   EXPECT_EQ(single->plan.prediction().data_parallel_step_s(), 0);
@@ -118,7 +105,7 @@ TEST(DataParallelPlanTest, PlansOneReplicaWithTheGradientSums) {
 
 TEST(DataParallelPlanTest, PlanCarriesTheStepCpuWorkOfEveryStage) {
   // The sums' CPU time and the optimizer step per stage: its parameter bytes over the rates.
-  const v1::JobSpec spec = Job("1f1b", 2, 2);
+  const v1::JobSpec spec = SmallJob("1f1b", 2, 2);
   PlannerOptions options;
   options.gradient_sum_bytes_per_s = 4e9;
   options.optimizer_bytes_per_s = 1e9;
@@ -136,7 +123,7 @@ TEST(DataParallelPlanTest, PlanCarriesTheStepCpuWorkOfEveryStage) {
     EXPECT_EQ(planned->cpu_work.stage_optimizer_cpu_s[s], bytes / 1e9) << s;
   }
   // One replica: the optimizer step only.
-  auto single = PlanJob(Job("1f1b", 2, 1), options);
+  auto single = PlanJob(SmallJob("1f1b", 2, 1), options);
   ASSERT_TRUE(single.ok());
   EXPECT_TRUE(single->cpu_work.stage_sum_cpu_s.empty());
   EXPECT_EQ(single->cpu_work.stage_optimizer_cpu_s.size(), 2u);
@@ -164,7 +151,7 @@ TEST(DataParallelPlanTest, StepIsTheLaterOfTheLastActionAndTheLastSum) {
 }
 
 TEST(DataParallelPlanTest, PlanFileListsEveryWorkerOfEveryReplica) {
-  const v1::JobSpec spec = Job("1f1b", 2, 2);
+  const v1::JobSpec spec = SmallJob("1f1b", 2, 2);
   auto planned = PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();
   auto file = MakePlanFile(spec, planned->plan);
@@ -181,7 +168,7 @@ TEST(DataParallelPlanTest, PlanFileListsEveryWorkerOfEveryReplica) {
 
 TEST(DataParallelSearchTest, ListsEverySplitAndPicksTheShortestStep) {
   // 4 workers on a 4-layer model with a 1-chunk schedule: d = 1, 2, 4 (p = 4, 2, 1).
-  auto search = SearchDataParallel(Job("1f1b", 1, 1), 4);
+  auto search = SearchDataParallel(SmallJob("1f1b", 1, 1), 4);
   ASSERT_TRUE(search.ok()) << search.status();
   ASSERT_EQ(search->candidates.size(), 3u);
   double best = 1e300;
@@ -199,15 +186,15 @@ TEST(DataParallelSearchTest, ListsEverySplitAndPicksTheShortestStep) {
   EXPECT_NE(table.find("chosen: "), std::string::npos) << table;
   // A V schedule needs 2 stages per rank: p = 4 has too few layers, and 3 workers split 8
   // microbatches only as d = 1.
-  auto v = SearchDataParallel(Job("v-half", 1, 1), 4);
+  auto v = SearchDataParallel(SmallJob("v-half", 1, 1), 4);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_NE(v->candidates[0].rejected.find("model.num_layers"), std::string::npos)
       << v->candidates[0].rejected;
-  auto three = SearchDataParallel(Job("1f1b", 1, 1), 3);
+  auto three = SearchDataParallel(SmallJob("1f1b", 1, 1), 3);
   ASSERT_TRUE(three.ok()) << three.status();
   EXPECT_NE(three->candidates[1].rejected.find("do not split into 3 equal shares"),
             std::string::npos);
-  EXPECT_EQ(SearchDataParallel(Job("1f1b", 1, 1), 0).status().code(),
+  EXPECT_EQ(SearchDataParallel(SmallJob("1f1b", 1, 1), 0).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -218,7 +205,7 @@ TEST(DataParallelSearchTest, SharedHostCoresAreTheStepCompared) {
   PlannerOptions two_cores;
   two_cores.device_flops_per_s = 1e6;
   two_cores.shared_host_cores = 2;
-  auto planned = PlanJob(Job("1f1b", 2, 2), two_cores);
+  auto planned = PlanJob(SmallJob("1f1b", 2, 2), two_cores);
   ASSERT_TRUE(planned.ok()) << planned.status();
   const v1::Prediction& pred = planned->plan.prediction();
   EXPECT_GT(pred.shared_cpu_step_s(), pred.data_parallel_step_s());
@@ -231,13 +218,13 @@ TEST(DataParallelSearchTest, SharedHostCoresAreTheStepCompared) {
   // A core per worker: nothing shared.
   PlannerOptions four_cores = two_cores;
   four_cores.shared_host_cores = 4;
-  auto own = PlanJob(Job("1f1b", 2, 2), four_cores);
+  auto own = PlanJob(SmallJob("1f1b", 2, 2), four_cores);
   ASSERT_TRUE(own.ok()) << own.status();
   EXPECT_EQ(own->plan.prediction().shared_cpu_step_s(), 0);
   EXPECT_DOUBLE_EQ(ExpectedStepSeconds(own->plan.prediction()),
                    own->plan.prediction().data_parallel_step_s());
   // The search compares the shared-core steps, and lists the device-per-worker ones next to them.
-  auto search = SearchDataParallel(Job("1f1b", 1, 1), 4, two_cores);
+  auto search = SearchDataParallel(SmallJob("1f1b", 1, 1), 4, two_cores);
   ASSERT_TRUE(search.ok()) << search.status();
   double best = 1e300;
   for (const DataParallelCandidate& c : search->candidates) {
@@ -254,7 +241,7 @@ TEST(DataParallelSearchTest, AutoAlsoSearchesTheMicrobatchSizeUnderTheBudget) {
   // schedule auto, a global batch of 8: every microbatch size dividing it (1, 2, 4, 8: 8..1
   // microbatches) on every split whose d divides that size's microbatches.
   auto job = [](int64_t budget) {
-    v1::JobSpec spec = Job("auto", 1, 1);
+    v1::JobSpec spec = SmallJob("auto", 1, 1);
     spec.mutable_training()->set_global_batch(8);
     spec.mutable_training()->set_microbatch_size(2);
     spec.mutable_memory()->set_device_budget_bytes(budget);
@@ -293,14 +280,16 @@ TEST(DataParallelSearchTest, AutoAlsoSearchesTheMicrobatchSizeUnderTheBudget) {
   auto fitted = SearchDataParallel(job(budget), 4, searching);
   ASSERT_TRUE(fitted.ok()) << fitted.status();
   for (const DataParallelCandidate& c : fitted->candidates) {
-    if (c.rejected.empty()) EXPECT_LE(c.peak_activation_bytes, budget) << c.microbatch_size;
+    if (c.rejected.empty()) {
+      EXPECT_LE(c.peak_activation_bytes, budget) << c.microbatch_size;
+    }
   }
   const DataParallelCandidate& refit = fitted->candidates[fitted->chosen];
   EXPECT_FALSE(refit.replicas == chosen.replicas &&
                refit.microbatch_size == chosen.microbatch_size &&
                refit.schedule == chosen.schedule && refit.step_s == chosen.step_s);
   // A named schedule keeps the job's microbatch size.
-  auto named = SearchDataParallel(Job("1f1b", 1, 1), 4);
+  auto named = SearchDataParallel(SmallJob("1f1b", 1, 1), 4);
   ASSERT_TRUE(named.ok());
   for (const DataParallelCandidate& c : named->candidates) EXPECT_EQ(c.microbatch_size, 4);
 }
