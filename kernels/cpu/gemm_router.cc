@@ -1,7 +1,7 @@
 #include "kernels/cpu/gemm_router.h"
 
 #include <cblas.h>
-#include <omp.h>
+#include <dlfcn.h>
 
 #include "glog/logging.h"
 #include "oneapi/dnnl/dnnl.h"
@@ -10,11 +10,16 @@ namespace pipetrain::kernels {
 namespace {
 
 // oneDNN runs on OpenMP, whose thread count belongs to the calling thread: set it once per
-// thread (and again if a backend asks for another count).
+// thread (and again if a backend asks for another count). The setter is looked up in the
+// process, so it is the OpenMP runtime oneDNN itself loaded (Debian's is built with libgomp); our
+// code is not compiled for OpenMP and links no runtime of its own.
 void SetOneDnnThreads(int threads) {
+  using SetNumThreads = void (*)(int);
+  static const auto set_num_threads =
+      reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
   thread_local int current = 0;
-  if (current != threads) {
-    omp_set_num_threads(threads);
+  if (current != threads && set_num_threads != nullptr) {
+    set_num_threads(threads);
     current = threads;
   }
 }

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -141,6 +143,25 @@ TEST_P(SgemmTest, SameBitsOnEveryCallAndEveryThread) {
   t1.join();
   EXPECT_EQ(on_thread[0], first.got);
   EXPECT_EQ(on_thread[1], first.got);
+}
+
+// oneDNN threads with the OpenMP runtime it loaded; the router sets that runtime's count on the
+// calling thread, so a backend asked for one thread gets one on every compute thread (a fresh
+// thread starts at the runtime's default, the machine's core count).
+TEST(GemmRouterTest, OneDnnRunsWithTheBackendsThreadCountOnEachThread) {
+  using GetMaxThreads = int (*)();
+  const auto get_max_threads =
+      reinterpret_cast<GetMaxThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  ASSERT_NE(get_max_threads, nullptr) << "oneDNN's OpenMP runtime is not loaded";
+  for (int threads : {1, 2}) {
+    int seen = 0;
+    std::thread t([&] {
+      RunGemm({GemmRouting::kOneDnnOnly, threads}, false, false, 0.0f, 8, 96, 8);
+      seen = get_max_threads();
+    });
+    t.join();
+    EXPECT_EQ(seen, threads);
+  }
 }
 
 }  // namespace
