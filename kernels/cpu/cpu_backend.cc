@@ -30,7 +30,7 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
           : Avx2VectorKernels()   ? Avx2VectorKernels()
                                   : &PortableVectorKernels()),
       gemm_{options.gemm_routing, options.blas_threads < 1 ? 1 : options.blas_threads} {
-  openblas_set_num_threads(options.blas_threads < 1 ? 1 : options.blas_threads);
+  openblas_set_num_threads(gemm_.threads);
   blas_core_ = OpenBlasCoreName();
 }
 
