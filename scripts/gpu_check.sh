@@ -10,17 +10,31 @@
 #      bf16 can flip a rounding); measured activation bytes equal to the plan's prediction;
 #   3. throughput of a 350M-parameter GPT (24 layers, hidden 1024, seq 1024) in bf16: one rank
 #      holding the whole model, then 4 ranks sharing the GPU with 1f1b and v-half, each with and
-#      without offload: tokens/s, model TFLOP/s (6 x parameters x tokens plus attention, per
-#      second) and MFU against the device's dense bf16 peak.
+#      without full offload, and v-min and v-zb without: tokens/s, model TFLOP/s (6 x parameters
+#      x tokens plus attention, per second) and MFU against the device's dense bf16 peak.
 # Binaries come from gpu-bundle/ (scripts/gpu_bundle.sh, made on a machine with the build
 # dependencies: the GPU machines reach no package registry), else from a CUDA build in build/.
-# Budget: under 8 minutes on one H100/H200.
+# Budget: under 8 minutes on one H100/H200; every job runs under a deadline (JOB_TIMEOUT seconds,
+# BIG_JOB_TIMEOUT for step 3) so one hang costs one row, not the lease.
+# What comes back: $OUT/gpu_check.md (the table) and $OUT/logs.tar.gz (every log), refreshed after
+# each row so a run stopped at its limit still returns what it did.
+# GPU_CHECK_REHEARSAL=1 runs step 2 on a machine without a GPU (the "GPU" runs on the CPU) to
+# check the script's own plumbing before spending device time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu-check-out}
 mkdir -p "$out"
 work=$(mktemp -d)
-if [ -f gpu-bundle/bundle.tar.xz ]; then
+logs=$work/logs
+mkdir -p "$logs"
+rehearsal=${GPU_CHECK_REHEARSAL:-0}
+job_timeout=${JOB_TIMEOUT:-120}
+big_job_timeout=${BIG_JOB_TIMEOUT:-60}
+if [ "$rehearsal" = 1 ]; then
+  bin=$work/bin
+  mkdir -p "$bin"
+  cp build/worker/pipetrain-worker build/client/pipetrain "$bin/"
+elif [ -f gpu-bundle/bundle.tar.xz ]; then
   tar -C "$work" -xJf gpu-bundle/bundle.tar.xz
   export LD_LIBRARY_PATH="$work/lib:${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
   # The binaries were built with GCC 12: use the bundled libstdc++ only where the machine's lacks
@@ -39,46 +53,64 @@ else
     cp "$(find build -type f -name "$t" -perm -u+x | head -1)" "$bin/"
   done
 fi
+# The CUDA libraries come from the GPU machine; where its loader does not know one (NCCL, say,
+# shipped only inside a Python wheel there), find it and add its folder.
+missing=$(ldd "$bin/pipetrain-worker" 2>/dev/null | awk '/not found/{print $1}' | sort -u)
+for lib in $missing; do
+  found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
+  [ -n "$found" ] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
+done
 summary="$out/gpu_check.md"
 {
   echo "# GPU check, $(date -u +%Y-%m-%d)"
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/- /'
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
+    sed 's/^/- /'
+  [ -n "$missing" ] && echo "- libraries found outside the loader's path: $missing"
+  ldd "$bin/pipetrain-worker" | awk '/not found/{print "- still missing: " $1}'
   echo
   echo "| check | result |"
   echo "|---|---|"
 } >"$summary"
-row() { echo "| $1 | $2 |" | tee -a "$summary"; }
-gpus=$(nvidia-smi -L | wc -l)
+save_logs() { tar -C "$work" -czf "$out/logs.tar.gz" logs $(cd "$work" && ls *.out *.err *.log 2>/dev/null); }
+row() { echo "| $1 | $2 |" | tee -a "$summary"; save_logs; }
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+gpu_device=cuda:0
+gpu_kind=DEVICE_KIND_CUDA
+if [ "$rehearsal" = 1 ]; then gpu_device=cpu; gpu_kind=; fi
 
 # ---- 1. CUDA and NCCL tests
 for t in kernels_cuda_test cuda_smoke_test nccl_transport_test; do
-  "$bin/$t" --gtest_brief=1 >"$out/$t.log" 2>&1
+  [ "$rehearsal" = 1 ] && break
+  timeout 180 "$bin/$t" >"$logs/$t.log" 2>&1
   rc=$?
-  passed=$(grep -c '^\[       OK \]' "$out/$t.log")
-  failed=$(grep -c '^\[  FAILED  \] .*(' "$out/$t.log")
-  row "$t" "rc $rc, $passed passed, $failed failed"
+  passed=$(grep -c '^\[       OK \]' "$logs/$t.log")
+  failed=$(grep '^\[  FAILED  \] .*(' "$logs/$t.log" | sed 's/^\[  FAILED  \] //; s/ (.*//' | tr '\n' ' ')
+  skipped=$(grep -c '^\[  SKIPPED \]' "$logs/$t.log")
+  row "$t" "rc $rc, $passed passed, $skipped skipped, failed: ${failed:-none}"
 done
 
 # ---- 2. the default job on the GPU against the CPU
-job_file() {  # name workers schedule precision device
+job_file() {  # name workers schedule precision [device kind; none: any worker]
+  local device=${5:+", \"device\": \"$5\""}
   cat >"$work/$1.json" <<EOF
 {"name": "$1", "model": {"num_layers": 8, "hidden": 64, "num_heads": 4},
  "training": {"steps": 20, "global_batch": 64, "microbatch_size": 16, "seed": 1234,
               "optimizer": {"learning_rate": 0.003, "weight_decay": 0.01}},
  "parallelism": {"num_workers": $2, "schedule": "$3", "analytic_costs": true},
- "compute": {"precision": "$4", "device": "$5"}}
+ "compute": {"precision": "$4"$device}}
 EOF
 }
-run_job() {  # name workers device... (one --device per rank) -> $work/<name>.r<rank>.out
-  local name=$1 p=$2
-  shift 2
+run_job() {  # name workers timeout device... (one --device per rank) -> $work/<name>.r<rank>.out
+  local name=$1 p=$2 limit=$3
+  shift 3
   local port=$((29600 + RANDOM % 2000))
   "$bin/pipetrain" plan --job "$work/$name.json" --base-port "$port" --job-id "$name" \
     -o "$work/$name.plan" >"$work/$name.plan.log" 2>&1 || { cat "$work/$name.plan.log"; return 1; }
-  local pids=()
+  local pids=() extra=()
+  [ -n "${trace_jobs:-}" ] && extra=(--trace-dir "$logs/trace-$name")
   for ((r = 0; r < p; r++)); do
-    "$bin/pipetrain-worker" --plan "$work/$name.plan" --rank "$r" --device "$1" \
-      --connect-timeout 60 --recv-timeout 120 --report "$work/$name.r$r.json" \
+    timeout "$limit" "$bin/pipetrain-worker" --plan "$work/$name.plan" --rank "$r" --device "$1" \
+      --connect-timeout 60 --recv-timeout 120 --report "$work/$name.r$r.json" "${extra[@]}" \
       >"$work/$name.r$r.out" 2>"$work/$name.r$r.err" &
     pids+=($!)
     [ $# -gt 1 ] && shift
@@ -108,12 +140,13 @@ EOF
 }
 for p in 2 4; do
   for prec in FP32 BF16; do
-    job_file "cpu$p$prec" "$p" 1f1b "PRECISION_$prec" DEVICE_KIND_CPU
-    run_job "cpu$p$prec" "$p" cpu || row "CPU reference, $p ranks, $prec" "failed (see $out)"
+    # The reference names no device kind, so the CPU computes it (in bf16 as the GPU's twin).
+    job_file "cpu$p$prec" "$p" 1f1b "PRECISION_$prec"
+    run_job "cpu$p$prec" "$p" "$job_timeout" cpu || row "CPU reference, $p ranks, $prec" "failed (see $out)"
     name="gpu$p$prec"
-    job_file "$name" "$p" 1f1b "PRECISION_$prec" DEVICE_KIND_CUDA
+    job_file "$name" "$p" 1f1b "PRECISION_$prec" "$gpu_kind"
     tol=$([ $prec = FP32 ] && echo 2e-3 || echo 2e-2)
-    if run_job "$name" "$p" cuda:0; then
+    if run_job "$name" "$p" "$job_timeout" "$gpu_device"; then
       row "$p ranks on one GPU, $prec, TCP staged: losses vs CPU" "$(compare "cpu$p$prec" "$name" "$tol")"
       row "$p ranks on one GPU, $prec: activation bytes" "$(peaks_match "$name")"
     else
@@ -123,7 +156,7 @@ for p in 2 4; do
 done
 if [ "$gpus" -ge 2 ]; then
   job_file nccl2 2 1f1b PRECISION_FP32 DEVICE_KIND_CUDA
-  if run_job nccl2 2 cuda:0 cuda:1; then
+  if run_job nccl2 2 "$job_timeout" cuda:0 cuda:1; then
     row "2 ranks, one GPU each, NCCL: losses vs CPU" "$(compare cpu2FP32 nccl2 2e-3)"
   else
     row "2 ranks, one GPU each, NCCL" "failed: $(tail -1 "$work"/nccl2.r*.err | tr '\n' ' ')"
@@ -133,6 +166,7 @@ else
 fi
 
 # ---- 3. throughput of a 350M GPT in bf16
+if [ "$rehearsal" = 1 ]; then echo; cat "$summary"; exit 0; fi
 head -c 16000000 /dev/urandom | base64 >"$work/corpus.txt"
 big_job() {  # name workers schedule offload
   cat >"$work/$1.json" <<EOF
@@ -156,17 +190,23 @@ throughput() {  # run -> tokens/s TFLOP/s MFU over the steps after the first
          printf "%.0f tokens/s, %.1f TFLOP/s, MFU %.1f%%", tps, tf, 100 * tf / peak}' \
     "$work/$1.r0.out"
 }
+act_peak() {  # run -> the largest measured activation peak of any rank
+  awk '$1 == "rank" && $10 > m {m = $10} END {printf "activation peak %.0f MiB", m / 1048576}' \
+    "$work/$1".r*.out
+}
+trace_jobs=1  # a Chrome trace of every step of every rank, in logs.tar.gz
 for cfg in "one 1 1f1b OFFLOAD_POLICY_NONE" "f1b 4 1f1b OFFLOAD_POLICY_NONE" \
            "f1bo 4 1f1b OFFLOAD_POLICY_FULL" "vhalf 4 v-half OFFLOAD_POLICY_NONE" \
-           "vhalfo 4 v-half OFFLOAD_POLICY_FULL"; do
+           "vhalfo 4 v-half OFFLOAD_POLICY_FULL" "vmin 4 v-min OFFLOAD_POLICY_NONE" \
+           "vzb 4 v-zb OFFLOAD_POLICY_NONE"; do
   set -- $cfg
   big_job "big$1" "$2" "$3" "$4"
-  if run_job "big$1" "$2" cuda:0; then
-    row "350M bf16, $2 rank(s), $3, $4" "$(throughput "big$1")"
+  if run_job "big$1" "$2" "$big_job_timeout" cuda:0; then
+    row "350M bf16, $2 rank(s), $3, $4" "$(throughput "big$1"); $(act_peak "big$1")"
   else
     row "350M bf16, $2 rank(s), $3, $4" "failed: $(tail -1 "$work/big$1".r*.err | head -2 | tr '\n' ' ')"
   fi
 done
-cp "$work"/*.err "$work"/*.log "$out"/ 2>/dev/null
+save_logs
 echo
 cat "$summary"
