@@ -1,5 +1,8 @@
 #include "kernels/backend.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/bf16.h"
@@ -379,9 +382,24 @@ absl::Status Backend::Scale(float scale, Tensor* t) {
   return DoScale(scale, t);
 }
 
+int64_t SumOfSquaresLanes(int64_t n) {
+  if (n < 8192) return 1;
+  int64_t lanes = 1;
+  while (lanes * 2 <= n / 4096 && lanes < (int64_t{1} << 16)) lanes *= 2;
+  return lanes;
+}
+
 double HostSumOfSquares(absl::Span<const float> values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  const int64_t lanes = SumOfSquaresLanes(n);
+  std::vector<double> lane(static_cast<size_t>(lanes), 0.0);
+  for (int64_t row = 0; row < n; row += lanes) {
+    const int64_t width = std::min(lanes, n - row);
+    const float* x = values.data() + row;
+    for (int64_t j = 0; j < width; ++j) lane[j] += static_cast<double>(x[j]) * x[j];
+  }
   double sum = 0;
-  for (const float x : values) sum += static_cast<double>(x) * static_cast<double>(x);
+  for (const double s : lane) sum += s;
   return sum;
 }
 

@@ -54,8 +54,13 @@ inline constexpr float kLayerNormEps = 1e-5f;
 // Target id meaning "no loss at this position" in CrossEntropy*.
 inline constexpr int32_t kIgnoreTarget = -1;
 
-// The sum of squares as Backend::SumOfSquares defines it, over host memory.
+// The sum of squares as Backend::SumOfSquares defines it, over host memory. Element i goes to
+// lane i % L (L = SumOfSquaresLanes(n)); each lane adds its squares in double in element order,
+// then the lanes are added in lane order. One lane below 8192 elements: plain element order.
+// Lanes exist so a GPU can compute the same bits with one thread per lane, every load coalesced.
 double HostSumOfSquares(absl::Span<const float> values);
+// Lanes for n elements: 1 below 8192, else the largest power of two <= n / 4096, at most 2^16.
+int64_t SumOfSquaresLanes(int64_t n);
 
 class Backend {
  public:
@@ -184,9 +189,10 @@ class Backend {
   // Inf. The optimizer's check before an update; returns a host value, so it waits for what it
   // reads (CUDA: one wait for all the tensors).
   absl::StatusOr<bool> AllFinite(absl::Span<const Tensor* const> tensors);
-  // The sum of the squares of t's elements (a device tensor), each squared and added in element
-  // order into a double: the same value on every backend (CUDA sums on the host after one copy;
-  // a host value, so it waits for what it reads). Gradient clipping's per-parameter norm term.
+  // The sum of the squares of t's elements (a device tensor), each squared in double and added in
+  // the fixed order HostSumOfSquares defines: the same bits on every backend (CUDA sums the
+  // lanes on the device and adds them on the host; a host value, so it waits for what it
+  // reads). Gradient clipping's per-parameter norm term.
   absl::StatusOr<double> SumOfSquares(const Tensor& t);
   // t *= scale, elementwise in float (gradient clipping).
   absl::Status Scale(float scale, Tensor* t);

@@ -275,11 +275,30 @@ absl::StatusOr<bool> CudaBackend::DoAllFinite(absl::Span<const Tensor* const> te
 }
 
 absl::StatusOr<double> CudaBackend::DoSumOfSquares(const Tensor& t) {
-  // On the host, in element order: bitwise the CPU backend's sum (a deterministic device
-  // reduction would add in another order). One copy of the tensor per call.
-  std::vector<float> host(static_cast<size_t>(t.numel()));
-  PT_RETURN_IF_ERROR(DoDownload(t, absl::MakeSpan(host)));
-  return HostSumOfSquares(host);
+  // HostSumOfSquares's order, so bitwise the CPU backend's sum: a small tensor (one lane) is
+  // copied and summed on the host; a large one is summed per lane on the device (one thread per
+  // lane, in element order) and only the lane sums travel, added here in lane order.
+  const int64_t lanes = SumOfSquaresLanes(t.numel());
+  if (lanes == 1) {
+    std::vector<float> host(static_cast<size_t>(t.numel()));
+    PT_RETURN_IF_ERROR(DoDownload(t, absl::MakeSpan(host)));
+    return HostSumOfSquares(host);
+  }
+  PT_CUDA_DEVICE_SCOPE(options_.device);
+  PT_ASSIGN_OR_RETURN(void* scratch,
+                      Scratch(kScratchLaneSums, lanes * static_cast<int64_t>(sizeof(double)),
+                              "SumOfSquares (lane sums)"));
+  double* lane_sums = static_cast<double*>(scratch);
+  PT_CUDA_RETURN_IF_ERROR(
+      LaunchSumOfSquaresLanes(t.data(), t.numel(), lanes, lane_sums, impl_->stream));
+  std::vector<double> host(static_cast<size_t>(lanes));
+  PT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), lane_sums, lanes * sizeof(double),
+                                          cudaMemcpyDeviceToHost, impl_->stream));
+  // A host value: wait for this backend's stream only.
+  PT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream));
+  double sum = 0;
+  for (const double s : host) sum += s;
+  return sum;
 }
 
 absl::Status CudaBackend::DoConvert(const Tensor& src, Tensor* dst) {

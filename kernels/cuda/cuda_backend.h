@@ -140,6 +140,7 @@ class CudaBackend : public Backend {
     kScratchAttentionProbs,  // one batch row's attention probabilities, heads x T^2
     kScratchCublas,     // the cuBLAS workspace
     kScratchFlag,       // AllFinite's non-finite flag (one int32)
+    kScratchLaneSums,   // SumOfSquares's per-lane sums (doubles)
     kNumScratchSlots,
   };
 

@@ -306,6 +306,17 @@ __global__ void FlagNonFiniteK(const float* x, int64_t n, int32_t* flag) {
     if (!isfinite(x[i])) *flag = 1;
   }
 }
+__global__ void SumOfSquaresLanesK(const float* x, int64_t n, int64_t lanes, double* lane_sums) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= lanes) return;
+  double s = 0.0;
+  // A float squared is exact in double, so a fused multiply-add rounds as the host's two steps.
+  for (int64_t i = j; i < n; i += lanes) {
+    const double v = x[i];
+    s += v * v;
+  }
+  lane_sums[j] = s;
+}
 __global__ void ToBf16K(const float* x, __nv_bfloat16* y, int64_t n) {
   PT_GRID_LOOP(i, n) y[i] = __float2bfloat16_rn(x[i]);
 }
@@ -472,6 +483,12 @@ cudaError_t LaunchAdamW(float* p, const float* g, float* m, float* v, int64_t n,
 cudaError_t LaunchFlagNonFinite(const float* x, int64_t n, int32_t* flag, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   FlagNonFiniteK<<<Blocks(n), kThreads, 0, stream>>>(x, n, flag);
+  return cudaGetLastError();
+}
+cudaError_t LaunchSumOfSquaresLanes(const float* x, int64_t n, int64_t lanes, double* lane_sums,
+                                    cudaStream_t stream) {
+  if (lanes == 0) return cudaSuccess;
+  SumOfSquaresLanesK<<<Blocks(lanes), kThreads, 0, stream>>>(x, n, lanes, lane_sums);
   return cudaGetLastError();
 }
 cudaError_t LaunchToBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {

@@ -79,6 +79,10 @@ cudaError_t LaunchAdamW(float* p, const float* g, float* m, float* v, int64_t n,
 // zeroes it once for a set of tensors). Every writer stores the same value, so the result is
 // deterministic without atomics.
 cudaError_t LaunchFlagNonFinite(const float* x, int64_t n, int32_t* flag, cudaStream_t stream);
+// lane_sums[j] <- the sum in double, in element order, of x[i]^2 over i = j, j + lanes, ...: the
+// lanes of HostSumOfSquares (kernels/backend.h), one thread per lane, each load coalesced.
+cudaError_t LaunchSumOfSquaresLanes(const float* x, int64_t n, int64_t lanes, double* lane_sums,
+                                    cudaStream_t stream);
 // fp32 -> bf16 (stored as raw uint16 bits, round to nearest even).
 cudaError_t LaunchToBf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 cudaError_t LaunchFromBf16(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);

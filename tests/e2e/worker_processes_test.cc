@@ -194,17 +194,24 @@ TEST(WorkerProcesses, RunsThePlanFileTheCliWrites) {
   EXPECT_NE(testing::ReadFile(cli.stdout_path).find("wrote plan-file to " + plan_path),
             std::string::npos)
       << testing::ReadFile(cli.stdout_path);
+  // --trace-dir names a folder that does not exist yet: the worker makes it.
+  const std::string trace_dir = dir + "/traces/run";
   std::vector<testing::Process> workers;
   for (int r = 0; r < 2; ++r) {
     workers.push_back(testing::Spawn({PIPETRAIN_WORKER_BIN, "--plan", plan_path, "--rank",
                                       std::to_string(r), "--connect-timeout", "20",
-                                      "--recv-timeout", "30"},
+                                      "--recv-timeout", "30", "--trace-dir", trace_dir},
                                      absl::StrCat(dir, "/rank", r)));
   }
   for (int r = 0; r < 2; ++r) {
     auto code = testing::WaitFor(workers[r], absl::Seconds(120));
     ASSERT_TRUE(code.has_value()) << "rank " << r << " hung";
     ASSERT_EQ(*code, 0) << "rank " << r << ": " << testing::ReadFile(workers[r].stderr_path);
+    for (int s = 0; s < kSteps; ++s) {
+      const std::string trace =
+          testing::ReadFile(absl::StrFormat("%s/step-%d.rank-%d.trace.json", trace_dir, s, r));
+      EXPECT_NE(trace.find("\"ph\""), std::string::npos) << "step " << s << " rank " << r;
+    }
   }
   auto planned = planner::PlanJob(spec);
   ASSERT_TRUE(planned.ok()) << planned.status();

@@ -467,6 +467,37 @@ TEST_P(CpuBackendTest, SumOfSquaresAddsInElementOrderInDouble) {
   EXPECT_TRUE(std::isnan(*backend_.SumOfSquares(nan)));
 }
 
+TEST(SumOfSquaresLanesTest, OneLaneBelow8192ThenPowersOfTwoUpTo65536) {
+  EXPECT_EQ(SumOfSquaresLanes(0), 1);
+  EXPECT_EQ(SumOfSquaresLanes(8191), 1);
+  EXPECT_EQ(SumOfSquaresLanes(8192), 2);
+  EXPECT_EQ(SumOfSquaresLanes(3 * 4096 - 1), 2);
+  EXPECT_EQ(SumOfSquaresLanes(4 * 4096), 4);
+  EXPECT_EQ(SumOfSquaresLanes(int64_t{1} << 28), int64_t{1} << 16);
+  EXPECT_EQ(SumOfSquaresLanes(int64_t{1} << 40), int64_t{1} << 16);
+}
+
+TEST_P(CpuBackendTest, SumOfSquaresOfALargeTensorAddsItsLanesInLaneOrder) {
+  // 5 * 4096 + 3 elements: 4 lanes; lane j holds elements j, j + 4, ..., each in element order.
+  const int64_t n = 5 * 4096 + 3;
+  Tensor r = Random({n}, 66);
+  const std::vector<float> x = Get(r);
+  double lane[4] = {0, 0, 0, 0};
+  for (int64_t i = 0; i < n; ++i) lane[i % 4] += static_cast<double>(x[i]) * x[i];
+  const double want = ((lane[0] + lane[1]) + lane[2]) + lane[3];
+  EXPECT_EQ(*backend_.SumOfSquares(r), want);
+  EXPECT_EQ(HostSumOfSquares(x), want);
+  // The order is observable: after 1e16 (ulp 2) each 1 alone rounds away (a tie, to even), but
+  // four 1s in lane 1 add up to 4 before meeting it.
+  std::vector<float> big_then_ones(static_cast<size_t>(n), 0.0f);
+  big_then_ones[0] = 1e8f;
+  for (int i : {1, 5, 9, 13}) big_then_ones[i] = 1.0f;
+  EXPECT_EQ(HostSumOfSquares(big_then_ones), 1e16 + 4.0);
+  double element_order = 0;
+  for (float v : big_then_ones) element_order += static_cast<double>(v) * v;
+  EXPECT_EQ(element_order, 1e16);
+}
+
 TEST_P(CpuBackendTest, ScaleMultipliesEveryElementInFloat) {
   Tensor t = Random({5, 3}, 66);
   const std::vector<float> before = Get(t);

@@ -383,6 +383,12 @@ TEST_F(CudaVsCpuTest, SumOfSquaresAndScaleAreBitwiseTheCpus) {
   absl::StatusOr<double> gpu = gpu_->SumOfSquares(a.gpu);
   ASSERT_TRUE(cpu.ok() && gpu.ok()) << cpu.status() << " " << gpu.status();
   EXPECT_EQ(*gpu, *cpu);
+  // Large enough for lanes summed on the device (2^16 of them here, and a ragged last row).
+  Pair big = Random({(int64_t{1} << 28) / 1024 + 7, 1024}, 49);
+  cpu = cpu_.SumOfSquares(big.cpu);
+  gpu = gpu_->SumOfSquares(big.gpu);
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << cpu.status() << " " << gpu.status();
+  EXPECT_EQ(*gpu, *cpu);
   ASSERT_TRUE(cpu_.Scale(0.3f, &a.cpu).ok());
   ASSERT_TRUE(gpu_->Scale(0.3f, &a.gpu).ok());
   EXPECT_EQ(*gpu_->ToVector(a.gpu), *cpu_.ToVector(a.cpu));

@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -41,10 +43,22 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
   request.set_checkpoint_path(config.resume_from);
   const int steps =
       config.steps > 0 ? config.steps : request.spec().training().steps() - config.start_step;
+  // The output paths are checked before the (long) session start: a typo must not cost a run.
+  std::ofstream report;
+  if (!config.report_path.empty()) {
+    report.open(config.report_path);
+    if (!report) return absl::InvalidArgumentError("--report: cannot write " + config.report_path);
+  }
+  if (!config.trace_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(config.trace_dir, error);
+    if (error) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--trace-dir: cannot create ", config.trace_dir, ": ", error.message()));
+    }
+  }
   PT_ASSIGN_OR_RETURN(auto session, WorkerSession::Create(request, config.session));
 
-  std::ofstream report;
-  if (!config.report_path.empty()) report.open(config.report_path);
   const schedule::Schedule& sched = session->schedule();
   const int rank = config.rank;             // the job rank (step lines, file names)
   const int pipeline_rank = request.rank();  // its rank in the plan (the trace's lane)
@@ -88,9 +102,11 @@ absl::Status RunFromPlanFile(const PlanFileRunConfig& config) {
     if (!config.trace_dir.empty()) {
       std::vector<std::vector<ActionTiming>> timings(sched.num_workers);
       timings[pipeline_rank] = r.timings;
-      std::ofstream trace(
-          absl::StrFormat("%s/step-%d.rank-%d.trace.json", config.trace_dir, r.step, rank));
+      const std::string path =
+          absl::StrFormat("%s/step-%d.rank-%d.trace.json", config.trace_dir, r.step, rank);
+      std::ofstream trace(path);
       trace << schedule::RenderChromeTrace(sched, schedule::MeasuredTimeline(sched, timings));
+      if (!trace) return absl::InternalError("--trace-dir: cannot write " + path);
     }
     return absl::OkStatus();
   });
