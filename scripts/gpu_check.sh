@@ -11,7 +11,9 @@
 #   3. throughput of a 350M-parameter GPT (24 layers, hidden 1024, seq 1024) in bf16: one rank
 #      holding the whole model, then 4 ranks sharing the GPU with 1f1b and v-half, each with and
 #      without full offload, and v-min and v-zb without: tokens/s, model TFLOP/s (6 x parameters
-#      x tokens plus attention, per second) and MFU against the device's dense bf16 peak.
+#      x tokens plus attention, per second) and MFU against the device's dense bf16 peak;
+#   4. where that model's step time goes: every op of a step timed alone (cuda_ops_bench), its
+#      table appended to the summary.
 # Binaries come from gpu-bundle/ (scripts/gpu_bundle.sh, made on a machine with the build
 # dependencies: the GPU machines reach no package registry), else from a CUDA build in build/.
 # Budget: under 8 minutes on one H100/H200; every job runs under a deadline (JOB_TIMEOUT seconds,
@@ -49,7 +51,8 @@ else
     echo "gpu_check: the CUDA build failed (build.log)"; exit 1; }
   bin=$work/bin
   mkdir -p "$bin"
-  for t in pipetrain-worker pipetrain kernels_cuda_test cuda_smoke_test nccl_transport_test; do
+  for t in pipetrain-worker pipetrain kernels_cuda_test cuda_smoke_test nccl_transport_test \
+           cuda_ops_bench; do
     cp "$(find build -type f -name "$t" -perm -u+x | head -1)" "$bin/"
   done
 fi
@@ -85,7 +88,7 @@ for t in kernels_cuda_test cuda_smoke_test nccl_transport_test; do
   rc=$?
   passed=$(grep -c '^\[       OK \]' "$logs/$t.log")
   failed=$(grep '^\[  FAILED  \] .*(' "$logs/$t.log" | sed 's/^\[  FAILED  \] //; s/ (.*//' | tr '\n' ' ')
-  skipped=$(grep -c '^\[  SKIPPED \]' "$logs/$t.log")
+  skipped=$(grep -c '^\[  SKIPPED \] .*(' "$logs/$t.log")
   row "$t" "rc $rc, $passed passed, $skipped skipped, failed: ${failed:-none}"
 done
 
@@ -207,6 +210,13 @@ for cfg in "one 1 1f1b OFFLOAD_POLICY_NONE" "f1b 4 1f1b OFFLOAD_POLICY_NONE" \
     row "350M bf16, $2 rank(s), $3, $4" "failed: $(tail -1 "$work/big$1".r*.err | head -2 | tr '\n' ' ')"
   fi
 done
+
+# ---- 4. the 350M step's ops, one at a time
+{
+  echo
+  timeout 120 "$bin/cuda_ops_bench" --layers 24 --hidden 1024 --heads 16 --seq 1024 --micro 4 \
+    --microbatches 8 --vocab 50304 --precision bf16 2>&1 || echo "cuda_ops_bench failed: rc $?"
+} >>"$summary"
 save_logs
 echo
 cat "$summary"
