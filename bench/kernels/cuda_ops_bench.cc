@@ -83,14 +83,14 @@ absl::Status Run(const Shapes& s) {
     return &keep.back();
   };
   // Activations and weights of one block, one microbatch.
-  Tensor *x, *ln, *mean, *rstd, *gamma, *beta, *qkv, *wqkv, *bqkv, *att, *wproj, *bh, *h, *g,
-      *wfc, *bf, *wfc2, *dqkv, *dx, *dh, *dwqkv, *dwfc, *dwfc2, *dbqkv, *logits, *probs, *whead,
-      *dwhead, *wte, *wpe, *dwte, *dwpe;
-#define PT_MAKE(var, ...)                    \
-  {                                          \
-    auto made = make(__VA_ARGS__);           \
-    if (!made.ok()) return made.status();    \
-    var = *made;                             \
+  Tensor *x, *ln, *mean, *rstd, *gamma, *beta, *qkv, *wqkv, *bqkv, *att, *wproj, *bh, *h, *g, *wfc,
+      *bf, *wfc2, *dqkv, *dx, *dh, *dwqkv, *dwfc, *dwfc2, *dbqkv, *logits, *probs, *whead, *dwhead,
+      *wte, *wpe, *dwte, *dwpe;
+#define PT_MAKE(var, ...)                 \
+  {                                       \
+    auto made = make(__VA_ARGS__);        \
+    if (!made.ok()) return made.status(); \
+    var = *made;                          \
   }
   PT_MAKE(x, {N, H}, 0.01f);
   PT_MAKE(ln, {N, H}, 0.0f);
@@ -147,7 +147,8 @@ absl::Status Run(const Shapes& s) {
        [&] { return be.AttentionForward(*qkv, s.micro, s.seq, s.heads, att); }},
       {"Linear proj F", per_layer_mb, gemm * H,
        [&] { return be.Linear(*att, *wproj, *bh, x, dx); }},
-      {"Linear fc F", per_layer_mb, gemm * F, [&] { return be.Linear(*ln, *wfc, *bf, nullptr, h); }},
+      {"Linear fc F", per_layer_mb, gemm * F,
+       [&] { return be.Linear(*ln, *wfc, *bf, nullptr, h); }},
       {"GELU F", per_layer_mb, 0, [&] { return be.GeluForward(*h, g); }},
       {"Linear fc2 F", per_layer_mb, gemm * F, [&] { return be.Linear(*g, *wfc2, *bh, x, dx); }},
       {"Gemm fc2 B (dY W^T)", per_layer_mb, gemm * F,
@@ -175,30 +176,34 @@ absl::Status Run(const Shapes& s) {
        [&] { return be.Gemm(*att, true, *dx, false, 1, 1, wproj); }},
       {"BiasGrad (3H wide, for all four)", 4 * per_layer_mb, 0,
        [&] { return be.BiasGrad(*dqkv, true, dbqkv); }},
-      {"Gemm head F", per_mb, gemm * V, [&] { return be.Gemm(*ln, false, *whead, false, 1, 0, logits); }},
+      {"Gemm head F", per_mb, gemm * V,
+       [&] { return be.Gemm(*ln, false, *whead, false, 1, 0, logits); }},
       {"CrossEntropy F", per_mb, 0,
        [&]() -> absl::Status { return be.CrossEntropyForward(*logits, ids, probs).status(); }},
       {"CrossEntropy B", per_mb, 0,
        [&] { return be.CrossEntropyBackward(*probs, ids, 1.0f, probs); }},
-      {"Gemm head B", per_mb, gemm * V, [&] { return be.Gemm(*probs, false, *whead, true, 1, 0, x); }},
+      {"Gemm head B", per_mb, gemm * V,
+       [&] { return be.Gemm(*probs, false, *whead, true, 1, 0, x); }},
       {"Gemm head W", per_mb, gemm * V,
        [&] { return be.Gemm(*ln, true, *probs, false, 1, 1, dwhead); }},
       {"Embedding F", per_mb, 0, [&] { return be.EmbeddingForward(ids, s.seq, *wte, *wpe, x); }},
       {"Embedding B", per_mb, 0,
        [&] { return be.EmbeddingBackward(ids, s.seq, *x, true, dwte, dwpe); }},
-      {"SumOfSquares (all grads)", 1, 0, [&]() -> absl::Status { return be.SumOfSquares(*pg).status(); }},
+      {"SumOfSquares (all grads)", 1, 0,
+       [&]() -> absl::Status { return be.SumOfSquares(*pg).status(); }},
       {"AllFinite (all grads)", 1, 0,
        [&]() -> absl::Status { return be.AllFinite({pg}).status(); }},
       {"AdamW (all params)", 1, 0, [&] { return be.AdamWUpdate(adamw, 1, *pg, p, pm, pv); }},
   };
-  std::printf("# %s ops at layers %lld, hidden %lld, heads %lld, seq %lld, micro %lld x %lld, "
-              "vocab %lld, %s; %lld parameters\n", s.cpu ? "CPU" : "CUDA",
-              static_cast<long long>(s.layers), static_cast<long long>(H),
-              static_cast<long long>(s.heads), static_cast<long long>(s.seq),
-              static_cast<long long>(s.micro), static_cast<long long>(s.microbatches),
-              static_cast<long long>(V), s.bf16 ? "bf16" : "fp32",
-              static_cast<long long>(params));
-  std::printf("| op | ms per call | calls per step | ms per step | TFLOP/s |\n|---|---|---|---|---|\n");
+  std::printf(
+      "# %s ops at layers %lld, hidden %lld, heads %lld, seq %lld, micro %lld x %lld, "
+      "vocab %lld, %s; %lld parameters\n",
+      s.cpu ? "CPU" : "CUDA", static_cast<long long>(s.layers), static_cast<long long>(H),
+      static_cast<long long>(s.heads), static_cast<long long>(s.seq),
+      static_cast<long long>(s.micro), static_cast<long long>(s.microbatches),
+      static_cast<long long>(V), s.bf16 ? "bf16" : "fp32", static_cast<long long>(params));
+  std::printf(
+      "| op | ms per call | calls per step | ms per step | TFLOP/s |\n|---|---|---|---|---|\n");
   double total = 0, total_flops = 0;
   for (const Op& op : ops) {
     auto seconds = BestSeconds(be, op, s.reps);
@@ -227,7 +232,8 @@ int main(int argc, char** argv) {
   CLI::App app("Time each CUDA backend op of a GPT training step at the job's shapes");
   app.add_option("--layers", s.layers, "transformer blocks")->check(CLI::PositiveNumber);
   app.add_option("--hidden", s.hidden, "hidden size")->check(CLI::PositiveNumber);
-  app.add_option("--heads", s.heads, "attention heads (dividing hidden)")->check(CLI::PositiveNumber);
+  app.add_option("--heads", s.heads, "attention heads (dividing hidden)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--seq", s.seq, "tokens per sequence")->check(CLI::PositiveNumber);
   app.add_option("--micro", s.micro, "sequences per microbatch")->check(CLI::PositiveNumber);
   app.add_option("--microbatches", s.microbatches, "microbatches per step")

@@ -10,12 +10,19 @@
 // shapes, same vector kernels), so it gets the forward's P bit for bit. A block's stash is then
 // qkv alone: the T x T probabilities per head, the largest activation at long sequences, cost
 // one extra scores GEMM and softmax in the backward instead of memory between passes.
+//
+// With bf16_gemm every product reads bf16-rounded inputs, as the CUDA backend's tensor-core
+// products do: q, k, v and the output gradient are rounded once per call, and P and dS where a
+// product reads them (the softmax and its backward stay fp32).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "common/status_macros.h"
+#include "kernels/bf16.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm_router.h"
+#include "kernels/scratch_buffer.h"
 #include "kernels/shape_checks.h"
 
 namespace pipetrain::kernels {
@@ -38,6 +45,23 @@ void CausalProbabilities(const GemmRouter& gemm, const VectorKernels& vk, const 
   }
 }
 
+// Rounds rows x cols values (row stride ld) to bf16 in place.
+void RoundRowsToBf16(float* p, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) p[r * ld + c] = RoundToBf16(p[r * ld + c]);
+  }
+}
+
+// t itself, or with bf16 its copy rounded to bf16 in `buffer` (counted scratch).
+absl::StatusOr<const float*> ProductInput(CountingAllocator& device, bool bf16, const Tensor& t,
+                                          const char* what, ScratchBuffer* buffer) {
+  if (!bf16) return t.data();
+  PT_ASSIGN_OR_RETURN(*buffer, device.AllocateScratch(t.bytes(), what));
+  float* out = static_cast<float*>(buffer->data());
+  for (int64_t i = 0; i < t.numel(); ++i) out[i] = RoundToBf16(t.data()[i]);
+  return out;
+}
+
 }  // namespace
 
 absl::Status CpuBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
@@ -45,15 +69,20 @@ absl::Status CpuBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, in
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> p(static_cast<size_t>(std::min(t, kQueryBlock) * t));  // one block of P
+  ScratchBuffer qkv16;
+  PT_ASSIGN_OR_RETURN(
+      const float* in,
+      ProductInput(device_, bf16_gemm_, qkv, "AttentionForward (bf16 copy of qkv)", &qkv16));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t hh = 0; hh < heads; ++hh) {
-      const float* q = qkv.data() + b * t * h3 + hh * hd;
+      const float* q = in + b * t * h3 + hh * hd;
       const float* k = q + h;
       const float* v = q + 2 * h;
       float* o = out->data() + b * t * h + hh * hd;
       for (int64_t i0 = 0; i0 < t; i0 += kQueryBlock) {
         const int64_t i1 = std::min(t, i0 + kQueryBlock), rows = i1 - i0;
         CausalProbabilities(gemm_, *vk_, q, k, h3, hd, t, scale, i0, i1, p.data());
+        if (bf16_gemm_) RoundRowsToBf16(p.data(), rows, i1, t);
         gemm_.Run(false, false, rows, hd, i1, 1.0f, p.data(), t, v,
                     h3, 0.0f, o + i0 * h, h);
       }
@@ -70,12 +99,19 @@ absl::Status CpuBackend::DoAttentionBackward(const Tensor& dout, const Tensor& q
   // blocks of the lower triangle are written, and only those are read: a key block [j0, j1) is
   // read from rows >= j0, whose query blocks end at >= j1.
   std::vector<float> p(static_cast<size_t>(t * t)), ds(static_cast<size_t>(t * t));
+  ScratchBuffer qkv16, dout16;
+  PT_ASSIGN_OR_RETURN(
+      const float* in,
+      ProductInput(device_, bf16_gemm_, qkv, "AttentionBackward (bf16 copy of qkv)", &qkv16));
+  PT_ASSIGN_OR_RETURN(const float* d_in,
+                      ProductInput(device_, bf16_gemm_, dout,
+                                   "AttentionBackward (bf16 copy of the gradient)", &dout16));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t hh = 0; hh < heads; ++hh) {
-      const float* q = qkv.data() + b * t * h3 + hh * hd;
+      const float* q = in + b * t * h3 + hh * hd;
       const float* k = q + h;
       const float* v = q + 2 * h;
-      const float* dout_bh = dout.data() + b * t * h + hh * hd;
+      const float* dout_bh = d_in + b * t * h + hh * hd;
       float* dq = dqkv->data() + b * t * h3 + hh * hd;
       float* dk = dq + h;
       float* dv = dq + 2 * h;
@@ -92,6 +128,10 @@ absl::Status CpuBackend::DoAttentionBackward(const Tensor& dout, const Tensor& q
           const int64_t n = i + 1;
           vk_->softmax_backward_row(prow, vk_->dot(row, prow, n), scale, n, row);
           std::fill(row + n, row + i1, 0.0f);
+        }
+        if (bf16_gemm_) {  // the products below read dS and P (dV = P^T dO) in bf16
+          RoundRowsToBf16(ds_blk, rows, i1, t);
+          RoundRowsToBf16(p.data() + i0 * t, rows, i1, t);
         }
         // dQ = dS K over the visible keys.
         gemm_.Run(false, false, rows, hd, i1, 1.0f, ds_blk, t, k,

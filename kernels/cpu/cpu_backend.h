@@ -23,8 +23,9 @@ struct CpuBackendOptions {
   int blas_threads = 1;  // OpenBLAS threads (results are deterministic for a fixed value)
   int64_t device_budget_bytes = CountingAllocator::kUnlimited;
   int64_t host_budget_bytes = CountingAllocator::kUnlimited;
-  // Gemm(): inputs rounded to bf16 (into counted scratch), fp32 accumulation and output: the
-  // numerics of a bf16 job's GEMMs on a GPU, so a CPU worker can run a bf16 job.
+  // Gemm() and the attention products: inputs rounded to bf16 (into counted scratch), fp32
+  // accumulation and output: the numerics of a bf16 job's GEMMs on a GPU, so a CPU worker can
+  // run a bf16 job (the softmax and its backward stay fp32, as there).
   bool bf16_gemm = false;
   // Freed device blocks up to this many bytes are kept for reuse by requests of the same size
   // (caching_memory.h): a step allocates the same activation sizes every microbatch, and fresh

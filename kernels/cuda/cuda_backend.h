@@ -1,7 +1,9 @@
 // CudaBackend: the CUDA implementation of Backend with the CPU backend's semantics. GEMMs (and
 // the attention GEMMs, as strided-batched calls over heads) use cuBLAS in fp32, or, with
-// CudaBackendOptions::bf16_gemm, bf16 inputs with fp32 accumulation and output for Gemm();
-// everything else runs our kernels (cuda_kernels.h).
+// CudaBackendOptions::bf16_gemm, bf16 inputs (tensor cores) with fp32 accumulation and output:
+// Gemm() and every attention product (q, k, v, the probabilities, the output gradient and the
+// score gradients rounded to bf16 where a product reads them; the softmax and its backward stay
+// fp32). Everything else runs our kernels (cuda_kernels.h).
 //
 // Streams. All work goes to the backend's own non-blocking compute stream (the cuBLAS handle is
 // bound to it), never the legacy default stream, so it neither waits for nor blocks other
@@ -39,7 +41,7 @@ namespace pipetrain::kernels::cuda {
 
 struct CudaBackendOptions {
   int device = 0;
-  bool bf16_gemm = false;  // Gemm(): bf16 inputs, fp32 accumulate (attention stays fp32)
+  bool bf16_gemm = false;  // every GEMM, attention's included: bf16 inputs, fp32 accumulate
   int64_t device_budget_bytes = CountingAllocator::kUnlimited;
   int64_t host_budget_bytes = CountingAllocator::kUnlimited;
   // cuBLAS workspace, counted as scratch (32 MiB is what cuBLAS asks for on Hopper); 0 = none
@@ -138,6 +140,10 @@ class CudaBackend : public Backend {
     kScratchArgmax,
     kScratchAttention,       // attention backward's score gradients, heads x T^2
     kScratchAttentionProbs,  // one batch row's attention probabilities, heads x T^2
+    kScratchAttentionP16,    // bf16_gemm: their bf16 copy
+    kScratchAttentionDs16,   // bf16_gemm: the score gradients' bf16 copy
+    kScratchQkv16,           // bf16_gemm: the bf16 copy of qkv the attention products read
+    kScratchDout16,          // bf16_gemm: the bf16 copy of the attention output's gradient
     kScratchCublas,     // the cuBLAS workspace
     kScratchFlag,       // AllFinite's non-finite flag (one int32)
     kScratchLaneSums,   // SumOfSquares's per-lane sums (doubles)
@@ -152,12 +158,29 @@ class CudaBackend : public Backend {
   // Copies host data to the device scratch `slot` in stream order (host_staging.h).
   absl::StatusOr<void*> Stage(ScratchSlot slot, const void* src, int64_t bytes, const char* op);
   absl::StatusOr<const int32_t*> StageIds(absl::Span<const int32_t> ids, const char* op);
-  // Batch row b's attention probabilities (heads x T x T, causal softmax of the scaled scores)
-  // in the kScratchAttentionProbs scratch: the forward's and, recomputed bit for bit by the same
-  // calls, the backward's (nothing T x T is kept between passes).
-  absl::StatusOr<const float*> AttentionProbabilities(const Tensor& qkv, int64_t b,
-                                                      int64_t seq_len, int64_t heads,
-                                                      const char* op);
+  // An input of the attention products as they read it: the fp32 tensor itself, or with
+  // bf16_gemm its bf16 copy in scratch `slot` (every product of a bf16 job has bf16 inputs).
+  struct GemmOperand {
+    const void* data = nullptr;
+    int element_bytes = 4;  // 4: fp32, 2: bf16
+    const void* At(int64_t element) const {
+      return static_cast<const char*>(data) + element * element_bytes;
+    }
+  };
+  absl::StatusOr<GemmOperand> AttentionOperand(const Tensor& t, ScratchSlot slot, const char* op);
+  // Batch row b's attention probabilities (heads x T x T, causal softmax of the scaled scores of
+  // qkv, an [N, h3] operand): fp32 in the kScratchAttentionProbs scratch (which first holds the
+  // scores; with keep_fp32 false and bf16_gemm only the bf16 copy is written) and the operand
+  // the next products read (the bf16 copy in kScratchAttentionP16, or the fp32 values). The
+  // forward's and, recomputed bit for bit by the same calls, the backward's: nothing T x T is
+  // kept between passes.
+  struct Probabilities {
+    const float* fp32 = nullptr;
+    GemmOperand operand;
+  };
+  absl::StatusOr<Probabilities> AttentionProbabilities(const GemmOperand& qkv, int64_t h3,
+                                                       int64_t b, int64_t seq_len, int64_t heads,
+                                                       bool keep_fp32, const char* op);
 
   CudaBackendOptions options_;
   // Declared first, destroyed last: the stream, the pool and the cuBLAS handle outlive every

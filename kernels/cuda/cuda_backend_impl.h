@@ -41,6 +41,19 @@ struct CudaBackend::Impl {
         static_cast<int>(ldc), sc, static_cast<int>(batch)));
     return absl::OkStatus();
   }
+  // The same with typed inputs (CUDA_R_32F or CUDA_R_16BF; a and b may differ), fp32
+  // accumulation and fp32 output: tensor cores for bf16 inputs.
+  absl::Status GemmEx(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const void* a, cudaDataType at, int64_t lda, int64_t sa, const void* b,
+                      cudaDataType bt, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
+                      int64_t sc, int64_t batch) {
+    PT_CUDA_RETURN_IF_ERROR(cublasGemmStridedBatchedEx(
+        handle, Op(tb), Op(ta), static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+        &alpha, b, bt, static_cast<int>(ldb), sb, a, at, static_cast<int>(lda), sa, &beta, c,
+        CUDA_R_32F, static_cast<int>(ldc), sc, static_cast<int>(batch), CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT));
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace pipetrain::kernels::cuda

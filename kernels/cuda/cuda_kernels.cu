@@ -226,7 +226,9 @@ __global__ void GeluBwdK(const float* dy, const float* x, float* dx, int64_t n) 
                      0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * v * v));
   }
 }
-__global__ void CausalSoftmaxK(float* s, int64_t t) {
+// p16, when not null, also receives each probability rounded to bf16 (the next product's input);
+// keep_fp32 = false leaves s as it was (a forward that needs only the bf16 copy).
+__global__ void CausalSoftmaxK(float* s, int64_t t, __nv_bfloat16* p16, bool keep_fp32) {
   __shared__ float sh[kThreads];
   __shared__ int si[kThreads];
   const int64_t r = blockIdx.x, i = r % t;
@@ -239,10 +241,16 @@ __global__ void CausalSoftmaxK(float* s, int64_t t) {
   float sum = 0.0f;
   for (int64_t j = threadIdx.x; j <= i; j += kThreads) sum += expf(row[j] - m);
   const float inv = 1.0f / BlockSum(sum, sh);
-  for (int64_t j = threadIdx.x; j < t; j += kThreads)
-    row[j] = j <= i ? expf(row[j] - m) * inv : 0.0f;
+  __nv_bfloat16* row16 = p16 == nullptr ? nullptr : p16 + r * t;
+  for (int64_t j = threadIdx.x; j < t; j += kThreads) {
+    const float p = j <= i ? expf(row[j] - m) * inv : 0.0f;
+    if (row16 != nullptr) row16[j] = __float2bfloat16_rn(p);
+    if (keep_fp32) row[j] = p;
+  }
 }
-__global__ void CausalSoftmaxBwdK(const float* p, float* ds, int64_t t, float scale) {
+// ds16, when not null, also receives dS rounded to bf16.
+__global__ void CausalSoftmaxBwdK(const float* p, float* ds, int64_t t, float scale,
+                                  __nv_bfloat16* ds16) {
   __shared__ float sh[kThreads];
   const int64_t r = blockIdx.x, i = r % t;
   const float* pr = p + r * t;
@@ -250,8 +258,11 @@ __global__ void CausalSoftmaxBwdK(const float* p, float* ds, int64_t t, float sc
   float dot = 0.0f;
   for (int64_t j = threadIdx.x; j <= i; j += kThreads) dot += dr[j] * pr[j];
   const float d = BlockSum(dot, sh);
+  __nv_bfloat16* row16 = ds16 == nullptr ? nullptr : ds16 + r * t;
   for (int64_t j = threadIdx.x; j < t; j += kThreads) {
-    dr[j] = j <= i ? scale * pr[j] * (dr[j] - d) : 0.0f;
+    const float v = j <= i ? scale * pr[j] * (dr[j] - d) : 0.0f;
+    dr[j] = v;
+    if (row16 != nullptr) row16[j] = __float2bfloat16_rn(v);
   }
 }
 __global__ void CeFwdK(const float* logits, const int32_t* targets, float* probs, float* row_loss,
@@ -451,15 +462,18 @@ cudaError_t LaunchGeluBackward(const float* dy, const float* x, float* dx, int64
   GeluBwdK<<<Blocks(n), kThreads, 0, stream>>>(dy, x, dx, n);
   return cudaGetLastError();
 }
-cudaError_t LaunchCausalSoftmax(float* s, int64_t rows, int64_t t, cudaStream_t stream) {
+cudaError_t LaunchCausalSoftmax(float* s, int64_t rows, int64_t t, uint16_t* p16, bool keep_fp32,
+                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  CausalSoftmaxK<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(s, t);
+  CausalSoftmaxK<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      s, t, reinterpret_cast<__nv_bfloat16*>(p16), keep_fp32);
   return cudaGetLastError();
 }
 cudaError_t LaunchCausalSoftmaxBackward(const float* p, float* ds, int64_t rows, int64_t t,
-                                        float scale, cudaStream_t stream) {
+                                        float scale, uint16_t* ds16, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  CausalSoftmaxBwdK<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p, ds, t, scale);
+  CausalSoftmaxBwdK<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      p, ds, t, scale, reinterpret_cast<__nv_bfloat16*>(ds16));
   return cudaGetLastError();
 }
 cudaError_t LaunchCrossEntropyForward(const float* logits, const int32_t* targets, float* probs,

@@ -60,11 +60,14 @@ cudaError_t LaunchLayerNormBackwardInput(const float* dy, const float* x, const 
 cudaError_t LaunchGeluForward(const float* x, float* y, int64_t n, cudaStream_t stream);
 cudaError_t LaunchGeluBackward(const float* dy, const float* x, float* dx, int64_t n,
                                cudaStream_t stream);
-// In place over rows of length t; row r is causal row (r % t).
-cudaError_t LaunchCausalSoftmax(float* s, int64_t rows, int64_t t, cudaStream_t stream);
-// ds (holding dP) <- scale * P * (dP - rowsum(dP * P)), zero above the diagonal.
+// In place over rows of length t; row r is causal row (r % t). p16 (optional, raw bf16 bits, same
+// layout) also receives every probability rounded to bf16; keep_fp32 = false writes p16 alone.
+cudaError_t LaunchCausalSoftmax(float* s, int64_t rows, int64_t t, uint16_t* p16, bool keep_fp32,
+                                cudaStream_t stream);
+// ds (holding dP) <- scale * P * (dP - rowsum(dP * P)), zero above the diagonal; ds16 (optional)
+// also receives it rounded to bf16.
 cudaError_t LaunchCausalSoftmaxBackward(const float* p, float* ds, int64_t rows, int64_t t,
-                                        float scale, cudaStream_t stream);
+                                        float scale, uint16_t* ds16, cudaStream_t stream);
 // probs <- softmax(logits) per row; row_loss[r] = lse - logit[target] (0 if ignored);
 // argmax[r] = first index of the row maximum, 0 when no logit compares greater than -inf (the
 // CPU backend's answer for a row of -inf or NaN).

@@ -117,34 +117,62 @@ absl::Status CudaBackend::DoGeluBackward(const Tensor& dy, const Tensor& x, Tens
   return absl::OkStatus();
 }
 
-absl::StatusOr<const float*> CudaBackend::AttentionProbabilities(const Tensor& qkv, int64_t b,
-                                                                 int64_t seq_len, int64_t heads,
-                                                                 const char* op) {
-  const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
+namespace {
+cudaDataType TypeOf(int element_bytes) { return element_bytes == 2 ? CUDA_R_16BF : CUDA_R_32F; }
+}  // namespace
+
+absl::StatusOr<CudaBackend::GemmOperand> CudaBackend::AttentionOperand(const Tensor& t,
+                                                                      ScratchSlot slot,
+                                                                      const char* op) {
+  if (!options_.bf16_gemm) return GemmOperand{t.data(), 4};
+  PT_ASSIGN_OR_RETURN(void* copy, Scratch(slot, t.numel() * 2, op));
+  PT_CUDA_RETURN_IF_ERROR(
+      LaunchToBf16(t.data(), static_cast<uint16_t*>(copy), t.numel(), impl_->stream));
+  return GemmOperand{copy, 2};
+}
+
+absl::StatusOr<CudaBackend::Probabilities> CudaBackend::AttentionProbabilities(
+    const GemmOperand& qkv, int64_t h3, int64_t b, int64_t seq_len, int64_t heads, bool keep_fp32,
+    const char* op) {
+  const int64_t h = h3 / 3, hd = h / heads, t = seq_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   PT_ASSIGN_OR_RETURN(void* scratch,
                       Scratch(kScratchAttentionProbs,
                               heads * t * t * static_cast<int64_t>(sizeof(float)), op));
   float* p = static_cast<float*>(scratch);
-  const float* q = qkv.data() + b * t * h3;
+  Probabilities result{p, GemmOperand{p, 4}};
+  uint16_t* p16 = nullptr;
+  if (options_.bf16_gemm) {
+    PT_ASSIGN_OR_RETURN(void* copy, Scratch(kScratchAttentionP16, heads * t * t * 2, op));
+    p16 = static_cast<uint16_t*>(copy);
+    result.operand = GemmOperand{p16, 2};
+  }
   // S_h = scale * Q_h K_h^T for all heads h (stride hd between heads inside a row).
-  PT_RETURN_IF_ERROR(impl_->Gemm(false, true, t, t, hd, scale, q, h3, hd, q + h, h3, hd, 0.0f, p,
-                                 t, t * t, heads));
-  PT_CUDA_RETURN_IF_ERROR(LaunchCausalSoftmax(p, heads * t, t, impl_->stream));
-  return p;
+  const int64_t q = b * t * h3;
+  const cudaDataType type = TypeOf(qkv.element_bytes);
+  PT_RETURN_IF_ERROR(impl_->GemmEx(false, true, t, t, hd, scale, qkv.At(q), type, h3, hd,
+                                   qkv.At(q + h), type, h3, hd, 0.0f, p, t, t * t, heads));
+  PT_CUDA_RETURN_IF_ERROR(
+      LaunchCausalSoftmax(p, heads * t, t, p16, keep_fp32 || p16 == nullptr, impl_->stream));
+  return result;
 }
 
 absl::Status CudaBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
                                              int64_t heads, Tensor* out) {
   PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
+  PT_ASSIGN_OR_RETURN(const GemmOperand in,
+                      AttentionOperand(qkv, kScratchQkv16, "AttentionForward (bf16 copy of qkv)"));
+  const cudaDataType type = TypeOf(in.element_bytes);
   for (int64_t b = 0; b < batch; ++b) {
-    PT_ASSIGN_OR_RETURN(const float* p,
-                        AttentionProbabilities(qkv, b, t, heads,
+    PT_ASSIGN_OR_RETURN(const Probabilities p,
+                        AttentionProbabilities(in, h3, b, t, heads, /*keep_fp32=*/false,
                                                "AttentionForward (probabilities, heads x T^2)"));
-    const float* v = qkv.data() + b * t * h3 + 2 * h;
-    PT_RETURN_IF_ERROR(impl_->Gemm(false, false, t, hd, t, 1.0f, p, t, t * t, v, h3, hd, 0.0f,
-                                   out->data() + b * t * h, h, hd, heads));
+    // O = P V
+    PT_RETURN_IF_ERROR(impl_->GemmEx(false, false, t, hd, t, 1.0f, p.operand.data,
+                                     TypeOf(p.operand.element_bytes), t, t * t,
+                                     in.At(b * t * h3 + 2 * h), type, h3, hd, 0.0f,
+                                     out->data() + b * t * h, h, hd, heads));
   }
   return absl::OkStatus();
 }
@@ -155,32 +183,47 @@ absl::Status CudaBackend::DoAttentionBackward(const Tensor& dout, const Tensor& 
   PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  PT_ASSIGN_OR_RETURN(const GemmOperand in,
+                      AttentionOperand(qkv, kScratchQkv16, "AttentionBackward (bf16 copy of qkv)"));
+  PT_ASSIGN_OR_RETURN(
+      const GemmOperand dO,
+      AttentionOperand(dout, kScratchDout16, "AttentionBackward (bf16 copy of the gradient)"));
+  const cudaDataType type = TypeOf(in.element_bytes);
   PT_ASSIGN_OR_RETURN(
       void* scratch, Scratch(kScratchAttention, heads * t * t * static_cast<int64_t>(sizeof(float)),
                              "AttentionBackward (score gradients, heads x T^2)"));
   float* ds = static_cast<float*>(scratch);
+  GemmOperand dS{ds, 4};
+  uint16_t* ds16 = nullptr;
+  if (options_.bf16_gemm) {
+    PT_ASSIGN_OR_RETURN(void* copy,
+                        Scratch(kScratchAttentionDs16, heads * t * t * 2,
+                                "AttentionBackward (bf16 score gradients, heads x T^2)"));
+    ds16 = static_cast<uint16_t*>(copy);
+    dS = GemmOperand{ds16, 2};
+  }
   for (int64_t b = 0; b < batch; ++b) {
-    PT_ASSIGN_OR_RETURN(const float* p,
-                        AttentionProbabilities(qkv, b, t, heads,
+    PT_ASSIGN_OR_RETURN(const Probabilities p,
+                        AttentionProbabilities(in, h3, b, t, heads, /*keep_fp32=*/true,
                                                "AttentionBackward (probabilities, heads x T^2)"));
-    const float* q = qkv.data() + b * t * h3;
-    const float* k = q + h;
-    const float* v = q + 2 * h;
-    const float* dob = dout.data() + b * t * h;
-    float* dq = dqkv->data() + b * t * h3;
+    const int64_t q = b * t * h3, k = q + h, v = q + 2 * h, o = b * t * h;
+    float* dq = dqkv->data() + q;
     float* dk = dq + h;
     float* dv = dq + 2 * h;
-    // dP = dO V^T
-    PT_RETURN_IF_ERROR(
-        impl_->Gemm(false, true, t, t, hd, 1.0f, dob, h, hd, v, h3, hd, 0.0f, ds, t, t * t, heads));
-    PT_CUDA_RETURN_IF_ERROR(LaunchCausalSoftmaxBackward(p, ds, heads * t, t, scale, impl_->stream));
+    // dP = dO V^T, then dS = scale * P * (dP - rowsum(dP * P)) (and its bf16 copy).
+    PT_RETURN_IF_ERROR(impl_->GemmEx(false, true, t, t, hd, 1.0f, dO.At(o), type, h, hd,
+                                     in.At(v), type, h3, hd, 0.0f, ds, t, t * t, heads));
+    PT_CUDA_RETURN_IF_ERROR(
+        LaunchCausalSoftmaxBackward(p.fp32, ds, heads * t, t, scale, ds16, impl_->stream));
+    const cudaDataType ds_type = TypeOf(dS.element_bytes);
     // dQ = dS K; dK = dS^T Q; dV = P^T dO
-    PT_RETURN_IF_ERROR(impl_->Gemm(false, false, t, hd, t, 1.0f, ds, t, t * t, k, h3, hd, 0.0f, dq,
-                                   h3, hd, heads));
-    PT_RETURN_IF_ERROR(
-        impl_->Gemm(true, false, t, hd, t, 1.0f, ds, t, t * t, q, h3, hd, 0.0f, dk, h3, hd, heads));
-    PT_RETURN_IF_ERROR(
-        impl_->Gemm(true, false, t, hd, t, 1.0f, p, t, t * t, dob, h, hd, 0.0f, dv, h3, hd, heads));
+    PT_RETURN_IF_ERROR(impl_->GemmEx(false, false, t, hd, t, 1.0f, dS.data, ds_type, t, t * t,
+                                     in.At(k), type, h3, hd, 0.0f, dq, h3, hd, heads));
+    PT_RETURN_IF_ERROR(impl_->GemmEx(true, false, t, hd, t, 1.0f, dS.data, ds_type, t, t * t,
+                                     in.At(q), type, h3, hd, 0.0f, dk, h3, hd, heads));
+    PT_RETURN_IF_ERROR(impl_->GemmEx(true, false, t, hd, t, 1.0f, p.operand.data,
+                                     TypeOf(p.operand.element_bytes), t, t * t, dO.At(o), type,
+                                     h, hd, 0.0f, dv, h3, hd, heads));
   }
   return absl::OkStatus();
 }

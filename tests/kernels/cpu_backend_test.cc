@@ -10,12 +10,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <limits>
 
 #include "glog/logging.h"
+#include "kernels/bf16.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/openblas_kernels.h"
 #include "tests/kernels/reference_ops.h"
@@ -347,6 +349,59 @@ TEST_P(CpuBackendTest, CausalAttentionForwardAndBackward) { CheckAttention(this,
 // lower-triangle-only dS scratch are exercised.
 TEST_P(CpuBackendTest, CausalAttentionAcrossQueryBlocks) {
   CheckAttention(this, 1, 70, 2, 16, 7);
+}
+
+// A bf16 job's attention (the CUDA backend's tensor-core products): every product reads
+// bf16-rounded inputs: q, k, v and the output gradient, P for P V and P^T dO, dS for dS K and
+// dS^T Q; the softmax and its backward stay fp32.
+TEST(CpuBf16AttentionTest, EveryProductReadsBf16Inputs) {
+  const int64_t B = 1, T = 40, nh = 2, H = 16;
+  CpuBackend fp32;
+  CpuBackend bf16({.bf16_gemm = true});
+  const std::vector<float> raw = RandomNonZero(B * T * 3 * H, 70, 1.0f);
+  std::vector<float> rounded(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) rounded[i] = RoundToBf16(raw[i]);
+  const std::vector<float> grad = RandomNonZero(B * T * H, 71, 1.0f);
+  auto forward = [&](CpuBackend& be, const std::vector<float>& qkv) {
+    Tensor in = *be.FromHost({B * T, 3 * H}, qkv, "qkv");
+    Tensor out = *be.Zeros({B * T, H}, "out");
+    EXPECT_TRUE(be.AttentionForward(in, B, T, nh, &out).ok());
+    return *be.ToVector(out);
+  };
+  auto backward = [&](CpuBackend& be, const std::vector<float>& qkv,
+                      const std::vector<float>& dout) {
+    Tensor in = *be.FromHost({B * T, 3 * H}, qkv, "qkv");
+    Tensor d = *be.FromHost({B * T, H}, dout, "dout");
+    Tensor dqkv = *be.Zeros({B * T, 3 * H}, "dqkv");
+    EXPECT_TRUE(be.AttentionBackward(d, in, B, T, nh, &dqkv).ok());
+    return *be.ToVector(dqkv);
+  };
+  // q, k, v are rounded: the raw inputs give the bits of the pre-rounded ones.
+  const std::vector<float> out = forward(bf16, raw);
+  EXPECT_EQ(out, forward(bf16, rounded));
+  // P is rounded before P V: the float64 attention of the rounded inputs with bf16 probabilities,
+  // to fp32 accuracy; the fp32 backend, which multiplies unrounded P, is farther from it by
+  // orders of magnitude.
+  VecD probs;
+  const VecD want = testing::RefAttention(ToDouble(rounded), B, T, nh, H, &probs, true);
+  ExpectNear(out, want, 2e-6, 1e-5, "bf16 attention out");
+  const std::vector<float> fp32_out = forward(fp32, rounded);
+  double far = 0;
+  for (size_t i = 0; i < want.size(); ++i) far = std::max(far, std::abs(fp32_out[i] - want[i]));
+  EXPECT_GT(far, 1e-4) << "the fp32 product is indistinguishable from the bf16 one";
+  // The output gradient is rounded too; the backward stays within bf16 accuracy of fp32's.
+  std::vector<float> grad_rounded(grad.size());
+  for (size_t i = 0; i < grad.size(); ++i) grad_rounded[i] = RoundToBf16(grad[i]);
+  const std::vector<float> dqkv = backward(bf16, raw, grad);
+  EXPECT_EQ(dqkv, backward(bf16, rounded, grad_rounded));
+  const std::vector<float> fp32_dqkv = backward(fp32, rounded, grad_rounded);
+  double worst = 0, differs = 0;
+  for (size_t i = 0; i < dqkv.size(); ++i) {
+    worst = std::max(worst, std::abs(dqkv[i] - fp32_dqkv[i]) / (0.05 + std::abs(fp32_dqkv[i])));
+    differs = std::max(differs, static_cast<double>(std::abs(dqkv[i] - fp32_dqkv[i])));
+  }
+  EXPECT_LT(worst, 2e-2) << "bf16 attention gradients stray from fp32's";
+  EXPECT_GT(differs, 1e-5) << "dS and P were not rounded in the backward";
 }
 
 TEST_P(CpuBackendTest, CrossEntropy) {

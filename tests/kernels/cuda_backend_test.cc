@@ -15,6 +15,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "glog/logging.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -213,6 +214,43 @@ TEST_F(CudaVsCpuTest, CausalAttention) {
   BOTH(cpu_.AttentionBackward(dout.cpu, qkv.cpu, B, T, nh, &dqkv.cpu),
        gpu_->AttentionBackward(dout.gpu, qkv.gpu, B, T, nh, &dqkv.gpu));
   ExpectClose(dqkv, "dqkv");
+}
+
+// bf16 attention: the tensor-core products read the inputs the CPU twin rounds (q, k, v, dO, P,
+// dS), so the two agree to fp32 summation-order accuracy, except where a probability or score
+// gradient computed in another order rounds to the neighbouring bf16 value (rare; one bf16 ulp
+// of one term): 1e-3 + 1e-2 |cpu|. Also at a T that is a multiple of the tensor-core tiles.
+TEST_F(CudaVsCpuTest, Bf16AttentionMatchesTheCpuTwin) {
+  auto bf = CudaBackend::Create({.bf16_gemm = true});
+  ASSERT_TRUE(bf.ok()) << bf.status();
+  CpuBackend twin({.bf16_gemm = true});
+  for (const int64_t T : {9, 128}) {
+    const int64_t B = 2, nh = 4, H = 64;
+    const std::vector<float> qv = RandomNonZero(B * T * 3 * H, 60);
+    const std::vector<float> dv = RandomNonZero(B * T * H, 61);
+    Tensor q = *twin.FromHost({B * T, 3 * H}, qv, "qkv");
+    Tensor gq = *(*bf)->FromHost({B * T, 3 * H}, qv, "qkv");
+    Tensor o = *twin.Zeros({B * T, H}, "o"), go = *(*bf)->Zeros({B * T, H}, "o");
+    ASSERT_TRUE(twin.AttentionForward(q, B, T, nh, &o).ok());
+    ASSERT_TRUE((*bf)->AttentionForward(gq, B, T, nh, &go).ok());
+    Tensor d = *twin.FromHost({B * T, H}, dv, "dout");
+    Tensor gd = *(*bf)->FromHost({B * T, H}, dv, "dout");
+    Tensor dq = *twin.Zeros({B * T, 3 * H}, "dqkv"), gdq = *(*bf)->Zeros({B * T, 3 * H}, "dqkv");
+    ASSERT_TRUE(twin.AttentionBackward(d, q, B, T, nh, &dq).ok());
+    ASSERT_TRUE((*bf)->AttentionBackward(gd, gq, B, T, nh, &gdq).ok());
+    for (const auto& [want, got, what] :
+         {std::tuple{*twin.ToVector(o), *(*bf)->ToVector(go), "out"},
+          std::tuple{*twin.ToVector(dq), *(*bf)->ToVector(gdq), "dqkv"}}) {
+      int bad = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (std::abs(got[i] - want[i]) > 1e-3 + 1e-2 * std::abs(want[i]) && ++bad <= 5) {
+          ADD_FAILURE() << what << " T=" << T << " [" << i << "]: gpu " << got[i] << " cpu "
+                        << want[i];
+        }
+      }
+      EXPECT_EQ(bad, 0) << what << " T=" << T;
+    }
+  }
 }
 
 TEST_F(CudaVsCpuTest, CrossEntropy) {

@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/bf16.h"
+
 namespace pipetrain::kernels::testing {
 
 using VecD = std::vector<double>;
@@ -72,8 +74,9 @@ inline VecD RefLayerNorm(const VecD& x, const VecD& g, const VecD& b, int64_t ro
 }
 
 // Causal attention forward in float64: returns out [B*T, H] and fills probs [B,nh,T,T].
+// bf16_probs: the output multiplies each probability rounded to bf16 (as a bf16 job's P V).
 inline VecD RefAttention(const VecD& qkv, int64_t B, int64_t T, int64_t nh, int64_t H,
-                         VecD* probs) {
+                         VecD* probs, bool bf16_probs = false) {
   const int64_t hd = H / nh, h3 = 3 * H;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   VecD out(static_cast<size_t>(B * T * H), 0.0);
@@ -93,8 +96,9 @@ inline VecD RefAttention(const VecD& qkv, int64_t B, int64_t T, int64_t nh, int6
         double sum = 0;
         for (int64_t j = 0; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
         for (int64_t j = 0; j <= i; ++j) {
-          const double p = s[j] / sum;
-          (*probs)[((b * nh + h) * T + i) * T + j] = p;
+          const double exact = s[j] / sum;
+          (*probs)[((b * nh + h) * T + i) * T + j] = exact;
+          const double p = bf16_probs ? RoundToBf16(static_cast<float>(exact)) : exact;
           for (int64_t e = 0; e < hd; ++e)
             out[(b * T + i) * H + h * hd + e] += p * qkv[(b * T + j) * h3 + 2 * H + h * hd + e];
         }
