@@ -11,8 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${GPU_BUILD_DIR:-build-gpu}
-targets=(pipetrain-worker pipetrain kernels_cuda_test cuda_smoke_test nccl_transport_test
-         cuda_ops_bench)
+targets=(pipetrain-worker pipetrain pipetrain-coordinator pipetrain-generate kernels_cuda_test
+         cuda_smoke_test nccl_transport_test cuda_ops_bench)
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPETRAIN_ENABLE_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90

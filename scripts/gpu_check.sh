@@ -13,7 +13,11 @@
 #      without full offload, and v-min and v-zb without: tokens/s, model TFLOP/s (6 x parameters
 #      x tokens plus attention, per second) and MFU against the device's dense bf16 peak;
 #   4. where that model's step time goes: every op of a step timed alone (cuda_ops_bench), its
-#      table appended to the summary.
+#      table appended to the summary;
+#   5. the service path: `pipetrain local` (a coordinator and two worker daemons, --device auto)
+#      runs a bf16 CUDA job; the workers register their GPU, the coordinator plans with its
+#      published peak, and the job summary (MFU, activation and allocator peaks) is appended.
+# GPU_CHECK_STEPS (default "1 2 3 4 5") runs a subset, e.g. "1 5" after a fix.
 # Binaries come from gpu-bundle/ (scripts/gpu_bundle.sh, made on a machine with the build
 # dependencies: the GPU machines reach no package registry), else from a CUDA build in build/.
 # Budget: under 8 minutes on one H100/H200; every job runs under a deadline (JOB_TIMEOUT seconds,
@@ -31,11 +35,14 @@ logs=$work/logs
 mkdir -p "$logs"
 rehearsal=${GPU_CHECK_REHEARSAL:-0}
 job_timeout=${JOB_TIMEOUT:-120}
+steps=" ${GPU_CHECK_STEPS:-1 2 3 4 5} "
+runs() { [[ "$steps" == *" $1 "* ]]; }
 big_job_timeout=${BIG_JOB_TIMEOUT:-60}
 if [ "$rehearsal" = 1 ]; then
   bin=$work/bin
   mkdir -p "$bin"
-  cp build/worker/pipetrain-worker build/client/pipetrain "$bin/"
+  cp build/worker/pipetrain-worker build/client/pipetrain build/coordinator/pipetrain-coordinator \
+    build/worker/pipetrain-generate "$bin/"
 elif [ -f gpu-bundle/bundle.tar.xz ]; then
   tar -C "$work" -xJf gpu-bundle/bundle.tar.xz
   export LD_LIBRARY_PATH="$work/lib:${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
@@ -51,8 +58,8 @@ else
     echo "gpu_check: the CUDA build failed (build.log)"; exit 1; }
   bin=$work/bin
   mkdir -p "$bin"
-  for t in pipetrain-worker pipetrain kernels_cuda_test cuda_smoke_test nccl_transport_test \
-           cuda_ops_bench; do
+  for t in pipetrain-worker pipetrain pipetrain-coordinator pipetrain-generate kernels_cuda_test \
+           cuda_smoke_test nccl_transport_test cuda_ops_bench; do
     cp "$(find build -type f -name "$t" -perm -u+x | head -1)" "$bin/"
   done
 fi
@@ -83,7 +90,7 @@ if [ "$rehearsal" = 1 ]; then gpu_device=cpu; gpu_kind=; fi
 
 # ---- 1. CUDA and NCCL tests
 for t in kernels_cuda_test cuda_smoke_test nccl_transport_test; do
-  [ "$rehearsal" = 1 ] && break
+  { [ "$rehearsal" = 1 ] || ! runs 1; } && break
   timeout 180 "$bin/$t" >"$logs/$t.log" 2>&1
   rc=$?
   passed=$(grep -c '^\[       OK \]' "$logs/$t.log")
@@ -142,6 +149,7 @@ print("equal" if not bad else "; ".join(bad[:3]))
 EOF
 }
 for p in 2 4; do
+  runs 2 || break
   for prec in FP32 BF16; do
     # The reference names no device kind, so the CPU computes it (in bf16 as the GPU's twin).
     job_file "cpu$p$prec" "$p" 1f1b "PRECISION_$prec"
@@ -157,7 +165,9 @@ for p in 2 4; do
     fi
   done
 done
-if [ "$gpus" -ge 2 ]; then
+if ! runs 2; then
+  :
+elif [ "$gpus" -ge 2 ]; then
   job_file nccl2 2 1f1b PRECISION_FP32 DEVICE_KIND_CUDA
   if run_job nccl2 2 "$job_timeout" cuda:0 cuda:1; then
     row "2 ranks, one GPU each, NCCL: losses vs CPU" "$(compare cpu2FP32 nccl2 2e-3)"
@@ -168,8 +178,21 @@ else
   row "NCCL, one rank per GPU" "not run: $gpus GPU"
 fi
 
+# ---- 5. the service path: coordinator and worker daemons (before 3 and 4: it is quick)
+if runs 5; then
+  job_file localgpu 2 1f1b PRECISION_BF16 "$gpu_kind"
+  timeout "$job_timeout" "$bin/pipetrain" local --job "$work/localgpu.json" --steps 10 \
+    --no-progress --dir "$work/local" >"$work/localgpu.out" 2>&1
+  rc=$?
+  row "pipetrain local: coordinator + 2 worker daemons, bf16 job" \
+    "rc $rc: $(grep -m1 -o 'SUCCEEDED\|FAILED.*\|CANCELLED' "$work/localgpu.out" || echo 'no verdict')"
+  { echo; echo '```'; sed -n '/^job-/,/^loss:/p' "$work/localgpu.out"; echo '```'; } >>"$summary"
+  cp -r "$work/local" "$logs/local" 2>/dev/null
+fi
+
 # ---- 3. throughput of a 350M GPT in bf16
 if [ "$rehearsal" = 1 ]; then echo; cat "$summary"; exit 0; fi
+if runs 3; then
 head -c 16000000 /dev/urandom | base64 >"$work/corpus.txt"
 big_job() {  # name workers schedule offload
   cat >"$work/$1.json" <<EOF
@@ -210,9 +233,10 @@ for cfg in "one 1 1f1b OFFLOAD_POLICY_NONE" "f1b 4 1f1b OFFLOAD_POLICY_NONE" \
     row "350M bf16, $2 rank(s), $3, $4" "failed: $(tail -1 "$work/big$1".r*.err | head -2 | tr '\n' ' ')"
   fi
 done
+fi
 
 # ---- 4. the 350M step's ops, one at a time
-{
+runs 4 && {
   echo
   timeout 120 "$bin/cuda_ops_bench" --layers 24 --hidden 1024 --heads 16 --seq 1024 --micro 4 \
     --microbatches 8 --vocab 50304 --precision bf16 2>&1 || echo "cuda_ops_bench failed: rc $?"
