@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/secret.h"
+#include "model/job_model.h"
 #include "glog/logging.h"
 
 namespace pipetrain::coordinator {
@@ -42,7 +43,8 @@ absl::StatusOr<std::vector<v1::PrepareRequest>> Dispatcher::BuildPrepareRequests
     const v1::Job& job, const std::vector<DispatchTarget>& targets) const {
   std::vector<RankDevice> devices;
   for (const DispatchTarget& t : targets) devices.push_back(t.device);
-  const v1::TransportKind transport = ChooseTransport(devices);
+  const v1::TransportKind transport =
+      ChooseTransport(devices, model::DataParallelSize(job.spec()));
   std::string nccl_id;
   if (transport == v1::TRANSPORT_KIND_NCCL) {
     absl::StatusOr<std::string> id =

@@ -1,7 +1,9 @@
 // Which transport carries a job's tensors, from where its ranks compute: NCCL when every rank is
 // a CUDA worker on a GPU of its own (distinct host and device ordinal), so that NCCL can own a
 // device per rank; otherwise TCP, which stages device tensors through host memory (several ranks
-// sharing one GPU, for development, or any CPU rank).
+// sharing one GPU, for development, or any CPU rank). Data parallelism (replicas > 1) always
+// gets TCP: its gradient chain between replicas is made of host messages, and NCCL
+// communicators per stage group (common/nccl_groups.h) are not built yet.
 //
 // Thread-safety: pure function.
 #ifndef PIPETRAIN_COORDINATOR_TRANSPORT_CHOICE_H_
@@ -21,7 +23,7 @@ struct RankDevice {
   int device_index = 0;
 };
 
-v1::TransportKind ChooseTransport(const std::vector<RankDevice>& ranks);
+v1::TransportKind ChooseTransport(const std::vector<RankDevice>& ranks, int replicas = 1);
 
 }  // namespace pipetrain::coordinator
 

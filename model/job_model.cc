@@ -133,7 +133,8 @@ absl::StatusOr<GptConfig> ModelConfig(const v1::JobSpec& spec) {
 }
 
 v1::DeviceKind RequiredDeviceKind(const v1::JobSpec& spec) {
-  // Data parallelism runs on CPU workers only (docs/data_parallel.md).
+  // Data parallelism needs real compute: an unset device means CPU workers (a job names
+  // DEVICE_KIND_CUDA to run its replicas on GPUs; docs/data_parallel.md).
   if (DataParallelSize(spec) > 1 && spec.compute().device() == v1::DEVICE_KIND_UNSPECIFIED) {
     return v1::DEVICE_KIND_CPU;
   }

@@ -175,12 +175,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                               ", i.e. global_batch a multiple of ",
                               int64_t{dp} * t.microbatch_size()));
     }
-    if (spec.compute().device() == v1::DEVICE_KIND_CUDA) {
-      return Bad("parallelism.data_parallel", dp,
-                 "data parallelism runs on CPU workers only so far (its gradient sum travels "
-                 "over the TCP transport; NCCL communicators per stage group are not built); "
-                 "use compute.device DEVICE_KIND_CPU or data_parallel 1");
-    }
     if (spec.compute().device() == v1::DEVICE_KIND_EMULATED) {
       return Bad("parallelism.data_parallel", dp,
                  "emulated compute has no gradients to sum across replicas; use "

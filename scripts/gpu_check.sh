@@ -16,8 +16,10 @@
 #      table appended to the summary;
 #   5. the service path: `pipetrain local` (a coordinator and two worker daemons, --device auto)
 #      runs a bf16 CUDA job; the workers register their GPU, the coordinator plans with its
-#      published peak, and the job summary (MFU, activation and allocator peaks) is appended.
-# GPU_CHECK_STEPS (default "1 2 3 4 5") runs a subset, e.g. "1 5" after a fix.
+#      published peak, and the job summary (MFU, activation and allocator peaks) is appended;
+#   6. data parallelism on the GPU: 2 replicas of a 2-rank pipeline (4 ranks, staged TCP) must
+#      give bitwise the losses of the one pipeline on the whole batch, in fp32 and bf16.
+# GPU_CHECK_STEPS (default "1 2 3 4 5 6") runs a subset, e.g. "1 5" after a fix.
 # Binaries come from gpu-bundle/ (scripts/gpu_bundle.sh, made on a machine with the build
 # dependencies: the GPU machines reach no package registry), else from a CUDA build in build/.
 # Budget: under 8 minutes on one H100/H200; every job runs under a deadline (JOB_TIMEOUT seconds,
@@ -35,7 +37,7 @@ logs=$work/logs
 mkdir -p "$logs"
 rehearsal=${GPU_CHECK_REHEARSAL:-0}
 job_timeout=${JOB_TIMEOUT:-120}
-steps=" ${GPU_CHECK_STEPS:-1 2 3 4 5} "
+steps=" ${GPU_CHECK_STEPS:-1 2 3 4 5 6} "
 runs() { [[ "$steps" == *" $1 "* ]]; }
 big_job_timeout=${BIG_JOB_TIMEOUT:-60}
 if [ "$rehearsal" = 1 ]; then
@@ -188,6 +190,23 @@ if runs 5; then
     "rc $rc: $(grep -m1 -o 'SUCCEEDED\|FAILED.*\|CANCELLED' "$work/localgpu.out" || echo 'no verdict')"
   { echo; echo '```'; sed -n '/^job-/,/^loss:/p' "$work/localgpu.out"; echo '```'; } >>"$summary"
   cp -r "$work/local" "$logs/local" 2>/dev/null
+fi
+
+# ---- 6. data parallelism: d = 2 replicas of p = 2 against d = 1, bit for bit
+if runs 6; then
+  for prec in FP32 BF16; do
+    job_file "dp1$prec" 2 1f1b "PRECISION_$prec" "$gpu_kind"
+    job_file "dp2$prec" 2 1f1b "PRECISION_$prec" "$gpu_kind"
+    sed -i 's/"num_workers": 2,/"num_workers": 2, "data_parallel": 2,/' "$work/dp2$prec.json"
+    if run_job "dp1$prec" 2 "$job_timeout" "$gpu_device" &&
+       run_job "dp2$prec" 4 "$job_timeout" "$gpu_device"; then
+      row "data parallel 2 x 2 ranks on one GPU, $prec: losses vs 1 x 2" \
+        "$(compare "dp1$prec" "dp2$prec" 0)"
+    else
+      row "data parallel 2 x 2 ranks on one GPU, $prec" \
+        "failed: $(tail -qn1 "$work"/dp?"$prec".r*.err | grep -v '^I' | head -2 | tr '\n' ' ')"
+    fi
+  done
 fi
 
 # ---- 3. throughput of a 350M GPT in bf16

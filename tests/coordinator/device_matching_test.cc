@@ -32,6 +32,11 @@ TEST(TransportChoiceTest, NcclOnlyWithAGpuPerRank) {
   EXPECT_EQ(ChooseTransport({{kCuda, "a", 0}, {kCpu, "a", 0}}), v1::TRANSPORT_KIND_TCP);
   EXPECT_EQ(ChooseTransport({{kCuda, "", 0}, {kCuda, "", 1}}), v1::TRANSPORT_KIND_TCP);
   EXPECT_EQ(ChooseTransport({{kCuda, "a", 0}}), v1::TRANSPORT_KIND_TCP);
+  // Data parallelism: the replicas' gradient chain is host messages, so TCP even on GPUs of
+  // their own.
+  EXPECT_EQ(ChooseTransport({{kCuda, "a", 0}, {kCuda, "a", 1}, {kCuda, "b", 0}, {kCuda, "b", 1}},
+                            2),
+            v1::TRANSPORT_KIND_TCP);
 }
 
 class DispatcherNcclTest : public ::testing::Test {

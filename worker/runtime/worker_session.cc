@@ -175,10 +175,12 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
         "compute.device: the job needs ", v1::DeviceKind_Name(required), ", this worker is ",
         v1::DeviceKind_Name(mine), " (", Describe(options.device), ")"));
   }
-  if (replicas > 1 && (options.emulate || mine == v1::DEVICE_KIND_CUDA ||
-                       request.transport() == v1::TRANSPORT_KIND_NCCL)) {
+  // The replicas' gradient chain travels as host messages over the TCP transport (CUDA workers
+  // stage through host memory); the coordinator never picks NCCL for d > 1 (transport_choice.h).
+  if (replicas > 1 &&
+      (options.emulate || request.transport() == v1::TRANSPORT_KIND_NCCL)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "parallelism.data_parallel: ", replicas, " replicas need real compute on CPU workers over "
+        "parallelism.data_parallel: ", replicas, " replicas need real compute (CPU or CUDA) over "
         "the TCP transport (this worker: ", v1::DeviceKind_Name(mine), ", transport ",
         v1::TransportKind_Name(request.transport()), "); use data_parallel 1"));
   }
