@@ -152,6 +152,26 @@ std::string FormatValidation(const v1::Job& job) {
       job.evaluations_size(), eval.interval_steps(), eval.batches());
 }
 
+namespace {
+
+// A percentage with `decimals` places, or two significant digits when that would print 0 (a
+// tiny model on a GPU reaches a few millionths of its peak).
+std::string Percent(double fraction, int decimals) {
+  const double percent = 100 * fraction;
+  if (percent > 0 && percent < 0.5 * std::pow(10.0, -decimals)) {
+    return absl::StrFormat("%.2g%%", percent);
+  }
+  return absl::StrFormat("%.*f%%", decimals, percent);
+}
+
+// A FLOP rate in GFLOP/s, or TFLOP/s from 1000 GFLOP/s on (a GPU's peak).
+std::string FlopRate(double flops_per_s) {
+  if (flops_per_s >= 1e12) return absl::StrFormat("%.4g TFLOP/s", flops_per_s / 1e12);
+  return absl::StrFormat("%.4g GFLOP/s", flops_per_s / 1e9);
+}
+
+}  // namespace
+
 std::string FormatThroughput(const v1::Job& job) {
   if (job.timed_steps() <= 0) return "";
   std::string out = absl::StrFormat(
@@ -160,8 +180,8 @@ std::string FormatThroughput(const v1::Job& job) {
       job.tokens_per_s(), job.mean_tokens_per_s(), job.model_flops_per_s() / 1e9,
       job.mean_model_flops_per_s() / 1e9, job.model_flops_per_step() / 1e9);
   if (job.peak_flops_per_s() > 0) {
-    absl::StrAppendFormat(&out, "  MFU %.2f%% / %.2f%% of %.4g GFLOP/s peak (%s)\n",
-                          100 * job.mfu(), 100 * job.mean_mfu(), job.peak_flops_per_s() / 1e9,
+    absl::StrAppendFormat(&out, "  MFU %s / %s of %s peak (%s)\n", Percent(job.mfu(), 2),
+                          Percent(job.mean_mfu(), 2), FlopRate(job.peak_flops_per_s()),
                           job.peak_flops_source());
   } else {
     absl::StrAppendFormat(&out, "  MFU unknown (%s)\n",
@@ -188,7 +208,7 @@ std::string FormatProgress(const v1::Job& job, int width) {
     }
     if (job.tokens_per_s() > 0) absl::StrAppendFormat(&line, "  %.0f tok/s", job.tokens_per_s());
     if (job.peak_flops_per_s() > 0 && job.mfu() > 0) {
-      absl::StrAppendFormat(&line, "  MFU %.1f%%", 100 * job.mfu());
+      absl::StrAppendFormat(&line, "  MFU %s", Percent(job.mfu(), 1));
     }
     if (job.last_step_s() > 0 && done < total) {
       const int eta = static_cast<int>(std::lround(job.last_step_s() * (total - done)));

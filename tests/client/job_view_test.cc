@@ -179,6 +179,15 @@ TEST(JobViewTest, StatusShowsValidationAndThroughput) {
   EXPECT_THAT(FormatProgress(job), HasSubstr("  val 1.5000 (ppl 4.48 @10)"));
   EXPECT_THAT(FormatProgress(job), HasSubstr("  MFU 25.0%"));
 
+  // A tiny model on two GPUs: the peak in TFLOP/s, a millionth-scale MFU with two significant
+  // digits instead of 0.00%.
+  job.set_peak_flops_per_s(1.979e15);
+  job.set_peak_flops_source("2 worker(s): NVIDIA H200: published dense bf16 peak 989.4 TFLOP/s");
+  job.set_mfu(1.2121e-5);
+  job.set_mean_mfu(9.2e-6);
+  EXPECT_THAT(FormatJobStatus(job), HasSubstr("  MFU 0.0012% / 0.00092% of 1979 TFLOP/s peak"));
+  EXPECT_THAT(FormatProgress(job), HasSubstr("  MFU 0.0012%"));
+
   job.set_peak_flops_per_s(0);
   job.set_mfu(0);
   job.set_peak_flops_source("unknown: no published dense bf16 peak for device \"X\"");
