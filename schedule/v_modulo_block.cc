@@ -12,8 +12,13 @@
 namespace pipetrain::schedule {
 namespace {
 
-// Occupancy of a period's slots (at most 128).
+// Occupancy of a period's slots (at most 128): the compiler's own 128-bit integer where there
+// is one (absl::uint128's operators cost several times as much in BuildLayouts' loops).
+#ifdef __SIZEOF_INT128__
+using Mask = unsigned __int128;
+#else
 using Mask = absl::uint128;
+#endif
 constexpr int kMaxSlots = 128;
 
 constexpr double kTol = 1e-9;
@@ -97,20 +102,22 @@ class Search {
           const int c2 = s.x + hf + lay.z - s.z - hb;
           const int c3 = s.u - hb - s.x - hf - lay.u;
           // Only the least total: G grows by it, and the cheapest shift leaves the most slack.
+          // (Wrap of each c once; the shifted waits then follow by one comparison each.)
+          const int w1 = Wrap(c1), w2 = Wrap(c2), w3 = Wrap(c3);
           int a = -1, least = 0;
-          for (int start : {0, Wrap(c1) + 1, Wrap(c3) + 1, Wrap(-c2)}) {
+          for (int start : {0, w1 + 1, w3 + 1, w2 == 0 ? 0 : k_ - w2}) {
             if (start >= k_) continue;
-            const int total = start + Wrap(c1 - start) + Wrap(c2 + start) + Wrap(c3 - start);
+            const int total = start + Down(w1, start) + Up(w2, start) + Down(w3, start);
             if (a < 0 || total < least) a = start, least = total;
           }
           if (s.Slack() - (2 * hf + 2 * hb + least) < hops_after(i + 1)) continue;
           {
-            const int cy = Wrap(c1 - a), bz = Wrap(c2 + a), du = Wrap(c3 - a);
+            const int cy = Down(w1, a), bz = Up(w2, a), du = Down(w3, a);
             State t;
             t.x = Wrap(s.x + hf + a);
-            t.y = Wrap(t.x + lay.y);
-            t.z = Wrap(t.x + lay.z);
-            t.u = Wrap(t.x + lay.u);
+            t.y = Up(t.x, lay.y);
+            t.z = Up(t.x, lay.z);
+            t.u = Up(t.x, lay.u);
             t.X = s.X + hf + a;
             t.YU = s.YU + hf + cy;
             t.ZD = s.ZD + hb + bz;
@@ -155,6 +162,9 @@ class Search {
     const size_t at = static_cast<size_t>(static_cast<long>(a) - wrap_lo_);
     return at < wrap_.size() ? wrap_[at] : Mod(a);
   }
+  // (a - b) and (a + b) mod the period for phases a, b in [0, period).
+  int Down(int a, int b) const { return a >= b ? a - b : a - b + k_; }
+  int Up(int a, int b) const { return a + b < k_ ? a + b : a + b - k_; }
   // std::floor for the finite values Admit divides out (far inside long's range), inline.
   static long Floor(double x) {
     const long t = static_cast<long>(x);
@@ -221,7 +231,7 @@ class Search {
     // holds n + [r > d_t] copies, chunk 1 ceil((lb - d'_t) / period).
     long n_max = unbounded_n_;
     for (int t : {s.x, s.y}) {
-      const int d0 = Wrap(t - s.x), d1 = Wrap(t - s.y);
+      const int d0 = Down(t, s.x), d1 = Down(t, s.y);
       const long held1 = lb > d1 ? (lb - d1 + k_ - 1) / k_ : 0;
       const double room = cap_ - a1 * held1;
       if (room < -kTol) return false;
