@@ -62,6 +62,20 @@ class Search {
       wrap_.resize(static_cast<size_t>(2 * reach));
       for (long a = -reach; a < reach; ++a) wrap_[a + reach] = static_cast<uint8_t>(Mod(a));
     }
+    // Admit's tables: chunk 1 of a worker holds at most about 2p periods' worth of copies.
+    if (k_ <= kMaxSlots) {
+      held_tab_ = 2 * p_ + 16;
+      periods_.resize(static_cast<size_t>(held_tab_) * k_);
+      for (size_t v = 0; v < periods_.size(); ++v) periods_[v] = static_cast<long>(v) / k_;
+      most_.resize(static_cast<size_t>(p_) * held_tab_);
+      for (int i = 0; i < p_; ++i) {
+        const double a0 = costs_.stages[i].activation;
+        const double a1 = costs_.stages[2 * p_ - 1 - i].activation;
+        for (long h = 0; h < held_tab_; ++h) {
+          most_[static_cast<size_t>(i) * held_tab_ + h] = ComputeMostChunk0(h, a0, a1);
+        }
+      }
+    }
   }
 
   std::vector<BuildingBlock> Run() {
@@ -162,6 +176,24 @@ class Search {
     const size_t at = static_cast<size_t>(static_cast<long>(a) - wrap_lo_);
     return at < wrap_.size() ? wrap_[at] : Mod(a);
   }
+  // v / k for v >= 0: tabled for the small values Admit divides (no division in the hot loop).
+  long Periods(long v) const {
+    return v < static_cast<long>(periods_.size()) ? periods_[v] : v / k_;
+  }
+  // Admit's bound for worker i when chunk 1 holds `held1` copies: floor(room / a0 + 1e-9) of
+  // the room chunk 1 leaves (kNoRoom when there is none, kAnyCount when a0 is 0), tabled per
+  // worker for small counts (the same expressions, so the same values).
+  static constexpr long kNoRoom = std::numeric_limits<long>::min();
+  static constexpr long kAnyCount = std::numeric_limits<long>::max();
+  long ComputeMostChunk0(long held1, double a0, double a1) const {
+    const double room = cap_ - a1 * held1;
+    if (room < -kTol) return kNoRoom;
+    return a0 > kTol ? Floor(room / a0 + 1e-9) : kAnyCount;
+  }
+  long MostChunk0(int i, long held1, double a0, double a1) const {
+    return held1 < held_tab_ ? most_[static_cast<size_t>(i) * held_tab_ + held1]
+                             : ComputeMostChunk0(held1, a0, a1);
+  }
   // (a - b) and (a + b) mod the period for phases a, b in [0, period).
   int Down(int a, int b) const { return a >= b ? a - b : a - b + k_; }
   int Up(int a, int b) const { return a + b < k_ ? a + b : a + b - k_; }
@@ -232,12 +264,10 @@ class Search {
     long n_max = unbounded_n_;
     for (int t : {s.x, s.y}) {
       const int d0 = Down(t, s.x), d1 = Down(t, s.y);
-      const long held1 = lb > d1 ? (lb - d1 + k_ - 1) / k_ : 0;
-      const double room = cap_ - a1 * held1;
-      if (room < -kTol) return false;
-      if (a0 > kTol) {
-        n_max = std::min(n_max, Floor(room / a0 + 1e-9) - (r > d0 ? 1 : 0));
-      }
+      const long held1 = lb > d1 ? Periods(lb - d1 + k_ - 1) : 0;
+      const long most = MostChunk0(i, held1, a0, a1);
+      if (most == kNoRoom) return false;
+      if (most != kAnyCount) n_max = std::min(n_max, most - (r > d0 ? 1 : 0));
     }
     if (n_max < 0) return false;
     const long la_max = r + n_max * k_;
@@ -335,6 +365,9 @@ class Search {
   long unbounded_n_ = 0;       // kUnbounded / k_
   int wrap_lo_ = 0;            // wrap_[i] = Mod(wrap_lo_ + i)
   std::vector<uint8_t> wrap_;
+  long held_tab_ = 0;          // Admit's tables cover chunk-1 counts below this
+  std::vector<long> periods_;  // periods_[v] = v / k_
+  std::vector<long> most_;     // per worker and chunk-1 count: ComputeMostChunk0
   std::vector<Layout> layouts_;
   std::vector<int> group_;  // per layout: layouts with the same (y, z, u) share a group
   int num_groups_ = 0;
