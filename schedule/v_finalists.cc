@@ -122,8 +122,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
   // screening stops there and it is dropped (at p = 64, m = 1024 each such candidate ran in full
   // before, most of them at full m too). Not where a close runner-up is wanted (the polish).
   const bool beat_skips = close_second == nullptr && beat_span < kNoLimit;
-  const double hopeless_at =
-      beat_skips ? beat_span + slack - slack * (m - screen_m) : kNoLimit;
+  const double hopeless_at = beat_skips ? beat_span + slack - slack * (m - screen_m) : kNoLimit;
   std::vector<int> hopeless;  // variants stopped at hopeless_at in the screening
   if (m > screen_m && all.size() > 2) {
     // Only the best two and the best of each family (pattern, greedy, block) matter below, so a

@@ -29,7 +29,6 @@ double OneMicrobatch(const CostModel& costs, int p) {
   return most;
 }
 
-
 // The greedy engine's search space for a cap: priority rules x in-flight limits K (chunk-0
 // microbatches a worker may hold before their chunk-0 B; 0 = limited by memory only).
 // A limit K >= `no_limit_from` never binds (memory stops a worker first) and would repeat the
@@ -391,7 +390,6 @@ absl::Status CheckVSpec(const PipelineSpec& spec) {
   }
   return absl::OkStatus();
 }
-
 
 absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec) {
   return MakeNamed(spec, "v-min", VMinPeakLaw(spec.num_workers),

@@ -280,7 +280,7 @@ class VGreedy {
   int leaves_ = 1;
   std::vector<int> tree_;
   double now_ = 0.0;
-  int deciding_ = -1;  // the worker whose decision runs (its tree path is stale meanwhile)
+  int deciding_ = -1;   // the worker whose decision runs (its tree path is stale meanwhile)
   int notify_to_ = -1;  // the decision's notification, sent after it
   double notify_ready_ = 0.0;
   VGreedyResult r_;

@@ -362,8 +362,8 @@ class Search {
   int beam_ = 4;
   int stride_ = 1;
   Mask full_ = 0;
-  long unbounded_n_ = 0;       // kUnbounded / k_
-  int wrap_lo_ = 0;            // wrap_[i] = Mod(wrap_lo_ + i)
+  long unbounded_n_ = 0;  // kUnbounded / k_
+  int wrap_lo_ = 0;       // wrap_[i] = Mod(wrap_lo_ + i)
   std::vector<uint8_t> wrap_;
   long held_tab_ = 0;          // Admit's tables cover chunk-1 counts below this
   std::vector<long> periods_;  // periods_[v] = v / k_
