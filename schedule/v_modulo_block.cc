@@ -304,8 +304,9 @@ class Search {
   }
 
   // The beam of the states offered since BeginLevel: half by least G, half by most slack. The
-  // selection runs on indices (the same comparisons and moves as on the states themselves, so
-  // the same states in the same order), and only the kept states are copied out.
+  // selection runs on the keys with an index (the same comparisons and moves as on the states
+  // themselves, so the same states in the same order, without their 80 bytes or a look-up per
+  // comparison), and only the kept states are copied out.
   void Prune(std::vector<State>* out) {
     out->clear();
     const int beam = beam_;
@@ -313,19 +314,18 @@ class Search {
       out->assign(unique_.begin(), unique_.end());
       return;
     }
-    order_.resize(unique_.size());
-    for (size_t k = 0; k < order_.size(); ++k) order_[k] = static_cast<int>(k);
-    const State* u = unique_.data();
-    const auto half = order_.begin() + beam / 2;
-    std::nth_element(order_.begin(), half, order_.end(), [u](int ia, int ib) {
-      const State& a = u[ia];
-      const State& b = u[ib];
-      return a.g_fixed != b.g_fixed ? a.g_fixed < b.g_fixed : a.Slack() > b.Slack();
+    rank_.resize(unique_.size());
+    for (size_t k = 0; k < unique_.size(); ++k) {
+      rank_[k] = {unique_[k].g_fixed, unique_[k].Slack(), static_cast<int>(k)};
+    }
+    const auto half = rank_.begin() + beam / 2;
+    std::nth_element(rank_.begin(), half, rank_.end(), [](const Rank& a, const Rank& b) {
+      return a.g_fixed != b.g_fixed ? a.g_fixed < b.g_fixed : a.slack > b.slack;
     });
-    std::nth_element(half, order_.begin() + beam, order_.end(),
-                     [u](int ia, int ib) { return u[ia].Slack() > u[ib].Slack(); });
+    std::nth_element(half, rank_.begin() + beam, rank_.end(),
+                     [](const Rank& a, const Rank& b) { return a.slack > b.slack; });
     out->reserve(beam);
-    for (int k = 0; k < beam; ++k) out->push_back(unique_[order_[k]]);
+    for (int k = 0; k < beam; ++k) out->push_back(unique_[rank_[k].index]);
   }
 
   BuildingBlock Build(const std::vector<std::vector<State>>& level, int end) const {
@@ -376,7 +376,11 @@ class Search {
   std::vector<int> chain_;        // per unique_ state: the group's previous state, or -1
   std::vector<int> group_stamp_;  // per group: the worker whose chain group_head_ starts
   std::vector<int> group_head_;
-  std::vector<int> order_;
+  struct Rank {
+    long g_fixed, slack;
+    int index;  // into unique_
+  };
+  std::vector<Rank> rank_;
   int level_stamp_ = -1;
 };
 
