@@ -176,7 +176,7 @@ Schedule RepeatBlock(const BuildingBlock& block, int num_microbatches, std::stri
     }
     // Each pass's current key is kept and only the picked one is recomputed (the merge runs
     // over every action of every candidate block in the V generators' screening).
-    std::vector<int> next;
+    std::vector<int> next, queue;
     std::vector<Key> current;
     for (int w = 0; w < block.num_workers; ++w) {
       const std::vector<int>& ids = mine[w];
@@ -190,16 +190,30 @@ Schedule RepeatBlock(const BuildingBlock& block, int num_microbatches, std::stri
       for (int k = 0; k < n_ids; ++k) current.push_back(key(k));
       auto& list = schedule.worker_actions[w];
       list.reserve(ids.size() * num_microbatches);
-      const size_t total = ids.size() * static_cast<size_t>(num_microbatches);
-      for (size_t n = 0; n < total; ++n) {
-        int pick = -1;
-        for (int k = 0; k < n_ids; ++k) {
-          if (next[k] >= num_microbatches) continue;
-          if (pick < 0 || current[k] < current[pick]) pick = k;
-        }
+      if (num_microbatches < 1) continue;
+      // The passes by current key (keys are distinct: the pass index is part of them): the
+      // front is the next action, and a pass's new key, larger than its last, moves it back
+      // past the keys below it.
+      queue.resize(n_ids);
+      for (int k = 0; k < n_ids; ++k) queue[k] = k;
+      std::sort(queue.begin(), queue.end(), [&](int a, int b) { return current[a] < current[b]; });
+      int live = n_ids;
+      while (live > 0) {
+        const int pick = queue[0];
         const BlockPass& pass = block.passes[ids[pick]];
         list.push_back(Action{pass.kind, pass.stage, next[pick]++});
+        if (next[pick] >= num_microbatches) {
+          std::copy(queue.begin() + 1, queue.begin() + live, queue.begin());
+          --live;
+          continue;
+        }
         current[pick] = key(pick);
+        int at = 0;
+        while (at + 1 < live && current[queue[at + 1]] < current[pick]) {
+          queue[at] = queue[at + 1];
+          ++at;
+        }
+        queue[at] = pick;
       }
     }
     return schedule;

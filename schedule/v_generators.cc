@@ -11,6 +11,7 @@
 #include "schedule/cyclic_order.h"
 #include "schedule/order_polish.h"
 #include "schedule/v_block_search.h"
+#include "schedule/v_finalists.h"
 #include "schedule/v_greedy.h"
 #include "schedule/v_modulo_block.h"
 #include "schedule/v_pattern.h"
@@ -19,30 +20,11 @@
 namespace pipetrain::schedule {
 namespace {
 
-const char* PatternLabel(VPatternKind kind) {
-  switch (kind) {
-    case VPatternKind::kMin: return "pattern v-min";
-    case VPatternKind::kHalf: return "pattern v-half";
-    case VPatternKind::kMinReordered: return "pattern v-min, reordered";
-    default: return "pattern v-half, reordered";
-  }
-}
-
 // Smallest cap the V schedules accept: one microbatch on the fullest worker.
 double OneMicrobatch(const CostModel& costs, int p) {
   double most = 0.0;
   for (int w = 0; w < p; ++w) {
     most = std::max(most, costs.stages[w].activation + costs.stages[2 * p - 1 - w].activation);
-  }
-  return most;
-}
-
-double BusiestWork(const CostModel& costs, int p) {
-  double most = 0.0;
-  for (int w = 0; w < p; ++w) {
-    const StageCost& x = costs.stages[w];
-    const StageCost& y = costs.stages[2 * p - 1 - w];
-    most = std::max(most, x.f + x.b + x.w + y.f + y.b + y.w);
   }
   return most;
 }
@@ -230,10 +212,14 @@ std::vector<VVariant> ModuloBlockVariants(int p, const CostModel& costs, double 
 // budget buys only a few hundred timings (unit costs, p=16 m=128: none of them helped).
 constexpr int64_t kPolishMaxActions = 8192;
 
-Schedule Polished(Schedule s, const CostModel& costs, double cap) {
+bool PolishedSize(const Schedule& s) {
   int64_t actions = 0;
   for (const auto& l : s.worker_actions) actions += static_cast<int64_t>(l.size());
-  if (actions > kPolishMaxActions) return s;
+  return actions <= kPolishMaxActions;
+}
+
+Schedule Polished(Schedule s, const CostModel& costs, double cap) {
+  if (!PolishedSize(s)) return s;
   PolishOptions options;
   options.memory_cap = cap;
   options.edge = 8 * s.num_workers;
@@ -256,7 +242,9 @@ double LongestSpan(const Schedule& s, const CostModel& costs) {
   return e.ok ? e.max_span : 1e300;
 }
 
-Schedule Finished(Schedule s, const CostModel& costs, double cap) {
+// `span`: s's longest worker span as its planner timed it (the same ASAP times), or < 0; an
+// order too large for the polish is then not timed again.
+Schedule Finished(Schedule s, const CostModel& costs, double cap, double span = -1.0) {
   constexpr int kMicrobatchesPerPeriod = 2;
   const std::optional<CyclicOrder> window = SteadyWindow(s, kMicrobatchesPerPeriod);
   std::optional<Schedule> unrolled;
@@ -274,11 +262,13 @@ Schedule Finished(Schedule s, const CostModel& costs, double cap) {
       unrolled = Unroll(found.order, s, s.num_microbatches);
     }
   }
+  if (span < 0 || PolishedSize(s)) span = -1.0;
   Schedule plan = Polished(std::move(s), costs, cap);
   if (!unrolled) return plan;
   Schedule other = Polished(std::move(*unrolled), costs, cap);
-  return LongestSpan(other, costs) < LongestSpan(plan, costs) - 1e-9 ? std::move(other)
-                                                                     : std::move(plan);
+  return LongestSpan(other, costs) < (span >= 0 ? span : LongestSpan(plan, costs)) - 1e-9
+             ? std::move(other)
+             : std::move(plan);
 }
 
 absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& name, double law,
@@ -294,7 +284,7 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
   if (zbv) {
     absl::StatusOr<ZbvResult> r = ZbvSchedule(p, m, costs, cap, name);
     if (r.ok()) {
-      if (r->max_span <= BusiestWork(costs, p) * m * (1 + 1e-9)) return std::move(r->schedule);
+      if (r->max_span <= VBusiestWork(costs, p) * m * (1 + 1e-9)) return std::move(r->schedule);
       wave = std::move(*r);
     }
   }
@@ -327,7 +317,7 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
       if (e.ok) beat = std::min(beat, e.max_span);
       TimedPattern t{kind, std::nullopt};
       if (e.ok && *std::max_element(e.peak.begin(), e.peak.end()) <= cap + 1e-9) {
-        t.plan = VPlan{std::move(s), e.max_span, e.makespan, e.peak, PatternLabel(kind)};
+        t.plan = VPlan{std::move(s), e.max_span, e.makespan, e.peak, VPatternLabel(kind)};
       }
       timed.push_back(std::move(t));
     }
@@ -344,10 +334,10 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
                                          polished ? &second : nullptr, std::move(timed));
   if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
                (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
-    return Finished(std::move(wave->schedule), costs, cap);
+    return Finished(std::move(wave->schedule), costs, cap, wave->max_span);
   }
   if (!plan.ok()) return plan.status();
-  Schedule first = Finished(std::move(plan->schedule), costs, cap);
+  Schedule first = Finished(std::move(plan->schedule), costs, cap, plan->max_span);
   if (!second) return first;
   Schedule other = Finished(std::move(second->schedule), costs, cap);
   return LongestSpan(other, costs) < LongestSpan(first, costs) - 1e-9 ? std::move(other)
@@ -399,316 +389,6 @@ absl::Status CheckVSpec(const PipelineSpec& spec) {
     }
   }
   return absl::OkStatus();
-}
-
-namespace {
-
-struct Scored {
-  double span = 0.0, makespan = 0.0;
-  int index = 0;  // < 0: pattern -index-1, else greedy variant
-};
-
-// Runs candidate `index` (see Scored) for m microbatches; nullopt if it does not fit the cap or
-// if its longest worker span is certain to exceed `abort_span` (then *pruned = true). `record`
-// = false: the greedy engine does not materialise its actions (for screening).
-std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& costs, double cap,
-                                  const std::vector<VPatternKind>& patterns,
-                                  const std::vector<VVariant>& variants, const std::string& name,
-                                  absl::Status& error, double abort_span, bool record,
-                                  bool* pruned) {
-  *pruned = false;
-  if (index < 0) {
-    const VPatternKind kind = patterns[-index - 1];
-    Schedule s = MakeVPattern(kind, p, m, name);
-    const VOrderEval e = EvaluateVOrder(s, costs, cap, abort_span);
-    *pruned = e.pruned;
-    if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) return std::nullopt;
-    return VPlan{std::move(s), e.max_span, e.makespan, e.peak,
-                 PatternLabel(kind)};
-  }
-  const VVariant& variant = variants[index];
-  if (variant.block.has_value() || variant.fixed_block.has_value()) {
-    Schedule s = RepeatBlock(
-        variant.fixed_block ? *variant.fixed_block : MakeVBlock(p, costs, *variant.block), m, name);
-    const VOrderEval e = EvaluateVOrder(s, costs, cap, abort_span);
-    *pruned = e.pruned;
-    if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) return std::nullopt;
-    return VPlan{std::move(s), e.max_span, e.makespan, e.peak, variant.label};
-  }
-  VGreedyOptions options = variant.options;
-  options.memory_cap = cap;
-  options.abort_span = abort_span;
-  options.record = record;
-  if (variant.inflight > 0) options.max_inflight.assign(p, variant.inflight);
-  absl::StatusOr<VGreedyResult> r = GreedyScheduleV(p, m, costs, options, name);
-  if (!r.ok()) {
-    error = r.status();
-    return std::nullopt;
-  }
-  if (r->pruned) {
-    *pruned = true;
-    return std::nullopt;
-  }
-  return VPlan{std::move(r->schedule), r->max_span, r->makespan, std::move(r->peak), variant.label};
-}
-
-bool Better(const VPlan& a, const std::optional<VPlan>& best) {
-  return !best || a.max_span < best->max_span - 1e-9 ||
-         (a.max_span < best->max_span + 1e-9 && a.makespan < best->makespan - 1e-9);
-}
-
-constexpr double kNoLimit = 1e300;
-
-// A candidate's predicted span at full m; kNoLimit if none (it runs last and is never skipped).
-double Prediction(const std::vector<std::pair<int, double>>& predicted, int index) {
-  for (const auto& [i, span] : predicted) {
-    if (i == index) return span;
-  }
-  return kNoLimit;
-}
-
-}  // namespace
-
-absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
-                                double cap, const std::vector<VPatternKind>& patterns,
-                                const std::vector<VVariant>& variants, const std::string& name,
-                                double beat_span, std::optional<VPlan>* close_second,
-                                std::vector<TimedPattern> timed) {
-  constexpr double kClose = 1.02;  // see close_second
-  const int p = num_workers, m = num_microbatches;
-  absl::Status error = absl::InternalError("no V candidate fits the memory cap");
-  std::vector<int> all;
-  for (int i = 0; i < static_cast<int>(patterns.size()); ++i) all.push_back(-i - 1);
-  for (int i = 0; i < static_cast<int>(variants.size()); ++i) all.push_back(i);
-  // Screen on a prefix when m is large: the steady state is periodic, so the ranking on
-  // 2p microbatches carries over; only the best few run at full m.
-  const int screen_m = std::max(2 * p, 24);
-  std::vector<int> finalists = all;
-  std::vector<std::pair<int, double>> predicted;  // (candidate, predicted span at full m)
-  std::vector<Scored> scored;                      // the screening's results
-  const double slack = BusiestWork(costs, p);       // one microbatch of the busiest worker
-  if (m > screen_m && all.size() > 2) {
-    // Only the best two and the best of each family (pattern, greedy, block) matter below, so a
-    // candidate is stopped once its span is certain to exceed both the second-best span so far
-    // and its family's best so far (both only fall, so a stopped candidate stays irrelevant).
-    // Promising candidates run first to tighten those bounds early: the patterns, the blocks,
-    // then the greedy variants with an in-flight limit.
-    auto family = [&](int index) {
-      if (index < 0) return 0;
-      return variants[index].block.has_value() || variants[index].fixed_block.has_value() ? 2 : 1;
-    };
-    std::vector<int> order = all;
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      auto key = [&](int i) {
-        const int f = family(i);
-        if (f != 1) return f == 0 ? 0 : 1;
-        return variants[i].inflight > 0 ? 2 : 3;
-      };
-      return key(a) < key(b);
-    });
-    double s1 = kNoLimit, s2 = kNoLimit;
-    double family_best[3] = {kNoLimit, kNoLimit, kNoLimit};
-    for (int index : order) {
-      const double bound = std::max(s2, family_best[family(index)]);
-      bool pruned = false;
-      std::optional<VPlan> r = RunCandidate(index, p, screen_m, costs, cap, patterns, variants,
-                                            name, error, bound, /*record=*/false, &pruned);
-      if (!r) continue;
-      scored.push_back({r->max_span, r->makespan, index});
-      if (r->max_span < s1) {
-        s2 = s1;
-        s1 = r->max_span;
-      } else if (r->max_span < s2) {
-        s2 = r->max_span;
-      }
-      double& fb = family_best[family(index)];
-      fb = std::min(fb, r->max_span);
-    }
-    // Rank in the candidates' own order (ties keep it), as if all had run to the end.
-    auto position = [&](int index) { return index < 0 ? -index - 1 : index + 1000000; };
-    std::sort(scored.begin(), scored.end(),
-              [&](const Scored& a, const Scored& b) { return position(a.index) < position(b.index); });
-    std::stable_sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
-      return a.span < b.span - 1e-9 || (a.span < b.span + 1e-9 && a.makespan < b.makespan);
-    });
-    finalists.clear();
-    for (size_t i = 0; i < scored.size() && i < 2; ++i) finalists.push_back(scored[i].index);
-    // Also the best of each family (greedy, repeated block): their bubbles fall with m at
-    // different rates, so the prefix ranking across families is not reliable.
-    for (bool block : {false, true}) {
-      for (const Scored& sc : scored) {
-        if (sc.index < 0) continue;
-        const VVariant& v = variants[sc.index];
-        if ((v.block.has_value() || v.fixed_block.has_value()) != block) continue;
-        if (std::find(finalists.begin(), finalists.end(), sc.index) == finalists.end()) {
-          finalists.push_back(sc.index);
-        }
-        break;
-      }
-    }
-    // The fixed patterns always run at full m (never worse than the authors' pattern), and the
-    // plain backward-first greedy always fits (admission control): a safe fallback. A pattern
-    // and its reordered variant share the steady state (only warm-up and cool-down differ, and
-    // the prefix has both), so of such a pair only the one screened faster runs.
-    auto screened = [&](int index) {
-      for (const Scored& sc : scored) {
-        if (sc.index == index) return sc.span;
-      }
-      return kNoLimit;
-    };
-    auto partner = [&](VPatternKind kind) {
-      switch (kind) {
-        case VPatternKind::kMin: return VPatternKind::kMinReordered;
-        case VPatternKind::kMinReordered: return VPatternKind::kMin;
-        case VPatternKind::kHalf: return VPatternKind::kHalfReordered;
-        default: return VPatternKind::kHalf;
-      }
-    };
-    auto outrun = [&](int i) {  // pattern i's partner screened faster (ties: lower index)
-      const auto other = std::find(patterns.begin(), patterns.end(), partner(patterns[i]));
-      if (other == patterns.end()) return false;
-      const int j = static_cast<int>(other - patterns.begin());
-      const double mine = screened(-i - 1), theirs = screened(-j - 1);
-      return theirs < mine - 1e-9 || (theirs < mine + 1e-9 && j < i);
-    };
-    for (int i = 0; i < static_cast<int>(patterns.size()); ++i) {
-      if (std::find(finalists.begin(), finalists.end(), -i - 1) == finalists.end()) {
-        finalists.push_back(-i - 1);
-      }
-    }
-    finalists.erase(std::remove_if(finalists.begin(), finalists.end(),
-                                   [&](int index) { return index < 0 && outrun(-index - 1); }),
-                    finalists.end());
-    if (std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
-    // Predict each finalist's span at full m. A pattern or repeated block is periodic: past the
-    // warm-up every extra microbatch adds one steady-state period, so the difference of two
-    // prefixes (the screen and a shorter one) cancels warm-up and cool-down. The greedy is not
-    // periodic (its rate over a prefix can be above its later one), so it gets the optimistic
-    // estimate: from the screen on, no bubble at all. Full-m runs then go best-predicted first,
-    // and a finalist predicted worse than the best full-m span so far by more than one
-    // microbatch of the busiest worker's work is skipped: re-running every finalist at full m
-    // cost more than the whole screening.
-    const int short_m = screen_m - std::max(1, screen_m / 4);
-    for (int index : finalists) {
-      const double at_screen = screened(index);
-      if (at_screen >= kNoLimit) continue;  // pruned in the screening: no estimate, runs
-      if (family(index) == 1) {
-        predicted.emplace_back(index, at_screen + slack * (m - screen_m));
-        continue;
-      }
-      bool pruned = false;
-      std::optional<VPlan> r = RunCandidate(index, p, short_m, costs, cap, patterns, variants,
-                                            name, error, kNoLimit, /*record=*/false, &pruned);
-      if (!r) continue;
-      // No steady state is faster than the busiest worker's work per microbatch (a shorter
-      // difference means the short prefix had not left the warm-up yet).
-      const double rate = std::max(slack, (at_screen - r->max_span) / (screen_m - short_m));
-      predicted.emplace_back(index, at_screen + rate * (m - screen_m));
-    }
-    std::stable_sort(finalists.begin(), finalists.end(), [&](int a, int b) {
-      return Prediction(predicted, a) < Prediction(predicted, b);
-    });
-  }
-  // Full m: a candidate that cannot beat the best so far (or beat_span) is stopped early.
-  // A greedy finalist that screened exactly like one already run (span and makespan, to the
-  // last bit) is taken to be the same plan: a rule that never fires on this input leaves the
-  // order as it is, and a tie cannot win, while re-running it at full m costs as much again.
-  auto screening = [&](int index) -> const Scored* {
-    for (const Scored& sc : scored) {
-      if (sc.index == index) return &sc;
-    }
-    return nullptr;
-  };
-  // A full-m run; a pattern the caller timed already is taken from `timed` (each runs at full m
-  // once at most). Its timing had no bound but beat_span's: a run stopped at a lower bound
-  // would not have been Better either.
-  auto run_full = [&](int index, double bound, bool* pruned) -> std::optional<VPlan> {
-    if (index < 0) {
-      for (TimedPattern& t : timed) {
-        if (t.kind == patterns[-index - 1]) {
-          *pruned = false;
-          if (t.plan && t.plan->max_span > beat_span + 1e-7 * (1.0 + std::abs(beat_span))) {
-            return std::nullopt;
-          }
-          return std::move(t.plan);
-        }
-      }
-    }
-    return RunCandidate(index, p, m, costs, cap, patterns, variants, name, error, bound,
-                        /*record=*/true, pruned);
-  };
-  std::vector<const Scored*> ran;
-  std::optional<VPlan> best;
-  // Look-ahead (same result, less work): the first finalist runs with no bound, and when it is
-  // a greedy its optimistic prediction often puts it before a pattern or block that beats it by
-  // far (p = 64, m = 1024, 1:1.5:0.5 with comm 0.2: a greedy at 5543 ran in full before V-Half's
-  // pattern at 4092). The periodic second finalist then runs first, and the greedy is stopped at
-  // its span. Its loss is then certain, and so is the second finalist's run in the plain order
-  // (its prediction is within the slack of its own span, hence of the greedy's), so the best
-  // after both is the second finalist, as it would have been. Otherwise the greedy runs in full
-  // and both results go through the plain order's rules below.
-  auto periodic = [&](int index) {
-    return index < 0 || variants[index].block.has_value() || variants[index].fixed_block.has_value();
-  };
-  std::optional<VPlan> early_first, early_second;
-  bool first_loses = false, second_ran = false;
-  if (close_second == nullptr && finalists.size() >= 2 && finalists[0] >= 0 &&
-      finalists[0] < static_cast<int>(variants.size()) && !periodic(finalists[0]) &&
-      finalists[1] < static_cast<int>(variants.size()) && periodic(finalists[1])) {
-    bool pruned = false;
-    early_second = run_full(finalists[1], beat_span, &pruned);
-    second_ran = true;
-    const double guess = Prediction(predicted, finalists[1]);
-    if (early_second && (guess >= kNoLimit || guess <= early_second->max_span + slack)) {
-      early_first = RunCandidate(finalists[0], p, m, costs, cap, patterns, variants, name, error,
-                                 std::min(beat_span, early_second->max_span), /*record=*/true,
-                                 &pruned);
-      first_loses = !early_first && pruned;
-    }
-  }
-  for (size_t position = 0; position < finalists.size(); ++position) {
-    const int index = finalists[position];
-    if (index >= static_cast<int>(variants.size())) continue;
-    const Scored* mine = index >= 0 && !variants[index].block && !variants[index].fixed_block
-                             ? screening(index)
-                             : nullptr;
-    if (mine != nullptr &&
-        std::any_of(ran.begin(), ran.end(), [&](const Scored* other) {
-          return other->span == mine->span && other->makespan == mine->makespan;
-        })) {
-      continue;
-    }
-    if (mine != nullptr) ran.push_back(mine);
-    const double guess = Prediction(predicted, index);
-    if (best && guess < kNoLimit && guess > best->max_span + slack) continue;
-    bool pruned = false;
-    double bound = best ? std::min(best->max_span, beat_span) : beat_span;
-    if (close_second != nullptr && best) bound = std::min(best->max_span * kClose, beat_span);
-    std::optional<VPlan> r;
-    if (position == 0 && first_loses) {
-      // Certain to lose to the second finalist (see the look-ahead above).
-    } else if (position == 0 && early_first) {
-      r = std::move(early_first);
-    } else if (position == 1 && second_ran) {
-      // Run with no bound but beat_span: a run the plain order stops at `bound` would not be
-      // Better either (and one that did not fit or passed beat_span does not under `bound`).
-      r = std::move(early_second);
-    } else {
-      r = run_full(index, bound, &pruned);
-    }
-    if (!r) continue;
-    if (Better(*r, best)) std::swap(r, best);
-    if (close_second != nullptr && r && r->max_span <= best->max_span * kClose &&
-        Better(*r, *close_second)) {
-      *close_second = std::move(r);
-    }
-  }
-  if (!best) return error;
-  if (close_second != nullptr && *close_second &&
-      (*close_second)->max_span > best->max_span * kClose) {
-    close_second->reset();
-  }
-  return std::move(*best);
 }
 
 absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec) {

@@ -12,12 +12,14 @@
 //     searched with the real costs (v_block_search.h);
 //   - for v-min, v-half and v-adaptive, modulo-scheduled blocks whose peak is checked exactly
 //     during the search, at the shortest period that fits (v_modulo_block.h).
-// For m > 2p candidates are ranked on a 2p-microbatch prefix; the best two, the patterns and the
-// fallback greedy run at full m. The winner's order is then polished under the same cap
-// (order_polish.h: critical-path local search, ~60 ms at most; schedules of up to 8192 actions),
-// which recovers idle time in warm-up and cool-down that the rules leave, mostly with comm > 0. zb-v and v-zb also run the ZB-V wave scheduler (v_zbv.h, the
-// authors' ZB-V algorithm with real costs and lazy W's); it wins at cap p (zb-v: against the one
-// backward-first greedy; v-zb: against the full search, skipped once the wave hits the bound).
+// The choice among the candidates (prefix screening, predicted full-m spans, early stops) is
+// PlanBestV (v_finalists.h); this file builds the candidates and finishes the winner. Its order
+// is then polished under the same cap (order_polish.h: critical-path local search, ~60 ms at
+// most; schedules of up to 8192 actions), which recovers idle time in warm-up and cool-down that
+// the rules leave, mostly with comm > 0. zb-v and v-zb also run the ZB-V wave scheduler
+// (v_zbv.h, the authors' ZB-V algorithm with real costs and lazy W's); it wins at cap p (zb-v:
+// against the one backward-first greedy; v-zb: against the full search, skipped once the wave
+// hits the bound).
 // Output: F, B, W compute actions only.
 //
 // Memory laws (units = one microbatch's activations for a worker's whole share; each chunk holds
@@ -47,16 +49,10 @@
 #ifndef PIPETRAIN_SCHEDULE_V_GENERATORS_H_
 #define PIPETRAIN_SCHEDULE_V_GENERATORS_H_
 
-#include <optional>
-#include <string>
-#include <vector>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "schedule/building_block.h"
 #include "schedule/pipeline_spec.h"
-#include "schedule/v_greedy.h"
-#include "schedule/v_pattern.h"
+#include "schedule/schedule.h"
 
 namespace pipetrain::schedule {
 
@@ -65,48 +61,8 @@ int VMinPeakLaw(int p);   // (p+4)//3
 int VHalfPeakLaw(int p);  // (p+2)//2
 int VZbPeakLaw(int p);    // p
 
-// One point of the greedy engine's search (v_greedy.h); memory_cap is set by the caller.
-struct VVariant {
-  std::string label;
-  VGreedyOptions options;
-  int inflight = 0;  // max_inflight on every worker; 0 = memory only
-  // When set, the candidate is instead the repeated real-cost building block of this shape
-  // (building_block.h: MakeVBlock + RepeatBlock, squeezed by ASAP timing), kept if it fits.
-  std::optional<VBlockShape> block;
-  // When set, the candidate is this searched block (v_block_search.h), repeated.
-  std::optional<BuildingBlock> fixed_block;
-};
-
-struct VPlan {
-  Schedule schedule;
-  double max_span = 0.0;  // longest worker span (the bubble's denominator)
-  double makespan = 0.0;
-  std::vector<double> peak;  // per worker
-  std::string variant;       // label of the winning candidate
-};
-
-// A fixed pattern the caller already timed at the full m (PlanBestV then takes this result
-// instead of timing it again: at p = 64, m = 1024 one timing is ~5 ms).
-struct TimedPattern {
-  VPatternKind kind = VPatternKind::kHalf;
-  std::optional<VPlan> plan;  // nullopt: it does not fit the cap (or deadlocks)
-};
-
 // Checks the fields the V generators need (see Limits above).
 absl::Status CheckVSpec(const PipelineSpec& spec);
-
-// Best candidate (least longest worker span, then makespan) with peak <= cap on every worker:
-// the fixed `patterns` (v_pattern.h, real-cost timed) and the greedy `variants`. Candidates
-// whose longest worker span is certain to exceed `beat_span` (or the best so far) are stopped
-// early and never returned (error when none is left).
-// `close_second`, if given: the best full-m plan of another candidate whose span is within
-// 2% of the winner's (the caller polishes both: the polish can reorder their ranking).
-absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
-                                double cap, const std::vector<VPatternKind>& patterns,
-                                const std::vector<VVariant>& variants, const std::string& name,
-                                double beat_span = 1e300,
-                                std::optional<VPlan>* close_second = nullptr,
-                                std::vector<TimedPattern> timed = {});
 
 absl::StatusOr<Schedule> MakeVMin(const PipelineSpec& spec);
 absl::StatusOr<Schedule> MakeVHalf(const PipelineSpec& spec);

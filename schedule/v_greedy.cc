@@ -65,8 +65,21 @@ class VGreedy {
       // The earliest pending decision (ties: lowest worker) is the tree's winner.
       const int w = tree_[1];
       now_ = pending_[w];
-      SetPending(w, kInf);
-      if (Decide(w)) --remaining;
+      // w's own wake-up time is settled by Decide, and the tree walks w's path once after it
+      // (not once for "asleep" and once more for its next time); the one notification a
+      // decision may send waits until then (the tree ends the same: it only depends on the
+      // pending times).
+      pending_[w] = kInf;
+      deciding_ = w;
+      const bool committed = Decide(w);
+      deciding_ = -1;
+      SetPending(w, pending_[w]);
+      if (notify_to_ >= 0) {
+        const int to = notify_to_;
+        notify_to_ = -1;
+        Notify(to, notify_ready_);
+      }
+      if (committed) --remaining;
       if (r_.pruned) return std::move(r_);
     }
     if (remaining != 0) {
@@ -107,8 +120,19 @@ class VGreedy {
       tree_[node] = winner;
     }
   }
-  void Wake(int w, double time) { SetPending(w, time); }
+  void Wake(int w, double time) {
+    if (w == deciding_) {
+      pending_[w] = time;  // the tree catches up after the decision
+    } else {
+      SetPending(w, time);
+    }
+  }
   void Notify(int w, double ready) {
+    if (deciding_ >= 0) {  // sent after the decision (at most one per decision)
+      notify_to_ = w;
+      notify_ready_ = ready;
+      return;
+    }
     const double when = std::max({clock_[w], ready, now_});
     if (when < pending_[w]) Wake(w, when);
   }
@@ -256,6 +280,9 @@ class VGreedy {
   int leaves_ = 1;
   std::vector<int> tree_;
   double now_ = 0.0;
+  int deciding_ = -1;   // the worker whose decision runs (its tree path is stale meanwhile)
+  int notify_to_ = -1;  // the decision's notification, sent after it
+  double notify_ready_ = 0.0;
   VGreedyResult r_;
 };
 

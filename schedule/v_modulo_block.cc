@@ -6,15 +6,19 @@
 #include <cstdint>
 #include <limits>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/numeric/int128.h"
 #include "schedule/v_block_search.h"
 
 namespace pipetrain::schedule {
 namespace {
 
-// Occupancy of a period's slots (at most 128).
+// Occupancy of a period's slots (at most 128): the compiler's own 128-bit integer where there
+// is one (absl::uint128's operators cost several times as much in BuildLayouts' loops).
+#ifdef __SIZEOF_INT128__
+using Mask = unsigned __int128;
+#else
 using Mask = absl::uint128;
+#endif
 constexpr int kMaxSlots = 128;
 
 constexpr double kTol = 1e-9;
@@ -49,6 +53,29 @@ class Search {
     c_ = GridSlots(c.comm, q_);
     k_ = std::max(slots, 2 * (f_ + b_ + w_)) + std::max(0, opt.extra_slots);
     full_ = k_ >= kMaxSlots ? ~Mask{0} : (Mask{1} << k_) - 1;
+    unbounded_n_ = kUnbounded / k_;
+    // Wrap's table: the hot loop's arguments are sums of a few phases (< k) and hops (f, b, w
+    // and comm slots), so a few periods plus a few hops either side of 0 cover them.
+    const long reach = 6L * k_ + 8L * (f_ + b_ + w_ + c_);
+    if (k_ <= kMaxSlots && reach <= (1L << 20)) {
+      wrap_lo_ = static_cast<int>(-reach);
+      wrap_.resize(static_cast<size_t>(2 * reach));
+      for (long a = -reach; a < reach; ++a) wrap_[a + reach] = static_cast<uint8_t>(Mod(a));
+    }
+    // Admit's tables: chunk 1 of a worker holds at most about 2p periods' worth of copies.
+    if (k_ <= kMaxSlots) {
+      held_tab_ = 2 * p_ + 16;
+      periods_.resize(static_cast<size_t>(held_tab_) * k_);
+      for (size_t v = 0; v < periods_.size(); ++v) periods_[v] = static_cast<long>(v) / k_;
+      most_.resize(static_cast<size_t>(p_) * held_tab_);
+      for (int i = 0; i < p_; ++i) {
+        const double a0 = costs_.stages[i].activation;
+        const double a1 = costs_.stages[2 * p_ - 1 - i].activation;
+        for (long h = 0; h < held_tab_; ++h) {
+          most_[static_cast<size_t>(i) * held_tab_ + h] = ComputeMostChunk0(h, a0, a1);
+        }
+      }
+    }
   }
 
   std::vector<BuildingBlock> Run() {
@@ -65,18 +92,20 @@ class Search {
     stride_ = static_cast<int>(
         std::max<long>(1, (beam_ * per_state + opt_.max_transitions - 1) / opt_.max_transitions));
     std::vector<std::vector<State>> level(p_);
-    std::vector<State> next;
+    group_stamp_.assign(num_groups_, -1);
+    group_head_.assign(num_groups_, -1);
+    BeginLevel(0);
     for (int l = 0; l < static_cast<int>(layouts_.size()); ++l) {
       const Layout& lay = layouts_[l];
       State s{0, lay.y, lay.z, lay.u, 0, 0, 0, 0, Mod(lay.z - lay.y - f_), 0, kUnbounded, -1, l};
       s.g_fixed = 2 * f_ + b_ + s.t0;
-      if (Admit(0, s)) next.push_back(s);
+      if (Admit(0, s)) Offer(s);
     }
-    level[0] = Prune(next);
+    Prune(&level[0]);
     const int hf = f_ + c_, hb = b_ + c_;
     auto hops_after = [&](int i) { return static_cast<long>(p_ - 1 - i) * (2 * hf + 2 * hb); };
     for (int i = 0; i + 1 < p_; ++i) {
-      next.clear();
+      BeginLevel(i + 1);
       for (int k = 0; k < static_cast<int>(level[i].size()); ++k) {
         const State& s = level[i][k];
         for (int l = (k + i) % stride_; l < static_cast<int>(layouts_.size()); l += stride_) {
@@ -87,20 +116,22 @@ class Search {
           const int c2 = s.x + hf + lay.z - s.z - hb;
           const int c3 = s.u - hb - s.x - hf - lay.u;
           // Only the least total: G grows by it, and the cheapest shift leaves the most slack.
+          // (Wrap of each c once; the shifted waits then follow by one comparison each.)
+          const int w1 = Wrap(c1), w2 = Wrap(c2), w3 = Wrap(c3);
           int a = -1, least = 0;
-          for (int start : {0, Wrap(c1) + 1, Wrap(c3) + 1, Wrap(-c2)}) {
+          for (int start : {0, w1 + 1, w3 + 1, w2 == 0 ? 0 : k_ - w2}) {
             if (start >= k_) continue;
-            const int total = start + Wrap(c1 - start) + Wrap(c2 + start) + Wrap(c3 - start);
+            const int total = start + Down(w1, start) + Up(w2, start) + Down(w3, start);
             if (a < 0 || total < least) a = start, least = total;
           }
           if (s.Slack() - (2 * hf + 2 * hb + least) < hops_after(i + 1)) continue;
           {
-            const int cy = Wrap(c1 - a), bz = Wrap(c2 + a), du = Wrap(c3 - a);
+            const int cy = Down(w1, a), bz = Up(w2, a), du = Down(w3, a);
             State t;
             t.x = Wrap(s.x + hf + a);
-            t.y = Wrap(t.x + lay.y);
-            t.z = Wrap(t.x + lay.z);
-            t.u = Wrap(t.x + lay.u);
+            t.y = Up(t.x, lay.y);
+            t.z = Up(t.x, lay.z);
+            t.u = Up(t.x, lay.u);
             t.X = s.X + hf + a;
             t.YU = s.YU + hf + cy;
             t.ZD = s.ZD + hb + bz;
@@ -110,11 +141,11 @@ class Search {
             t.g_max = s.g_max;
             t.parent = k;
             t.layout = l;
-            if (Admit(i + 1, t)) next.push_back(t);
+            if (Admit(i + 1, t)) Offer(t);
           }
         }
       }
-      level[i + 1] = Prune(next);
+      Prune(&level[i + 1]);
       if (level[i + 1].empty()) return {};
     }
     // The tip's turns close the chain: G = fixed part + both turns.
@@ -139,11 +170,37 @@ class Search {
     const long r = a % k_;
     return static_cast<int>(r < 0 ? r + k_ : r);
   }
-  // Mod for the hot loop's small arguments (a few periods either side of 0): no division.
+  // Mod for the hot loop's small arguments (a few periods either side of 0): a table look-up
+  // (k <= 128 fits a byte), Mod past the table.
   int Wrap(int a) const {
-    while (a < 0) a += k_;
-    while (a >= k_) a -= k_;
-    return a;
+    const size_t at = static_cast<size_t>(static_cast<long>(a) - wrap_lo_);
+    return at < wrap_.size() ? wrap_[at] : Mod(a);
+  }
+  // v / k for v >= 0: tabled for the small values Admit divides (no division in the hot loop).
+  long Periods(long v) const {
+    return v < static_cast<long>(periods_.size()) ? periods_[v] : v / k_;
+  }
+  // Admit's bound for worker i when chunk 1 holds `held1` copies: floor(room / a0 + 1e-9) of
+  // the room chunk 1 leaves (kNoRoom when there is none, kAnyCount when a0 is 0), tabled per
+  // worker for small counts (the same expressions, so the same values).
+  static constexpr long kNoRoom = std::numeric_limits<long>::min();
+  static constexpr long kAnyCount = std::numeric_limits<long>::max();
+  long ComputeMostChunk0(long held1, double a0, double a1) const {
+    const double room = cap_ - a1 * held1;
+    if (room < -kTol) return kNoRoom;
+    return a0 > kTol ? Floor(room / a0 + 1e-9) : kAnyCount;
+  }
+  long MostChunk0(int i, long held1, double a0, double a1) const {
+    return held1 < held_tab_ ? most_[static_cast<size_t>(i) * held_tab_ + held1]
+                             : ComputeMostChunk0(held1, a0, a1);
+  }
+  // (a - b) and (a + b) mod the period for phases a, b in [0, period).
+  int Down(int a, int b) const { return a >= b ? a - b : a - b + k_; }
+  int Up(int a, int b) const { return a + b < k_ ? a + b : a + b - k_; }
+  // std::floor for the finite values Admit divides out (far inside long's range), inline.
+  static long Floor(double x) {
+    const long t = static_cast<long>(x);
+    return static_cast<double>(t) > x ? t - 1 : t;
   }
 
   Mask Arc(int start, int len) const {
@@ -183,7 +240,11 @@ class Search {
             }
             if (da < 0 || db < 0 || (da == seen_da && db == seen_db)) continue;
             seen_da = da, seen_db = db;
+            const bool same = !layouts_.empty() && layouts_.back().y == y &&
+                              layouts_.back().z == z && layouts_.back().u == u;
+            if (!same) ++num_groups_;
             layouts_.push_back({y, z, u, da, db});
+            group_.push_back(num_groups_ - 1);
           }
         }
       }
@@ -200,15 +261,13 @@ class Search {
     const int r = Wrap(s.u + b_ + lay.da + w_ - s.x);
     // Chunk 0's lifespan is r + n*period; at the two F starts t (the peak's candidates) chunk 0
     // holds n + [r > d_t] copies, chunk 1 ceil((lb - d'_t) / period).
-    long n_max = kUnbounded / k_;
+    long n_max = unbounded_n_;
     for (int t : {s.x, s.y}) {
-      const int d0 = Wrap(t - s.x), d1 = Wrap(t - s.y);
-      const long held1 = lb > d1 ? (lb - d1 + k_ - 1) / k_ : 0;
-      const double room = cap_ - a1 * held1;
-      if (room < -kTol) return false;
-      if (a0 > kTol) {
-        n_max = std::min(n_max, static_cast<long>(std::floor(room / a0 + 1e-9)) - (r > d0 ? 1 : 0));
-      }
+      const int d0 = Down(t, s.x), d1 = Down(t, s.y);
+      const long held1 = lb > d1 ? Periods(lb - d1 + k_ - 1) : 0;
+      const long most = MostChunk0(i, held1, a0, a1);
+      if (most == kNoRoom) return false;
+      if (most != kAnyCount) n_max = std::min(n_max, most - (r > d0 ? 1 : 0));
     }
     if (n_max < 0) return false;
     const long la_max = r + n_max * k_;
@@ -218,35 +277,55 @@ class Search {
     return s.Slack() >= hops_left;
   }
 
-  // One state per phase tuple (least G so far, then most slack); half the beam by least G, half
-  // by most slack.
-  std::vector<State> Prune(const std::vector<State>& all) const {
-    auto key = [&](const State& s) {
-      return ((int64_t{s.x} * kMaxSlots + s.y) * kMaxSlots + s.z) * kMaxSlots + s.u;
-    };
-    absl::flat_hash_map<int64_t, int> best;
-    best.reserve(all.size());
-    std::vector<State> unique;
-    unique.reserve(all.size());
-    for (const State& s : all) {
-      auto [it, inserted] = best.try_emplace(key(s), static_cast<int>(unique.size()));
-      if (inserted) {
-        unique.push_back(s);
-        continue;
-      }
-      State& held = unique[it->second];
-      if (s.g_fixed < held.g_fixed || (s.g_fixed == held.g_fixed && s.g_max > held.g_max)) held = s;
+  // The states offered for one worker, one per phase tuple (x, y, z, u): a later offer with
+  // less G so far (then more slack) replaces the held one in place, so `unique_` keeps the order
+  // of first offers. The tuple is x and the layout's (y, z, u) (group_): offers of a group are
+  // chained, and a chain is a few states long, so no hashing is needed.
+  void BeginLevel(int i) {
+    level_stamp_ = i;
+    unique_.clear();
+    chain_.clear();
+  }
+  void Offer(const State& s) {
+    const int g = group_[s.layout];
+    if (group_stamp_[g] != level_stamp_) {
+      group_stamp_[g] = level_stamp_;
+      group_head_[g] = -1;
     }
+    for (int k = group_head_[g]; k >= 0; k = chain_[k]) {
+      State& held = unique_[k];
+      if (held.x != s.x) continue;
+      if (s.g_fixed < held.g_fixed || (s.g_fixed == held.g_fixed && s.g_max > held.g_max)) held = s;
+      return;
+    }
+    chain_.push_back(group_head_[g]);
+    group_head_[g] = static_cast<int>(unique_.size());
+    unique_.push_back(s);
+  }
+
+  // The beam of the states offered since BeginLevel: half by least G, half by most slack. The
+  // selection runs on the keys with an index (the same comparisons and moves as on the states
+  // themselves, so the same states in the same order, without their 80 bytes or a look-up per
+  // comparison), and only the kept states are copied out.
+  void Prune(std::vector<State>* out) {
+    out->clear();
     const int beam = beam_;
-    if (static_cast<int>(unique.size()) <= beam) return unique;
-    const auto half = unique.begin() + beam / 2;
-    std::nth_element(unique.begin(), half, unique.end(), [](const State& a, const State& b) {
-      return a.g_fixed != b.g_fixed ? a.g_fixed < b.g_fixed : a.Slack() > b.Slack();
+    if (static_cast<int>(unique_.size()) <= beam) {
+      out->assign(unique_.begin(), unique_.end());
+      return;
+    }
+    rank_.resize(unique_.size());
+    for (size_t k = 0; k < unique_.size(); ++k) {
+      rank_[k] = {unique_[k].g_fixed, unique_[k].Slack(), static_cast<int>(k)};
+    }
+    const auto half = rank_.begin() + beam / 2;
+    std::nth_element(rank_.begin(), half, rank_.end(), [](const Rank& a, const Rank& b) {
+      return a.g_fixed != b.g_fixed ? a.g_fixed < b.g_fixed : a.slack > b.slack;
     });
-    std::nth_element(half, unique.begin() + beam, unique.end(),
-                     [](const State& a, const State& b) { return a.Slack() > b.Slack(); });
-    unique.resize(beam);
-    return unique;
+    std::nth_element(half, rank_.begin() + beam, rank_.end(),
+                     [](const Rank& a, const Rank& b) { return a.slack > b.slack; });
+    out->reserve(beam);
+    for (int k = 0; k < beam; ++k) out->push_back(unique_[rank_[k].index]);
   }
 
   BuildingBlock Build(const std::vector<std::vector<State>>& level, int end) const {
@@ -283,7 +362,26 @@ class Search {
   int beam_ = 4;
   int stride_ = 1;
   Mask full_ = 0;
+  long unbounded_n_ = 0;  // kUnbounded / k_
+  int wrap_lo_ = 0;       // wrap_[i] = Mod(wrap_lo_ + i)
+  std::vector<uint8_t> wrap_;
+  long held_tab_ = 0;          // Admit's tables cover chunk-1 counts below this
+  std::vector<long> periods_;  // periods_[v] = v / k_
+  std::vector<long> most_;     // per worker and chunk-1 count: ComputeMostChunk0
   std::vector<Layout> layouts_;
+  std::vector<int> group_;  // per layout: layouts with the same (y, z, u) share a group
+  int num_groups_ = 0;
+  // Scratch of one worker's step (BeginLevel, Offer, Prune), reused across workers.
+  std::vector<State> unique_;
+  std::vector<int> chain_;        // per unique_ state: the group's previous state, or -1
+  std::vector<int> group_stamp_;  // per group: the worker whose chain group_head_ starts
+  std::vector<int> group_head_;
+  struct Rank {
+    long g_fixed, slack;
+    int index;  // into unique_
+  };
+  std::vector<Rank> rank_;
+  int level_stamp_ = -1;
 };
 
 }  // namespace

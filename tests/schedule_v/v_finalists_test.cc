@@ -1,0 +1,95 @@
+// PlanBestV (schedule/v_finalists.h), the choice among the V candidates: a plan to beat
+// (beat_span, the ZB-V wave in v-zb) leaves the winner as it is when the winner beats that plan,
+// and leaves no candidate when none can; the winner fits the cap and is never longer than any
+// fixed pattern that fits it.
+#include "schedule/v_finalists.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "schedule/pipeline_spec.h"
+#include "schedule/v_generators.h"
+#include "schedule/v_pattern.h"
+
+namespace pipetrain::schedule {
+namespace {
+
+struct Cell {
+  int p, m;
+  double b, w, comm;
+};
+
+CostModel CellCosts(const Cell& c) {
+  PipelineSpec spec;
+  spec.num_workers = c.p;
+  spec.num_microbatches = c.m;
+  spec.f = 1;
+  spec.b = c.b;
+  spec.w = c.w;
+  spec.comm = c.comm;
+  return CostModelFor(spec, 2);
+}
+
+// A few greedy variants (rules x in-flight limits), as the generators build them.
+std::vector<VVariant> GreedyCandidates() {
+  std::vector<VVariant> out;
+  for (bool older : {true, false}) {
+    for (int k : {0, 3}) {
+      VVariant v;
+      v.label = absl::StrCat("greedy K=", k, older ? " b-older" : " b-down");
+      v.options.b_older_first = older;
+      v.inflight = k;
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+// m > max(2p, 24): the screening, the predictions and the full-m stage all run.
+const Cell kCells[] = {
+    {4, 64, 1.5, 0.5, 0.2}, {8, 64, 1.5, 0.5, 0.2}, {8, 64, 2, 1, 0.1}, {6, 48, 1, 1, 0}};
+
+TEST(VFinalistsTest, WinnerFitsTheCapAndIsNoWorseThanAFittingPattern) {
+  const std::vector<VPatternKind> patterns = {VPatternKind::kHalf, VPatternKind::kMin};
+  for (const Cell& c : kCells) {
+    const CostModel costs = CellCosts(c);
+    const double cap = VHalfPeakLaw(c.p);
+    absl::StatusOr<VPlan> plan = PlanBestV(c.p, c.m, costs, cap, patterns, GreedyCandidates(), "t");
+    ASSERT_TRUE(plan.ok()) << c.p << " " << plan.status();
+    EXPECT_LE(*std::max_element(plan->peak.begin(), plan->peak.end()), cap + 1e-9);
+    for (VPatternKind kind : patterns) {
+      const VOrderEval e = EvaluateVOrder(MakeVPattern(kind, c.p, c.m, "ref"), costs, cap);
+      if (!e.ok || *std::max_element(e.peak.begin(), e.peak.end()) > cap + 1e-9) continue;
+      EXPECT_LE(plan->max_span, e.max_span + 1e-9) << c.p << " " << VPatternLabel(kind);
+    }
+  }
+}
+
+TEST(VFinalistsTest, PlanToBeatKeepsAWinnerThatBeatsIt) {
+  const std::vector<VPatternKind> patterns = {VPatternKind::kHalf, VPatternKind::kMin};
+  for (const Cell& c : kCells) {
+    const CostModel costs = CellCosts(c);
+    const double cap = VHalfPeakLaw(c.p);
+    absl::StatusOr<VPlan> plain =
+        PlanBestV(c.p, c.m, costs, cap, patterns, GreedyCandidates(), "t");
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    // Just above the winner's span: the same plan, order and all.
+    absl::StatusOr<VPlan> beaten =
+        PlanBestV(c.p, c.m, costs, cap, patterns, GreedyCandidates(), "t", plain->max_span + 0.5);
+    ASSERT_TRUE(beaten.ok()) << c.p << " " << beaten.status();
+    EXPECT_EQ(beaten->variant, plain->variant) << c.p;
+    EXPECT_EQ(beaten->max_span, plain->max_span) << c.p;
+    EXPECT_EQ(beaten->makespan, plain->makespan) << c.p;
+    EXPECT_EQ(beaten->schedule.worker_actions, plain->schedule.worker_actions) << c.p;
+    // Below it (by a tenth): no candidate is left.
+    absl::StatusOr<VPlan> none =
+        PlanBestV(c.p, c.m, costs, cap, patterns, GreedyCandidates(), "t", 0.9 * plain->max_span);
+    EXPECT_FALSE(none.ok()) << c.p << ": " << none->variant << " " << none->max_span;
+  }
+}
+
+}  // namespace
+}  // namespace pipetrain::schedule
