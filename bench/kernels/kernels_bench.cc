@@ -6,8 +6,11 @@
 // thread.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "glog/logging.h"
 #include "bench/kernels/fma_peak.h"
@@ -173,11 +176,27 @@ void BM_CrossEntropy(benchmark::State& state) {
 }
 BENCHMARK(BM_CrossEntropy)->DenseRange(0, 1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
+// The core's widest FMA peak, measured now (about 2 ms): GFLOP/s of wall time.
+double FmaPeakNow() {
+  const bool wide = bench::CpuHasAvx512F();
+  const int64_t iterations = 1 << 20;
+  const auto start = std::chrono::steady_clock::now();
+  benchmark::DoNotOptimize(wide ? bench::FmaPeakLoop512(iterations)
+                                : bench::FmaPeakLoop(iterations));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return (wide ? bench::kFmaPeak512FlopsPerIteration : bench::kFmaPeakFlopsPerIteration) *
+         static_cast<double>(iterations) / seconds * 1e-9;
+}
+
 // One chunk of a GPT with 8 heads, ffn 4 x hidden, vocab 256, microbatches of 1024 tokens:
 // range(2) = hidden 256 (seq_len 128, 8 sequences: the peer comparison's model) or 512 (seq_len
 // 256, 4 sequences). range(0): 0 = middle chunk with 2 blocks, 1 = last chunk (1 block + head).
-// range(1): 0 = F, 1 = B, 2 = W.
-void RunChunk(benchmark::State& state, CpuBackend& be) {
+// range(1): 0 = F, 1 = B, 2 = W. paired: after every timed pass (outside the timing) the FMA
+// peak is measured again, and the counters of_peak_best / of_peak_median give the pass's rate
+// over the peak measured right after it, round by round: a neighbour that takes the shared
+// physical core for a while slows both readings of a round, so the ratio stays the chunk's own.
+void RunChunk(benchmark::State& state, CpuBackend& be, bool paired = false) {
   const int64_t hidden = state.range(2);
   model::GptConfig config{.num_layers = 4,
                           .hidden = static_cast<int>(hidden),
@@ -205,34 +224,47 @@ void RunChunk(benchmark::State& state, CpuBackend& be) {
     if (!spec.has_head) dy = *be.FromHost({n, config.hidden}, input, "dy");
     return *chunk->BackwardInput(mb, std::move(dy));
   };
+  const model::ChunkCost cost = model::EstimateChunkCost(config, spec, mbs);
+  const double flops = pass == 0   ? cost.forward_flops
+                       : pass == 1 ? cost.backward_input_flops
+                                   : cost.backward_weight_flops;
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> ratios;
   int mb = 0;
   for (auto _ : state) {
+    Clock::time_point start;
     if (pass == 0) {
+      start = Clock::now();
       benchmark::DoNotOptimize(forward(mb));
-      state.PauseTiming();
-      chunk->Discard(mb);
-      state.ResumeTiming();
     } else if (pass == 1) {
       state.PauseTiming();
       forward(mb);
       state.ResumeTiming();
+      start = Clock::now();
       benchmark::DoNotOptimize(backward_input(mb));
-      state.PauseTiming();
-      chunk->Discard(mb);
-      state.ResumeTiming();
     } else {
       state.PauseTiming();
       forward(mb);
       backward_input(mb);
       state.ResumeTiming();
+      start = Clock::now();
       CHECK((chunk->BackwardWeight(mb)).ok());
-      ++mb;
     }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    state.PauseTiming();
+    if (pass == 2) {
+      ++mb;
+    } else {
+      chunk->Discard(mb);
+    }
+    if (paired) ratios.push_back(flops / seconds * 1e-9 / FmaPeakNow());
+    state.ResumeTiming();
   }
-  const model::ChunkCost cost = model::EstimateChunkCost(config, spec, mbs);
-  const double flops = pass == 0   ? cost.forward_flops
-                       : pass == 1 ? cost.backward_input_flops
-                                   : cost.backward_weight_flops;
+  if (paired && !ratios.empty()) {
+    std::sort(ratios.begin(), ratios.end());
+    state.counters["of_peak_best"] = ratios.back();
+    state.counters["of_peak_median"] = ratios[ratios.size() / 2];
+  }
   state.SetLabel(std::string(spec.has_head ? "1 block + head " : "2 blocks ") + (pass == 0 ? "F"
                                                                                  : pass == 1
                                                                                      ? "B"
@@ -242,6 +274,14 @@ void RunChunk(benchmark::State& state, CpuBackend& be) {
 void BM_Chunk(benchmark::State& state) { RunChunk(state, Backend()); }
 BENCHMARK(BM_Chunk)
     ->ArgsProduct({{0, 1}, {0, 1, 2}, {256, 512}})
+    ->UseRealTime()
+    ->MinTime(1.0)
+    ->Unit(benchmark::kMillisecond);
+
+// The hidden-256 chunks again, each pass paired with a peak reading right after it (RunChunk).
+void BM_ChunkPaired(benchmark::State& state) { RunChunk(state, Backend(), /*paired=*/true); }
+BENCHMARK(BM_ChunkPaired)
+    ->ArgsProduct({{0, 1}, {0, 1, 2}, {256}})
     ->UseRealTime()
     ->MinTime(1.0)
     ->Unit(benchmark::kMillisecond);
