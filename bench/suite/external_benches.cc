@@ -73,7 +73,10 @@ std::string KernelsSection(const SuiteOptions& options) {
       "*portable* rows run the same op with the portable loops (the arithmetic before issue "
       "26), *avx512* / *avx2-fma* with the vector kernels the CPU runs "
       "(kernels/cpu/vector_kernels.h); BM_Chunk rows send each GEMM to oneDNN or OpenBLAS by "
-      "its shape (kernels/cpu/gemm_choice.h), BM_ChunkOpenBlasOnly rows run the same hidden-256 "
+      "its shape (kernels/cpu/gemm_choice.h), BM_ChunkPaired rows read the FMA peak again right "
+      "after every pass and add each pass's rate over that reading (median and best over the "
+      "rounds: a neighbour on the shared core slows both sides of a round), "
+      "BM_ChunkOpenBlasOnly rows run the same hidden-256 "
       "chunks with every GEMM on OpenBLAS.\n\n");
   nlohmann::json json = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
   if (!ok || json.is_discarded() || !json.contains("benchmarks")) {
@@ -165,6 +168,13 @@ std::string KernelsSection(const SuiteOptions& options) {
     const bool counted = name.rfind("BM_LayerNorm", 0) != 0 && name.rfind("BM_Gelu", 0) != 0 &&
                          name.rfind("BM_CrossEntropy", 0) != 0;
     const double rate = cpu_rate(b);
+    // BM_ChunkPaired: each pass over the FMA peak read right after it, round by round.
+    const std::string paired =
+        b.contains("of_peak_median")
+            ? absl::StrFormat(" (paired: median %.0f%%, best %.0f%%)",
+                              100 * b["of_peak_median"].get<double>(),
+                              100 * b["of_peak_best"].get<double>())
+            : "";
     absl::StrAppend(
         &md, "| ", name, " | ", b.value("label", ""), " | ",
         absl::StrFormat("%.*f %s", b.value("real_time", 0.0) >= 100 ? 0 : 2,
@@ -172,7 +182,7 @@ std::string KernelsSection(const SuiteOptions& options) {
         " | ", gflops > 0 ? absl::StrFormat("%.2f", gflops) : "-", " | ",
         counted && rate > 0 ? absl::StrFormat("%.1f", rate) : "-", " | ",
         counted && rate > 0 && peak > 0 ? absl::StrFormat("%.0f%%", 100 * rate / peak) : "-",
-        " |\n");
+        paired, " |\n");
   }
   md += "\n";
   if (!blas_command.empty()) {
