@@ -127,7 +127,8 @@ int main(int argc, char** argv) {
                        "auto also considers offload plans");
   plan_cmd->add_option("--device", plan.device,
                        "Compute k from a device preset (a100, h100, h200) and --hidden, "
-                       "--seq-len");
+                       "--seq-len; with --job: plan the job's analytic costs at the preset's "
+                       "sustained GEMM rate and host link (default: a CPU core's 30 GFLOP/s)");
   plan_cmd->add_option("--hidden", plan.hidden, "Model hidden size h (with --device)");
   plan_cmd->add_option("--seq-len", plan.seq_len, "Sequence length s (with --device)");
   plan_cmd->add_option("--link-bytes-per-s", plan.link_bytes_per_s,

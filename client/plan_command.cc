@@ -92,6 +92,18 @@ absl::StatusOr<PlanOutput> RunJobPlan(const PlanOptions& o) {
   PlanOutput out;
   planner::PlannerOptions options;
   options.shared_host_cores = o.host_cores;
+  if (!o.device.empty()) {
+    // A GPU job planned offline: the analytic costs at the preset's sustained GEMM rate and its
+    // host link (otherwise the CPU default rate, which makes a GPU's step look 10^4 times
+    // longer and its transfers free). The coordinator measures both instead.
+    absl::StatusOr<schedule::DeviceLink> preset = schedule::FindDevicePreset(o.device);
+    if (!preset.ok()) return Bad(absl::StrCat("--device: ", preset.status().message()));
+    const schedule::DeviceLink link =
+        schedule::WithMeasuredLink(*preset, o.link_bytes_per_s, o.link_bytes_per_s);
+    options.device_flops_per_s = link.flops_per_s;
+    options.host_d2h_bytes_per_s = link.d2h_bytes_per_s;
+    options.host_h2d_bytes_per_s = link.h2d_bytes_per_s;
+  }
   options.search_microbatch_size = o.search_microbatch_size;
   absl::StatusOr<planner::PlannedJob> planned;
   if (o.workers != -1) {

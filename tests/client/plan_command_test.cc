@@ -67,5 +67,32 @@ TEST(PlanCommandTest, BadCsvInputsNameTheFlag) {
   EXPECT_EQ(RunPlan(o).status().message(), "--job and --from-csv exclude each other");
 }
 
+// `plan --job` with --device: a GPU job's analytic costs at the preset's sustained rate (h100:
+// 440 TFLOP/s) instead of a CPU core's 30 GFLOP/s, so the predicted step shrinks by about that
+// ratio; an unknown preset is refused naming the flag.
+TEST(PlanCommandTest, JobWithADevicePresetPlansAtItsRate) {
+  PlanOptions o;
+  o.job_path = TempFile("gpu_job.json",
+                        R"({"name": "g", "model": {"num_layers": 8, "hidden": 256, "num_heads": 4},
+                            "training": {"steps": 10, "global_batch": 64,
+                                         "microbatch_size": 16},
+                            "parallelism": {"num_workers": 2, "schedule": "1f1b",
+                                            "analytic_costs": true},
+                            "compute": {"device": "DEVICE_KIND_CUDA"}})");
+  o.format = "ascii";
+  absl::StatusOr<PlanOutput> cpu_rate = RunPlan(o);
+  ASSERT_TRUE(cpu_rate.ok()) << cpu_rate.status();
+  EXPECT_NE(cpu_rate->summary.find("30 GFLOP/s per worker assumed"), std::string::npos)
+      << cpu_rate->summary;
+  o.device = "h100";
+  absl::StatusOr<PlanOutput> gpu_rate = RunPlan(o);
+  ASSERT_TRUE(gpu_rate.ok()) << gpu_rate.status();
+  EXPECT_NE(gpu_rate->summary.find("440000 GFLOP/s per worker assumed"), std::string::npos)
+      << gpu_rate->summary;
+  o.device = "tpu";
+  EXPECT_EQ(RunPlan(o).status().message().rfind("--device: ", 0), 0u)
+      << RunPlan(o).status();
+}
+
 }  // namespace
 }  // namespace pipetrain::client
