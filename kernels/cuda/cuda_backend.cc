@@ -214,18 +214,22 @@ absl::Status CudaBackend::DoGemm(const Tensor& a, bool trans_a, const Tensor& b,
     return impl_->Gemm(trans_a, trans_b, m, n, k, alpha, a.data(), Cols(a), 0, b.data(), Cols(b), 0,
                        beta, c->data(), n, 0, 1);
   }
-  PT_ASSIGN_OR_RETURN(void* a16, Scratch(kScratchBf16A, a.numel() * 2, "Gemm (bf16 copy of a)"));
-  PT_ASSIGN_OR_RETURN(void* b16, Scratch(kScratchBf16B, b.numel() * 2, "Gemm (bf16 copy of b)"));
+  PT_ASSIGN_OR_RETURN(const GemmOperand a16,
+                      ProductOperand(a, kScratchBf16A, "Gemm (bf16 copy of a)"));
+  PT_ASSIGN_OR_RETURN(const GemmOperand b16,
+                      ProductOperand(b, kScratchBf16B, "Gemm (bf16 copy of b)"));
+  return impl_->GemmEx(trans_a, trans_b, m, n, k, alpha, a16.data, CUDA_R_16BF, Cols(a), 0,
+                       b16.data, CUDA_R_16BF, Cols(b), 0, beta, c->data(), n, 0, 1);
+}
+
+absl::StatusOr<CudaBackend::GemmOperand> CudaBackend::ProductOperand(const Tensor& t,
+                                                                    ScratchSlot slot,
+                                                                    const char* op) {
+  if (!options_.bf16_gemm) return GemmOperand{t.data(), 4};
+  PT_ASSIGN_OR_RETURN(void* copy, Scratch(slot, t.numel() * 2, op));
   PT_CUDA_RETURN_IF_ERROR(
-      LaunchToBf16(a.data(), static_cast<uint16_t*>(a16), a.numel(), impl_->stream));
-  PT_CUDA_RETURN_IF_ERROR(
-      LaunchToBf16(b.data(), static_cast<uint16_t*>(b16), b.numel(), impl_->stream));
-  PT_CUDA_RETURN_IF_ERROR(cublasGemmEx(
-      impl_->handle, Op(trans_b), Op(trans_a), static_cast<int>(n), static_cast<int>(m),
-      static_cast<int>(k), &alpha, b16, CUDA_R_16BF, static_cast<int>(Cols(b)), a16, CUDA_R_16BF,
-      static_cast<int>(Cols(a)), &beta, c->data(), CUDA_R_32F, static_cast<int>(n),
-      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  return absl::OkStatus();
+      LaunchToBf16(t.data(), static_cast<uint16_t*>(copy), t.numel(), impl_->stream));
+  return GemmOperand{copy, 2};
 }
 
 absl::Status CudaBackend::DoAddBias(const Tensor& bias, Tensor* y) {

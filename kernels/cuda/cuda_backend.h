@@ -158,8 +158,9 @@ class CudaBackend : public Backend {
   // Copies host data to the device scratch `slot` in stream order (host_staging.h).
   absl::StatusOr<void*> Stage(ScratchSlot slot, const void* src, int64_t bytes, const char* op);
   absl::StatusOr<const int32_t*> StageIds(absl::Span<const int32_t> ids, const char* op);
-  // An input of the attention products as they read it: the fp32 tensor itself, or with
-  // bf16_gemm its bf16 copy in scratch `slot` (every product of a bf16 job has bf16 inputs).
+  // An input of a matrix product (Gemm's, attention's) as it reads it: the fp32 tensor itself,
+  // or with bf16_gemm its bf16 copy in scratch `slot` (every product of a bf16 job has bf16
+  // inputs).
   struct GemmOperand {
     const void* data = nullptr;
     int element_bytes = 4;  // 4: fp32, 2: bf16
@@ -167,7 +168,7 @@ class CudaBackend : public Backend {
       return static_cast<const char*>(data) + element * element_bytes;
     }
   };
-  absl::StatusOr<GemmOperand> AttentionOperand(const Tensor& t, ScratchSlot slot, const char* op);
+  absl::StatusOr<GemmOperand> ProductOperand(const Tensor& t, ScratchSlot slot, const char* op);
   // Batch row b's attention probabilities (heads x T x T, causal softmax of the scaled scores of
   // qkv, an [N, h3] operand): fp32 in the kScratchAttentionProbs scratch (which first holds the
   // scores; with keep_fp32 false and bf16_gemm only the bf16 copy is written) and the operand

@@ -19,6 +19,9 @@
 namespace pipetrain::kernels::cuda {
 
 inline cublasOperation_t Op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
+inline cudaDataType TypeOf(int element_bytes) {
+  return element_bytes == 2 ? CUDA_R_16BF : CUDA_R_32F;
+}
 
 struct CudaBackend::Impl {
   explicit Impl(int device) : device(device) {}

@@ -117,20 +117,6 @@ absl::Status CudaBackend::DoGeluBackward(const Tensor& dy, const Tensor& x, Tens
   return absl::OkStatus();
 }
 
-namespace {
-cudaDataType TypeOf(int element_bytes) { return element_bytes == 2 ? CUDA_R_16BF : CUDA_R_32F; }
-}  // namespace
-
-absl::StatusOr<CudaBackend::GemmOperand> CudaBackend::AttentionOperand(const Tensor& t,
-                                                                      ScratchSlot slot,
-                                                                      const char* op) {
-  if (!options_.bf16_gemm) return GemmOperand{t.data(), 4};
-  PT_ASSIGN_OR_RETURN(void* copy, Scratch(slot, t.numel() * 2, op));
-  PT_CUDA_RETURN_IF_ERROR(
-      LaunchToBf16(t.data(), static_cast<uint16_t*>(copy), t.numel(), impl_->stream));
-  return GemmOperand{copy, 2};
-}
-
 absl::StatusOr<CudaBackend::Probabilities> CudaBackend::AttentionProbabilities(
     const GemmOperand& qkv, int64_t h3, int64_t b, int64_t seq_len, int64_t heads, bool keep_fp32,
     const char* op) {
@@ -162,7 +148,7 @@ absl::Status CudaBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, i
   PT_CUDA_DEVICE_SCOPE(options_.device);
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   PT_ASSIGN_OR_RETURN(const GemmOperand in,
-                      AttentionOperand(qkv, kScratchQkv16, "AttentionForward (bf16 copy of qkv)"));
+                      ProductOperand(qkv, kScratchQkv16, "AttentionForward (bf16 copy of qkv)"));
   const cudaDataType type = TypeOf(in.element_bytes);
   for (int64_t b = 0; b < batch; ++b) {
     PT_ASSIGN_OR_RETURN(const Probabilities p,
@@ -184,10 +170,10 @@ absl::Status CudaBackend::DoAttentionBackward(const Tensor& dout, const Tensor& 
   const int64_t h3 = Cols(qkv), h = h3 / 3, hd = h / heads, t = seq_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   PT_ASSIGN_OR_RETURN(const GemmOperand in,
-                      AttentionOperand(qkv, kScratchQkv16, "AttentionBackward (bf16 copy of qkv)"));
+                      ProductOperand(qkv, kScratchQkv16, "AttentionBackward (bf16 copy of qkv)"));
   PT_ASSIGN_OR_RETURN(
       const GemmOperand dO,
-      AttentionOperand(dout, kScratchDout16, "AttentionBackward (bf16 copy of the gradient)"));
+      ProductOperand(dout, kScratchDout16, "AttentionBackward (bf16 copy of the gradient)"));
   const cudaDataType type = TypeOf(in.element_bytes);
   PT_ASSIGN_OR_RETURN(
       void* scratch, Scratch(kScratchAttention, heads * t * t * static_cast<int64_t>(sizeof(float)),

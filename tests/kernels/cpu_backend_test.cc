@@ -383,7 +383,8 @@ TEST(CpuBf16AttentionTest, EveryProductReadsBf16Inputs) {
   // to fp32 accuracy; the fp32 backend, which multiplies unrounded P, is farther from it by
   // orders of magnitude.
   VecD probs;
-  const VecD want = testing::RefAttention(ToDouble(rounded), B, T, nh, H, &probs, true);
+  const VecD want = testing::RefAttention(ToDouble(rounded), B, T, nh, H, &probs,
+                                             /*bf16_probs=*/true);
   ExpectNear(out, want, 2e-6, 1e-5, "bf16 attention out");
   const std::vector<float> fp32_out = forward(fp32, rounded);
   double far = 0;
