@@ -52,16 +52,6 @@ void RoundRowsToBf16(float* p, int64_t rows, int64_t cols, int64_t ld) {
   }
 }
 
-// t itself, or with bf16 its copy rounded to bf16 in `buffer` (counted scratch).
-absl::StatusOr<const float*> ProductInput(CountingAllocator& device, bool bf16, const Tensor& t,
-                                          const char* what, ScratchBuffer* buffer) {
-  if (!bf16) return t.data();
-  PT_ASSIGN_OR_RETURN(*buffer, device.AllocateScratch(t.bytes(), what));
-  float* out = static_cast<float*>(buffer->data());
-  for (int64_t i = 0; i < t.numel(); ++i) out[i] = RoundToBf16(t.data()[i]);
-  return out;
-}
-
 }  // namespace
 
 absl::Status CpuBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, int64_t seq_len,
@@ -72,7 +62,7 @@ absl::Status CpuBackend::DoAttentionForward(const Tensor& qkv, int64_t batch, in
   ScratchBuffer qkv16;
   PT_ASSIGN_OR_RETURN(
       const float* in,
-      ProductInput(device_, bf16_gemm_, qkv, "AttentionForward (bf16 copy of qkv)", &qkv16));
+      ProductInput(qkv, "AttentionForward (bf16 copy of qkv)", &qkv16));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t hh = 0; hh < heads; ++hh) {
       const float* q = in + b * t * h3 + hh * hd;
@@ -102,9 +92,9 @@ absl::Status CpuBackend::DoAttentionBackward(const Tensor& dout, const Tensor& q
   ScratchBuffer qkv16, dout16;
   PT_ASSIGN_OR_RETURN(
       const float* in,
-      ProductInput(device_, bf16_gemm_, qkv, "AttentionBackward (bf16 copy of qkv)", &qkv16));
+      ProductInput(qkv, "AttentionBackward (bf16 copy of qkv)", &qkv16));
   PT_ASSIGN_OR_RETURN(const float* d_in,
-                      ProductInput(device_, bf16_gemm_, dout,
+                      ProductInput(dout,
                                    "AttentionBackward (bf16 copy of the gradient)", &dout16));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t hh = 0; hh < heads; ++hh) {

@@ -100,22 +100,21 @@ absl::Status CpuBackend::DoGemm(const Tensor& a, bool trans_a, const Tensor& b, 
     for (int64_t i = 0; i < m * n; ++i) cp[i] = beta == 0.0f ? 0.0f : beta * cp[i];
     return absl::OkStatus();
   }
-  const float* ap = a.data();
-  const float* bp = b.data();
+  // bf16 inputs are exactly representable in fp32: sgemm accumulates them in fp32.
   ScratchBuffer a16, b16;
-  if (bf16_gemm_) {  // bf16 inputs, exactly representable in fp32: sgemm accumulates in fp32
-    auto rounded = [this](const Tensor& t, const char* what, ScratchBuffer* buffer)
-        -> absl::StatusOr<const float*> {
-      PT_ASSIGN_OR_RETURN(*buffer, device_.AllocateScratch(t.bytes(), what));
-      auto* out = static_cast<float*>(buffer->data());
-      for (int64_t i = 0; i < t.numel(); ++i) out[i] = RoundToBf16(t.data()[i]);
-      return out;
-    };
-    PT_ASSIGN_OR_RETURN(ap, rounded(a, "Gemm (bf16 copy of a)", &a16));
-    PT_ASSIGN_OR_RETURN(bp, rounded(b, "Gemm (bf16 copy of b)", &b16));
-  }
+  PT_ASSIGN_OR_RETURN(const float* ap, ProductInput(a, "Gemm (bf16 copy of a)", &a16));
+  PT_ASSIGN_OR_RETURN(const float* bp, ProductInput(b, "Gemm (bf16 copy of b)", &b16));
   gemm_.Run(trans_a, trans_b, m, n, k, alpha, ap, Cols(a), bp, Cols(b), beta, c->data(), n);
   return absl::OkStatus();
+}
+
+absl::StatusOr<const float*> CpuBackend::ProductInput(const Tensor& t, const char* what,
+                                                      ScratchBuffer* buffer) {
+  if (!bf16_gemm_) return t.data();
+  PT_ASSIGN_OR_RETURN(*buffer, device_.AllocateScratch(t.bytes(), what));
+  auto* out = static_cast<float*>(buffer->data());
+  for (int64_t i = 0; i < t.numel(); ++i) out[i] = RoundToBf16(t.data()[i]);
+  return out;
 }
 
 absl::Status CpuBackend::DoAddBias(const Tensor& bias, Tensor* y) {

@@ -110,6 +110,10 @@ class CpuBackend : public Backend {
   absl::Status DoScale(float scale, Tensor* t) override;
   absl::Status DoAdamWUpdate(const AdamWConfig& config, int64_t step, const Tensor& grad,
                              Tensor* param, Tensor* m, Tensor* v) override;
+  // An input of a matrix product (Gemm's, attention's) as it reads it: t's data, or with
+  // bf16_gemm its copy rounded to bf16 in `buffer` (counted scratch named `what`).
+  absl::StatusOr<const float*> ProductInput(const Tensor& t, const char* what,
+                                            ScratchBuffer* buffer);
 
   CountingAllocator device_;
   CountingAllocator host_;
