@@ -55,7 +55,7 @@ std::vector<Tried> TryOne(const char* name, const PipelineSpec& spec) {
   t.row.makespan = sim->makespan;
   t.row.bubble = sim->bubble_ratio;
   t.row.step_bubble = sim->step_bubble_ratio;
-  t.row.peak = *std::max_element(sim->peak_memory.begin(), sim->peak_memory.end());
+  t.row.peak = MaxPeak(*sim);
   t.row.fits = spec.memory_limit <= 0 || t.row.peak <= spec.memory_limit + 1e-9;
   t.schedule = std::move(*s);
   const bool plain_fits = t.row.fits;
@@ -84,7 +84,7 @@ std::vector<Tried> TryOne(const char* name, const PipelineSpec& spec) {
     o.row.makespan = plan->sim.makespan;
     o.row.bubble = plan->sim.bubble_ratio;
     o.row.step_bubble = plan->sim.step_bubble_ratio;
-    o.row.peak = *std::max_element(plan->sim.peak_memory.begin(), plan->sim.peak_memory.end());
+    o.row.peak = MaxPeak(plan->sim);
     o.row.fits = o.row.peak <= spec.memory_limit + 1e-9;
     o.row.offloaded = plan->offloaded;
     o.row.stashes = plan->stashes;

@@ -5,12 +5,12 @@
 #include <limits>
 #include <utility>
 
+#include "schedule/tolerance.h"
 #include "schedule/xorshift.h"
 
 namespace pipetrain::schedule {
 namespace {
 
-constexpr double kEps = 1e-9;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 int KindIndex(ActionKind kind) {

@@ -13,12 +13,12 @@
 #include "schedule/generators_classic.h"
 #include "schedule/order_polish.h"
 #include "schedule/simulator.h"
+#include "schedule/tolerance.h"
 
 namespace pipetrain::schedule {
 namespace {
 
 constexpr double kUnknown = -1.0;
-constexpr double kEps = 1e-9;
 
 double MaxOf(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 

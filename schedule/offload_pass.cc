@@ -46,11 +46,6 @@ std::vector<absl::flat_hash_map<int64_t, Located>> Locate(const Schedule& s) {
   return out;
 }
 
-double Peak(const SimResult& r) {
-  return r.peak_memory.empty() ? 0.0
-                               : *std::max_element(r.peak_memory.begin(), r.peak_memory.end());
-}
-
 absl::Status CheckComputeOnly(const Schedule& s) {
   const ActionScan scan = ScanActions(s);
   if (scan.HasTransfers() || scan.HasOffload()) {
@@ -399,7 +394,7 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
     std::vector<int> all(compute.num_workers);
     for (int w = 0; w < compute.num_workers; ++w) all[w] = static_cast<int>(ok[w].size());
     PT_ASSIGN_OR_RETURN(OffloadPlan strict_all, build(all));
-    double best = Peak(strict_all.sim);
+    double best = MaxPeak(strict_all.sim);
     OffloadOptions chosen = booking;
     for (int variant = 0; variant < 2; ++variant) {
       OffloadOptions trial = booking;
@@ -408,8 +403,8 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
       std::swap(booking, trial);
       PT_ASSIGN_OR_RETURN(OffloadPlan plan, build(all));
       std::swap(booking, trial);
-      if (plan.sim.makespan <= max_makespan && Peak(plan.sim) < best - 1e-9) {
-        best = Peak(plan.sim);
+      if (plan.sim.makespan <= max_makespan && MaxPeak(plan.sim) < best - 1e-9) {
+        best = MaxPeak(plan.sim);
         chosen = trial;
       }
     }
@@ -479,7 +474,7 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
     // The same counts in plain lifespan order (the paper's PO-H) when that peaks lower.
     std::swap(ok, by_lifespan);
     PT_ASSIGN_OR_RETURN(OffloadPlan longest, build(count));
-    if (Peak(longest.sim) < Peak(plan.sim) - 1e-9) {
+    if (MaxPeak(longest.sim) < MaxPeak(plan.sim) - 1e-9) {
       plan = std::move(longest);
     } else {
       std::swap(ok, by_lifespan);
@@ -509,7 +504,8 @@ absl::StatusOr<OffloadPlan> AddOffload(const Schedule& compute, const CostModel&
             "F->B lifespan hides %.3g round trips); the smallest peak full offload reaches is "
             "%.4g",
             w, plan.sim.peak_memory[w], options.memory_limit, static_cast<int>(ok[w].size()),
-            static_cast<int>(candidates[w].size()), options.min_lifespan_factor, Peak(plan.sim)));
+            static_cast<int>(candidates[w].size()), options.min_lifespan_factor,
+            MaxPeak(plan.sim)));
       }
     }
   }

@@ -6,12 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "schedule/tolerance.h"
 #include "schedule/xorshift.h"
 
 namespace pipetrain::schedule {
 namespace {
-
-constexpr double kEps = 1e-9;
 
 // ASAP timing of compute-only orders (the dependencies and memory model Simulate uses), keeping
 // every action's start and end for the critical-path walk. Buffers live across calls.

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "schedule/svg_format.h"
 
 namespace pipetrain::schedule {
 namespace {
@@ -19,8 +20,6 @@ const char* const kPalette[] = {"#3e6fc2", "#e07b1f", "#1f9a78", "#c23e5a", "#7b
                                 "#8c6d31", "#d45fb0", "#5b8c2a", "#2aa3c2", "#666666",
                                 "#b8860b", "#222222"};
 
-std::string F(double v) { return absl::StrFormat("%.2f", v); }
-
 // Tick label: up to 4 significant digits, no trailing zeros.
 std::string TickLabel(double v) {
   if (std::abs(v) < 1e-12) return "0";
@@ -28,15 +27,6 @@ std::string TickLabel(double v) {
     return absl::StrFormat("%.0f", v);  // 10000, not 1e+04
   }
   return absl::StrFormat("%.4g", v);
-}
-
-double TickStep(double span, int target) {
-  const double raw = span / target;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double k : {1.0, 2.0, 5.0, 10.0}) {
-    if (k * mag >= raw) return k * mag;
-  }
-  return 10 * mag;
 }
 
 // Maps data values to pixels along one axis.
@@ -90,7 +80,7 @@ Scale FitAxis(const PlotAxis& axis, const std::vector<double>& values, double p0
   const double pad = (hi - lo) * 0.06;
   s.lo = (axis.from_zero && lo >= 0) ? lo : lo - pad;
   s.hi = hi + pad;
-  const double step = TickStep(s.hi - s.lo, 6);
+  const double step = RoundTickStep(s.hi - s.lo, 6);
   s.lo = std::floor(s.lo / step) * step;
   s.hi = std::ceil(s.hi / step) * step;
   return s;
@@ -111,7 +101,7 @@ std::vector<double> Ticks(const Scale& s) {
     }
     return ticks;
   }
-  const double step = TickStep(s.hi - s.lo, 6);
+  const double step = RoundTickStep(s.hi - s.lo, 6);
   for (double v = std::ceil(s.lo / step - 1e-9) * step; v <= s.hi + step * 1e-9; v += step) {
     ticks.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
   }
@@ -150,42 +140,47 @@ std::string RenderPlot(const Plot& plot) {
   const Scale sy = FitAxis(plot.y, ys, y0, y1);
   const double total_h = h + kCaptionLine * plot.caption.size() + (plot.caption.empty() ? 0 : 8);
 
-  std::string out = absl::StrCat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", F(w), "\" height=\"", F(total_h),
-      "\" font-family=\"sans-serif\" font-size=\"11\">\n",
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-  absl::StrAppend(&out, "<text x=\"", F(x0), "\" y=\"22\" font-size=\"14\">",
+  std::string out = absl::StrCat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", SvgNumber(w),
+                                 "\" height=\"", SvgNumber(total_h),
+                                 "\" font-family=\"sans-serif\" font-size=\"11\">\n",
+                                 "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+  absl::StrAppend(&out, "<text x=\"", SvgNumber(x0), "\" y=\"22\" font-size=\"14\">",
                   XmlEscape(plot.title), "</text>\n");
   // Grid, ticks and tick labels.
   for (double t : Ticks(sx)) {
     const double px = sx(t);
-    absl::StrAppend(&out, "<line x1=\"", F(px), "\" y1=\"", F(y1), "\" x2=\"", F(px), "\" y2=\"",
-                    F(y0), "\" stroke=\"#e4e4e4\"/>\n<text x=\"", F(px), "\" y=\"", F(y0 + 15),
-                    "\" text-anchor=\"middle\">", TickLabel(t), "</text>\n");
+    absl::StrAppend(&out, "<line x1=\"", SvgNumber(px), "\" y1=\"", SvgNumber(y1), "\" x2=\"",
+                    SvgNumber(px), "\" y2=\"", SvgNumber(y0), "\" stroke=\"#e4e4e4\"/>\n<text x=\"",
+                    SvgNumber(px), "\" y=\"", SvgNumber(y0 + 15), "\" text-anchor=\"middle\">",
+                    TickLabel(t), "</text>\n");
   }
   for (double t : Ticks(sy)) {
     const double py = sy(t);
-    absl::StrAppend(&out, "<line x1=\"", F(x0), "\" y1=\"", F(py), "\" x2=\"", F(x1), "\" y2=\"",
-                    F(py), "\" stroke=\"#e4e4e4\"/>\n<text x=\"", F(x0 - 6), "\" y=\"",
-                    F(py + 4), "\" text-anchor=\"end\">", TickLabel(t), "</text>\n");
+    absl::StrAppend(&out, "<line x1=\"", SvgNumber(x0), "\" y1=\"", SvgNumber(py), "\" x2=\"",
+                    SvgNumber(x1), "\" y2=\"", SvgNumber(py), "\" stroke=\"#e4e4e4\"/>\n<text x=\"",
+                    SvgNumber(x0 - 6), "\" y=\"", SvgNumber(py + 4), "\" text-anchor=\"end\">",
+                    TickLabel(t), "</text>\n");
   }
-  absl::StrAppend(&out, "<rect x=\"", F(x0), "\" y=\"", F(y1), "\" width=\"", F(x1 - x0),
-                  "\" height=\"", F(y0 - y1), "\" fill=\"none\" stroke=\"#444\"/>\n");
-  absl::StrAppend(&out, "<text x=\"", F((x0 + x1) / 2), "\" y=\"", F(y0 + 36),
+  absl::StrAppend(&out, "<rect x=\"", SvgNumber(x0), "\" y=\"", SvgNumber(y1), "\" width=\"",
+                  SvgNumber(x1 - x0), "\" height=\"", SvgNumber(y0 - y1),
+                  "\" fill=\"none\" stroke=\"#444\"/>\n");
+  absl::StrAppend(&out, "<text x=\"", SvgNumber((x0 + x1) / 2), "\" y=\"", SvgNumber(y0 + 36),
                   "\" text-anchor=\"middle\" font-size=\"12\">", XmlEscape(plot.x.label),
                   "</text>\n");
-  absl::StrAppend(&out, "<text transform=\"translate(18,", F((y0 + y1) / 2),
+  absl::StrAppend(&out, "<text transform=\"translate(18,", SvgNumber((y0 + y1) / 2),
                   ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">",
                   XmlEscape(plot.y.label), "</text>\n");
   for (double r : plot.x_refs) {
     if (!sx.Shows(r)) continue;
-    absl::StrAppend(&out, "<line x1=\"", F(sx(r)), "\" y1=\"", F(y1), "\" x2=\"", F(sx(r)),
-                    "\" y2=\"", F(y0), "\" stroke=\"#999\" stroke-dasharray=\"5,4\"/>\n");
+    absl::StrAppend(&out, "<line x1=\"", SvgNumber(sx(r)), "\" y1=\"", SvgNumber(y1), "\" x2=\"",
+                    SvgNumber(sx(r)), "\" y2=\"", SvgNumber(y0),
+                    "\" stroke=\"#999\" stroke-dasharray=\"5,4\"/>\n");
   }
   for (double r : plot.y_refs) {
     if (!sy.Shows(r)) continue;
-    absl::StrAppend(&out, "<line x1=\"", F(x0), "\" y1=\"", F(sy(r)), "\" x2=\"", F(x1),
-                    "\" y2=\"", F(sy(r)), "\" stroke=\"#999\" stroke-dasharray=\"5,4\"/>\n");
+    absl::StrAppend(&out, "<line x1=\"", SvgNumber(x0), "\" y1=\"", SvgNumber(sy(r)), "\" x2=\"",
+                    SvgNumber(x1), "\" y2=\"", SvgNumber(sy(r)),
+                    "\" stroke=\"#999\" stroke-dasharray=\"5,4\"/>\n");
   }
 
   // Series. Point labels are nudged down/up until they overlap no label placed before them.
@@ -229,9 +224,10 @@ std::string RenderPlot(const Plot& plot) {
       std::string d;
       for (size_t i = 0; i < pts.size(); ++i) {
         if (i > 0 && s.style == PlotSeries::Style::kStep) {
-          absl::StrAppend(&d, " L", F(pts[i].first), ",", F(pts[i - 1].second));
+          absl::StrAppend(&d, " L", SvgNumber(pts[i].first), ",", SvgNumber(pts[i - 1].second));
         }
-        absl::StrAppend(&d, i == 0 ? "M" : " L", F(pts[i].first), ",", F(pts[i].second));
+        absl::StrAppend(&d, i == 0 ? "M" : " L", SvgNumber(pts[i].first), ",",
+                        SvgNumber(pts[i].second));
       }
       absl::StrAppend(&out, "<path d=\"", d, "\" fill=\"none\" stroke=\"", colour,
                       "\" stroke-width=\"1.6\"", s.dashed ? " stroke-dasharray=\"6,3\"" : "",
@@ -239,34 +235,33 @@ std::string RenderPlot(const Plot& plot) {
     }
     if (markers) {
       for (size_t k = 0; k < pts.size(); ++k) {
-        absl::StrAppend(&out, "<circle cx=\"", F(pts[k].first), "\" cy=\"", F(pts[k].second),
-                        "\" r=\"3.5\" fill=\"", colour, "\"/>\n");
+        absl::StrAppend(&out, "<circle cx=\"", SvgNumber(pts[k].first), "\" cy=\"",
+                        SvgNumber(pts[k].second), "\" r=\"3.5\" fill=\"", colour, "\"/>\n");
         const size_t i = index[k];
         if (i < s.point_labels.size() && !s.point_labels[i].empty()) {
           const auto [tx, ty] = place_label(pts[k].first, pts[k].second, s.point_labels[i].size());
-          absl::StrAppend(&out, "<text x=\"", F(tx), "\" y=\"", F(ty), "\" fill=\"", colour,
-                          "\">", XmlEscape(s.point_labels[i]), "</text>\n");
+          absl::StrAppend(&out, "<text x=\"", SvgNumber(tx), "\" y=\"", SvgNumber(ty), "\" fill=\"",
+                          colour, "\">", XmlEscape(s.point_labels[i]), "</text>\n");
         }
       }
     }
     if (!s.label.empty()) {
       const double ly = kTop + 8 + 16 * legend_row++;
       const double lx = x1 + 14;
-      absl::StrAppend(&out, "<line x1=\"", F(lx), "\" y1=\"", F(ly), "\" x2=\"", F(lx + 20),
-                      "\" y2=\"", F(ly), "\" stroke=\"", colour, "\" stroke-width=\"2\"",
-                      s.dashed ? " stroke-dasharray=\"6,3\"" : "", "/>\n");
+      absl::StrAppend(&out, "<line x1=\"", SvgNumber(lx), "\" y1=\"", SvgNumber(ly), "\" x2=\"",
+                      SvgNumber(lx + 20), "\" y2=\"", SvgNumber(ly), "\" stroke=\"", colour,
+                      "\" stroke-width=\"2\"", s.dashed ? " stroke-dasharray=\"6,3\"" : "", "/>\n");
       if (markers) {
-        absl::StrAppend(&out, "<circle cx=\"", F(lx + 10), "\" cy=\"", F(ly), "\" r=\"3.5\" fill=\"",
-                        colour, "\"/>\n");
+        absl::StrAppend(&out, "<circle cx=\"", SvgNumber(lx + 10), "\" cy=\"", SvgNumber(ly),
+                        "\" r=\"3.5\" fill=\"", colour, "\"/>\n");
       }
-      absl::StrAppend(&out, "<text x=\"", F(lx + 26), "\" y=\"", F(ly + 4), "\">",
+      absl::StrAppend(&out, "<text x=\"", SvgNumber(lx + 26), "\" y=\"", SvgNumber(ly + 4), "\">",
                       XmlEscape(s.label), "</text>\n");
     }
   }
   for (size_t i = 0; i < plot.caption.size(); ++i) {
-    absl::StrAppend(&out, "<text x=\"8\" y=\"", F(h + 4 + kCaptionLine * (i + 1)),
-                    "\" font-size=\"10\" fill=\"#555\">", XmlEscape(plot.caption[i]),
-                    "</text>\n");
+    absl::StrAppend(&out, "<text x=\"8\" y=\"", SvgNumber(h + 4 + kCaptionLine * (i + 1)),
+                    "\" font-size=\"10\" fill=\"#555\">", XmlEscape(plot.caption[i]), "</text>\n");
   }
   out += "</svg>\n";
   return out;
@@ -292,7 +287,7 @@ std::string NestSvg(const std::string& inner, double x, double y) {
   size_t open = inner.find("<svg");
   if (open == std::string::npos) return "";
   std::string body = inner.substr(open);
-  body.insert(4, absl::StrCat(" x=\"", F(x), "\" y=\"", F(y), "\""));
+  body.insert(4, absl::StrCat(" x=\"", SvgNumber(x), "\" y=\"", SvgNumber(y), "\""));
   return body;
 }
 

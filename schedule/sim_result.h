@@ -6,6 +6,7 @@
 #ifndef PIPETRAIN_SCHEDULE_SIM_RESULT_H_
 #define PIPETRAIN_SCHEDULE_SIM_RESULT_H_
 
+#include <algorithm>
 #include <vector>
 
 #include "schedule/action.h"
@@ -38,6 +39,17 @@ struct SimResult {
   std::vector<std::vector<MemoryPoint>> memory_curve;  // per worker, step function
   std::vector<TimedAction> timeline;  // every action, ordered by (worker, list position)
 };
+
+// The highest activation peak over the workers (0 with no workers).
+inline double MaxPeak(const SimResult& r) {
+  return r.peak_memory.empty() ? 0.0
+                               : *std::max_element(r.peak_memory.begin(), r.peak_memory.end());
+}
+
+// The longest worker span (0 with no workers).
+inline double LongestSpan(const SimResult& r) {
+  return r.span.empty() ? 0.0 : *std::max_element(r.span.begin(), r.span.end());
+}
 
 }  // namespace pipetrain::schedule
 

@@ -10,12 +10,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "schedule/tolerance.h"
 
 namespace pipetrain::schedule {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kEps = 1e-9;
 
 class VGreedy {
  public:

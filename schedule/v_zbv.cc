@@ -9,11 +9,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "schedule/tolerance.h"
 
 namespace pipetrain::schedule {
 namespace {
 
-constexpr double kEps = 1e-9;
 // Sizes (p x m) up to which the authors' exact-comparison procedure also runs in full.
 constexpr int64_t kExactSearchUpTo = 4096;
 constexpr double kUnset = -1.0;
@@ -21,7 +21,7 @@ constexpr double kUnset = -1.0;
 // Pass kinds of one worker, in the dependency order of a microbatch on it:
 // F0 (chunk 0 forward, stage i), F1 (chunk 1 forward, stage 2p-1-i), BD (chunk 1 backward,
 // travels down the workers), BU (chunk 0 backward, travels up), WD / WU their W's.
-enum Kind { kF0 = 0, kF1 = 1, kBD = 2, kBU = 3, kWD = 4, kWU = 5 };
+enum PassKind { kPassF0 = 0, kPassF1 = 1, kPassBD = 2, kPassBU = 3, kPassWD = 4, kPassWU = 5 };
 
 class Zbv {
  public:
@@ -58,21 +58,23 @@ class Zbv {
  private:
   int& Cnt(int i, int k) { return cnt_[static_cast<size_t>(i) * 6 + k]; }
   int CntOf(int i, int k) const { return cnt_[static_cast<size_t>(i) * 6 + k]; }
-  int Stage(int i, int k) const { return (k == kF0 || k == kBU || k == kWU) ? i : 2 * p_ - 1 - i; }
+  int Stage(int i, int k) const {
+    return (k == kPassF0 || k == kPassBU || k == kPassWU) ? i : 2 * p_ - 1 - i;
+  }
   double Cost(int i, int k) const {
     const StageCost& c = costs_.stages[Stage(i, k)];
-    return k <= kF1 ? c.f : (k <= kBU ? c.b : c.w);
+    return k <= kPassF1 ? c.f : (k <= kPassBU ? c.b : c.w);
   }
   // End time of pass k (F0, F1, BD, BU) of worker i for microbatch mb; kUnset if not placed.
   double& End(int k, int i, int mb) { return end_[(static_cast<size_t>(k) * p_ + i) * m_ + mb]; }
   // The cross-worker input of pass k on worker i for microbatch mb: its end + comm, or
   // nullopt when the input comes from this worker. Unset inputs give kUnset + comm (< now).
   std::optional<double> Input(int k, int i, int mb) {
-    if (k == kF0 || k == kBD) {  // travels down: from worker i-1
+    if (k == kPassF0 || k == kPassBD) {  // travels down: from worker i-1
       if (i == 0) return std::nullopt;
       return End(k, i - 1, mb) + costs_.comm;
     }
-    if (k == kF1 || k == kBU) {  // travels up: from worker i+1
+    if (k == kPassF1 || k == kPassBU) {  // travels up: from worker i+1
       if (i == p_ - 1) return std::nullopt;
       return End(k, i + 1, mb) + costs_.comm;
     }
@@ -95,11 +97,11 @@ class Zbv {
     const int stage = Stage(i, k);
     const StageCost& c = costs_.stages[stage];
     // Same-worker predecessor must be placed (F0 -> F1 -> BD -> BU; W after its B).
-    if (k == kF1 && End(kF0, i, mb) < 0) return Fail("F1 before F0");
-    if (k == kBD && End(kF1, i, mb) < 0) return Fail("BD before F1");
-    if (k == kBU && End(kBD, i, mb) < 0) return Fail("BU before BD");
+    if (k == kPassF1 && End(kPassF0, i, mb) < 0) return Fail("F1 before F0");
+    if (k == kPassBD && End(kPassF1, i, mb) < 0) return Fail("BD before F1");
+    if (k == kPassBU && End(kPassBD, i, mb) < 0) return Fail("BU before BD");
     double start = cur_[i];
-    if (k <= kBU) {
+    if (k <= kPassBU) {
       const std::optional<double> in = Input(k, i, mb);
       if (in) {
         if (*in < costs_.comm) return Fail("input not placed");
@@ -107,29 +109,30 @@ class Zbv {
       }
     }
     double delta = 0.0;
-    if (k <= kF1) {
+    if (k <= kPassF1) {
       delta = c.activation;
-    } else if (k <= kBU) {
+    } else if (k <= kPassBU) {
       delta = -c.freed_by_b;
     } else {
       delta = -(c.activation - c.freed_by_b);
     }
     if (mem_[i] + delta > opt_.memory_cap + kEps) return Fail("memory cap");
-    if (Cnt(i, kF0) > 0) {
+    if (Cnt(i, kPassF0) > 0) {
       r_.idle[i] += start - cur_[i];
       max_idle_ = std::max(max_idle_, r_.idle[i]);
     } else {
       first_[i] = start;
     }
     const double end = start + Cost(i, k);
-    if (k <= kBU) End(k, i, mb) = end;
+    if (k <= kPassBU) End(k, i, mb) = end;
     cur_[i] = end;
     mem_[i] += delta;
     r_.peak[i] = std::max(r_.peak[i], mem_[i]);
     ++Cnt(i, k);
-    if (k == kBD || k == kBU) wq_[i].push_back(k + 2);
-    r_.schedule.worker_actions[i].push_back(Action{
-        k <= kF1 ? ActionKind::kF : (k <= kBU ? ActionKind::kB : ActionKind::kW), stage, mb});
+    if (k == kPassBD || k == kPassBU) wq_[i].push_back(k + 2);
+    r_.schedule.worker_actions[i].push_back(
+        Action{k <= kPassF1 ? ActionKind::kF : (k <= kPassBU ? ActionKind::kB : ActionKind::kW),
+               stage, mb});
     return true;
   }
   bool PutW(int i) {
@@ -140,26 +143,26 @@ class Zbv {
 
   bool WarmUp() {
     for (int i = 0; i < p_; ++i) {
-      if (!Put(i, kF0)) return false;
+      if (!Put(i, kPassF0)) return false;
     }
     for (int i = p_ - 1; i >= 0; --i) {
       if (i < p_ - 1) {
-        const double arrive = End(kF1, i + 1, 0) + costs_.comm;
+        const double arrive = End(kPassF1, i + 1, 0) + costs_.comm;
         const double unit = costs_.stages[i].activation;
         while (mem_[i] + unit * (2 + 2 * i) <= opt_.memory_cap + kEps &&
-               cur_[i] + Cost(i, kF0) <= arrive + opt_.tolerance && Cnt(i, kF0) < m_) {
+               cur_[i] + Cost(i, kPassF0) <= arrive + opt_.tolerance && Cnt(i, kPassF0) < m_) {
           for (int j = 0; j <= i; ++j) {
-            if (!Put(j, kF0)) return false;
+            if (!Put(j, kPassF0)) return false;
           }
         }
       }
-      if (!Put(i, kF1)) return false;
+      if (!Put(i, kPassF1)) return false;
     }
-    int chunk = kF0;
+    int chunk = kPassF0;
     for (int i = 1; i < p_; ++i) {
       int idle_rounds = 0;
-      while (Cnt(i, kF0) + Cnt(i, kF1) < Cnt(i - 1, kF0) + Cnt(i - 1, kF1) ||
-             (Cnt(i, kF1) <= Cnt(i - 1, kF1) && Cnt(i - 1, kF1) < m_)) {
+      while (Cnt(i, kPassF0) + Cnt(i, kPassF1) < Cnt(i - 1, kPassF0) + Cnt(i - 1, kPassF1) ||
+             (Cnt(i, kPassF1) <= Cnt(i - 1, kPassF1) && Cnt(i - 1, kPassF1) < m_)) {
         bool put = false;
         for (int j = p_ - 1; j >= i; --j) {
           if (Cnt(j, chunk) < m_) {
@@ -196,32 +199,32 @@ class Zbv {
       order.clear();
       down.clear();
       for (int i = 0; i < p_; ++i) {
-        const int bd = Cnt(i, kBD), bu = Cnt(i, kBU);
+        const int bd = Cnt(i, kPassBD), bu = Cnt(i, kPassBU);
         if (bu >= bd) {
           down.push_back(i);
-        } else if (i == p_ - 1 || End(kBU, i + 1, bu) >= 0 || bd >= m_) {
-          order.push_back({i, kBU});
+        } else if (i == p_ - 1 || End(kPassBU, i + 1, bu) >= 0 || bd >= m_) {
+          order.push_back({i, kPassBU});
         } else {
           down.push_back(i);
         }
       }
       std::reverse(order.begin(), order.end());
-      for (int i : down) order.push_back({i, kBD});
+      for (int i : down) order.push_back({i, kPassBD});
       for (const auto& [i, k] : order) {
         if (Cnt(i, k) >= m_) continue;
         const std::optional<double> in = Input(k, i, Cnt(i, k));
-        if (!FillGap(i, in, k == kBU || opt_.fill_b) || !Put(i, k)) return false;
+        if (!FillGap(i, in, k == kPassBU || opt_.fill_b) || !Put(i, k)) return false;
       }
       for (int i = 0; i < p_; ++i) {
-        if (Cnt(i, kF1) >= m_) continue;
+        if (Cnt(i, kPassF1) >= m_) continue;
         int k = -1;
-        const int f0 = Cnt(i, kF0), f1 = Cnt(i, kF1);
+        const int f0 = Cnt(i, kPassF0), f1 = Cnt(i, kPassF1);
         if (f1 >= f0) {
-          k = kF0;
-        } else if (i == p_ - 1 || End(kF1, i + 1, f1) >= 0) {
-          k = kF1;
-        } else if (f0 < m_ && (i == 0 || End(kF0, i - 1, f0) >= 0)) {
-          k = kF0;
+          k = kPassF0;
+        } else if (i == p_ - 1 || End(kPassF1, i + 1, f1) >= 0) {
+          k = kPassF1;
+        } else if (f0 < m_ && (i == 0 || End(kPassF0, i - 1, f0) >= 0)) {
+          k = kPassF0;
         }
         if (k < 0) continue;
         const double need = costs_.stages[Stage(i, k)].activation;

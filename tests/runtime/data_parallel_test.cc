@@ -31,9 +31,9 @@ using testing::AccumulateWholeBatch;
 using testing::Data;
 using testing::Weights;
 
-constexpr int kSteps = 3;
+constexpr int kDpSteps = 3;
 
-struct Reference {
+struct DpReference {
   std::vector<double> losses;
   std::vector<double> grad_norms;
   std::vector<bool> clipped;
@@ -41,13 +41,13 @@ struct Reference {
 };
 
 // One process, the whole model, all m microbatches in order (ReferenceTrainer's arithmetic).
-Reference TrainReference(const model::GptConfig& c, int m, const model::OptimizerSettings& opt) {
+DpReference TrainReference(const model::GptConfig& c, int m, const model::OptimizerSettings& opt) {
   kernels::CpuBackend backend;
   auto chunk = model::GptChunk::Create(&backend, c, model::WholeModel(c));
   EXPECT_TRUE(chunk.ok()) << chunk.status();
   auto data = Data(c);
-  Reference ref;
-  for (int step = 0; step < kSteps; ++step) {
+  DpReference ref;
+  for (int step = 0; step < kDpSteps; ++step) {
     EXPECT_TRUE((*chunk)->ZeroGrad().ok());
     const absl::StatusOr<double> step_loss = AccumulateWholeBatch(**chunk, data, step, m);
     EXPECT_TRUE(step_loss.ok()) << step_loss.status();
@@ -62,21 +62,21 @@ Reference TrainReference(const model::GptConfig& c, int m, const model::Optimize
   return ref;
 }
 
-struct Case {
+struct DpCase {
   std::string schedule;
   int p;
   int d;
   int m;  // microbatches per step, all replicas together
   bool tied = false;
 };
-void PrintTo(const Case& c, std::ostream* os) {
+void PrintTo(const DpCase& c, std::ostream* os) {
   *os << c.schedule << " p=" << c.p << " d=" << c.d << " m=" << c.m << (c.tied ? " tied" : "");
 }
 
-class DataParallelTest : public ::testing::TestWithParam<Case> {};
+class DataParallelTest : public ::testing::TestWithParam<DpCase> {};
 
 TEST_P(DataParallelTest, ReplicasTrainBitwiseLikeOneProcessOnTheWholeBatch) {
-  const Case& c = GetParam();
+  const DpCase& c = GetParam();
   const int k = c.m / c.d;
   schedule::PipelineSpec spec;
   spec.num_workers = c.p;
@@ -89,11 +89,11 @@ TEST_P(DataParallelTest, ReplicasTrainBitwiseLikeOneProcessOnTheWholeBatch) {
   config.tie_embeddings = c.tied;
 
   model::OptimizerSettings settings = testing::Recipe();
-  const Reference unclipped = TrainReference(config, c.m, settings);
+  const DpReference unclipped = TrainReference(config, c.m, settings);
   const auto [lo, hi] =
       std::minmax_element(unclipped.grad_norms.begin(), unclipped.grad_norms.end());
   settings.clip_grad_norm = (*lo + *hi) / 2;
-  const Reference ref = TrainReference(config, c.m, settings);
+  const DpReference ref = TrainReference(config, c.m, settings);
   ASSERT_NE(std::count(ref.clipped.begin(), ref.clipped.end(), true), 0);
   ASSERT_NE(std::count(ref.clipped.begin(), ref.clipped.end(), false), 0);
 
@@ -134,7 +134,7 @@ TEST_P(DataParallelTest, ReplicasTrainBitwiseLikeOneProcessOnTheWholeBatch) {
       ExecutorOptions options;
       options.replicas = &reducer;
       Executor executor(*plan, r, runners[g].get(), &view, options);
-      for (int step = 0; step < kSteps; ++step) {
+      for (int step = 0; step < kDpSteps; ++step) {
         absl::StatusOr<StepResult> result = executor.RunStep(step);
         if (!result.ok()) {
           status[g] = result.status();
@@ -152,7 +152,7 @@ TEST_P(DataParallelTest, ReplicasTrainBitwiseLikeOneProcessOnTheWholeBatch) {
   const int loss_rank = plan->WorkerOf(plan->num_stages - 1);
   for (int g = 0; g < workers; ++g) {
     const int q = g / c.p, r = g % c.p;
-    for (int step = 0; step < kSteps; ++step) {
+    for (int step = 0; step < kDpSteps; ++step) {
       const StepResult& res = results[g][step];
       if (q == 0 && r == loss_rank) {
         ASSERT_TRUE(res.loss.has_value());
@@ -192,20 +192,21 @@ TEST_P(DataParallelTest, ReplicasTrainBitwiseLikeOneProcessOnTheWholeBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Schedules, DataParallelTest,
-    ::testing::Values(Case{"1f1b", 2, 2, 8}, Case{"v-half", 2, 2, 8}, Case{"zb-h1", 2, 2, 8},
-                      Case{"1f1b", 2, 3, 12}, Case{"1f1b", 1, 4, 8}, Case{"1f1b", 2, 2, 8, true},
-                      Case{"v-half", 4, 2, 16}, Case{"dualpipev", 2, 2, 8},
-                      Case{"interleaved-zb", 2, 2, 8}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string n = absl::StrCat(info.param.schedule, "_p", info.param.p, "_d", info.param.d,
-                                   info.param.tied ? "_tied" : "");
-      for (char& ch : n) {
-        if (ch == '-') ch = '_';
-      }
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Schedules, DataParallelTest,
+                         ::testing::Values(DpCase{"1f1b", 2, 2, 8}, DpCase{"v-half", 2, 2, 8},
+                                           DpCase{"zb-h1", 2, 2, 8}, DpCase{"1f1b", 2, 3, 12},
+                                           DpCase{"1f1b", 1, 4, 8}, DpCase{"1f1b", 2, 2, 8, true},
+                                           DpCase{"v-half", 4, 2, 16}, DpCase{"dualpipev", 2, 2, 8},
+                                           DpCase{"interleaved-zb", 2, 2, 8}),
+                         [](const ::testing::TestParamInfo<DpCase>& info) {
+                           std::string n =
+                               absl::StrCat(info.param.schedule, "_p", info.param.p, "_d",
+                                            info.param.d, info.param.tied ? "_tied" : "");
+                           for (char& ch : n) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return n;
+                         });
 
 // A replica that never hears from the one before it fails the step naming the sum, within its
 // receive timeout, rather than hanging.

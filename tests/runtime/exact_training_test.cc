@@ -154,20 +154,20 @@ class PoisoningRunner final : public testing::ForwardingStageRunner {
   int step_ = -1;
 };
 
-struct Case {
+struct TrainingCase {
   std::string schedule;
   int p;
   int m;
   Recipe recipe = Recipe::kConstant;
 };
-void PrintTo(const Case& c, std::ostream* os) {
+void PrintTo(const TrainingCase& c, std::ostream* os) {
   *os << c.schedule << " p=" << c.p << " m=" << c.m << " recipe " << static_cast<int>(c.recipe);
 }
 
-class ExactTrainingTest : public ::testing::TestWithParam<Case> {};
+class ExactTrainingTest : public ::testing::TestWithParam<TrainingCase> {};
 
 TEST_P(ExactTrainingTest, PipelinedEqualsSingleProcessBitwise) {
-  const Case& c = GetParam();
+  const TrainingCase& c = GetParam();
   schedule::PipelineSpec spec;
   spec.num_workers = c.p;
   spec.num_microbatches = c.m;
@@ -316,25 +316,25 @@ std::string RecipeSuffix(Recipe recipe) {
 }
 
 // Every schedule with every recipe.
-std::vector<Case> AllCases() {
-  const std::vector<Case> schedules = {{"gpipe", 2, 4},
-                                       {"1f1b", 2, 4},
-                                       {"1f1b", 4, 6},
-                                       {"interleaved-1f1b", 2, 4},
-                                       {"interleaved-1f1b", 4, 8},
-                                       {"zb-h1", 2, 4},
-                                       {"zb-h1", 4, 6},
-                                       {"zb-h2", 4, 8},
-                                       {"zb-v", 2, 4},
-                                       {"zb-v", 4, 8},
-                                       {"v-half", 4, 8},
-                                       {"v-min", 4, 8},
-                                       {"v-zb", 4, 8}};
-  std::vector<Case> out;
+std::vector<TrainingCase> AllCases() {
+  const std::vector<TrainingCase> schedules = {{"gpipe", 2, 4},
+                                               {"1f1b", 2, 4},
+                                               {"1f1b", 4, 6},
+                                               {"interleaved-1f1b", 2, 4},
+                                               {"interleaved-1f1b", 4, 8},
+                                               {"zb-h1", 2, 4},
+                                               {"zb-h1", 4, 6},
+                                               {"zb-h2", 4, 8},
+                                               {"zb-v", 2, 4},
+                                               {"zb-v", 4, 8},
+                                               {"v-half", 4, 8},
+                                               {"v-min", 4, 8},
+                                               {"v-zb", 4, 8}};
+  std::vector<TrainingCase> out;
   for (Recipe recipe :
        {Recipe::kConstant, Recipe::kScheduled, Recipe::kClipped, Recipe::kNonFinite,
         Recipe::kTied}) {
-    for (Case c : schedules) {
+    for (TrainingCase c : schedules) {
       c.recipe = recipe;
       out.push_back(c);
     }
@@ -343,7 +343,7 @@ std::vector<Case> AllCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, ExactTrainingTest, ::testing::ValuesIn(AllCases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
+                         [](const ::testing::TestParamInfo<TrainingCase>& info) {
                            std::string n =
                                info.param.schedule + "_p" + std::to_string(info.param.p) + "_m" +
                                std::to_string(info.param.m) + RecipeSuffix(info.param.recipe);

@@ -73,14 +73,14 @@ class TermRunner final : public testing::ForwardingStageRunner {
 
 bool SameDouble(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
-struct Case {
+struct PostCase {
   std::string schedule;
   int p;
   int m;
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.schedule << " p=" << c.p; }
+void PrintTo(const PostCase& c, std::ostream* os) { *os << c.schedule << " p=" << c.p; }
 
-class PostValidationTest : public ::testing::TestWithParam<Case> {
+class PostValidationTest : public ::testing::TestWithParam<PostCase> {
  protected:
   void SetUp() override {
     schedule::PipelineSpec spec;
@@ -171,12 +171,13 @@ TEST_P(PostValidationTest, EveryRankGetsTheSingleProcessSumAndANanAnywhereSkips)
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PostValidationTest,
-                         ::testing::Values(Case{"1f1b", 1, 2}, Case{"1f1b", 2, 4},
-                                           Case{"1f1b", 4, 4}, Case{"gpipe", 3, 3},
-                                           Case{"interleaved-1f1b", 2, 4},
-                                           Case{"interleaved-1f1b", 4, 8}, Case{"zb-v", 2, 4},
-                                           Case{"v-half", 4, 8}, Case{"v-min", 4, 8}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
+                         ::testing::Values(PostCase{"1f1b", 1, 2}, PostCase{"1f1b", 2, 4},
+                                           PostCase{"1f1b", 4, 4}, PostCase{"gpipe", 3, 3},
+                                           PostCase{"interleaved-1f1b", 2, 4},
+                                           PostCase{"interleaved-1f1b", 4, 8},
+                                           PostCase{"zb-v", 2, 4}, PostCase{"v-half", 4, 8},
+                                           PostCase{"v-min", 4, 8}),
+                         [](const ::testing::TestParamInfo<PostCase>& info) {
                            std::string n =
                                info.param.schedule + "_p" + std::to_string(info.param.p);
                            for (char& ch : n) {

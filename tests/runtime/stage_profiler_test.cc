@@ -19,7 +19,7 @@ using testing::MakeModelWorkers;
 using testing::SmallModel;
 using testing::Weights;
 
-constexpr int kWorkers = 2, kMicrobatches = 4, kSteps = 2;
+constexpr int kWorkers = 2, kMicrobatches = 4, kProfiledSteps = 2;
 
 struct TrainedRun {
   std::vector<std::vector<StepResult>> results;
@@ -65,7 +65,7 @@ TrainedRun Train(bool profile_first) {
   }
   FakeTransportHub hub(kWorkers);
   TrainedRun run;
-  auto results = RunInProcess(plan, workers->raw, kSteps, &hub);
+  auto results = RunInProcess(plan, workers->raw, kProfiledSteps, &hub);
   EXPECT_TRUE(results.ok()) << results.status();
   run.results = *results;
   for (int s = 0; s < plan.num_stages; ++s) {
@@ -81,7 +81,7 @@ TEST(StageProfilerTest, ProfilingLeavesTrainingBitwiseUnchanged) {
   const TrainedRun profiled = Train(true);
   ASSERT_EQ(plain.results.size(), profiled.results.size());
   for (int w = 0; w < kWorkers; ++w) {
-    for (int step = 0; step < kSteps; ++step) {
+    for (int step = 0; step < kProfiledSteps; ++step) {
       const StepResult& a = plain.results[w][step];
       const StepResult& b = profiled.results[w][step];
       EXPECT_EQ(a.loss.has_value(), b.loss.has_value());

@@ -57,10 +57,6 @@ Planned Plan(const std::string& name, int p, int m, int v = 0) {
   return {*std::move(s), *std::move(r)};
 }
 
-double MaxPeak(const SimResult& r) {
-  return *std::max_element(r.peak_memory.begin(), r.peak_memory.end());
-}
-
 class GridTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(GridTest, GPipe) {

@@ -25,7 +25,7 @@ Result Plan(const char* name, PipelineSpec spec) {
   EXPECT_EQ(s->ChunksPerWorker(), spec.chunks_per_worker == 0 ? 2 : spec.chunks_per_worker);
   auto r = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
   EXPECT_TRUE(r.ok()) << r.status();
-  return {r->makespan, *std::max_element(r->peak_memory.begin(), r->peak_memory.end())};
+  return {r->makespan, MaxPeak(*r)};
 }
 
 TEST(InterleavedZbTest, UnitCostsReachZbVStepTime) {

@@ -21,7 +21,7 @@ struct Case {
   CostModel costs;
 };
 
-Case Make(const std::string& name, double comm, bool transfers) {
+Case MakeCase(const std::string& name, double comm, bool transfers) {
   PipelineSpec spec;
   spec.num_workers = 4;
   spec.num_microbatches = 8;
@@ -45,7 +45,7 @@ TEST(SharedCoreSimulatorTest, ADeviceOrACorePerWorkerIsTheSimulator) {
   for (const char* name : kSchedules) {
     for (double comm : {0.0, 0.3}) {
       for (bool transfers : {false, true}) {
-        const Case c = Make(name, comm, transfers);
+        const Case c = MakeCase(name, comm, transfers);
         const double simulated = Simulate(c.schedule, c.costs).value().makespan;
         const CoreSharing own = {std::vector<int>(4, -1), {}, std::vector<int>(4, 1)};
         EXPECT_NEAR(SimulateSharedCores(c.schedule, c.costs, own).value(), simulated, 1e-9)
@@ -60,7 +60,7 @@ TEST(SharedCoreSimulatorTest, ADeviceOrACorePerWorkerIsTheSimulator) {
 
 TEST(SharedCoreSimulatorTest, OneCoreRunsTheSummedComputeWithoutComm) {
   for (const char* name : kSchedules) {
-    const Case c = Make(name, 0.0, true);
+    const Case c = MakeCase(name, 0.0, true);
     const SimResult sim = Simulate(c.schedule, c.costs).value();
     const double work = std::accumulate(sim.busy.begin(), sim.busy.end(), 0.0);
     EXPECT_NEAR(SimulateSharedCores(c.schedule, c.costs, OneHost(4, 1)).value(), work, 1e-9)
@@ -73,7 +73,7 @@ TEST(SharedCoreSimulatorTest, TwoCoresLieBetweenTheWorkBoundAndTheHalfSpeedSimul
   // slower than every action at half speed (fair sharing gives each at least half a core).
   for (const char* name : kSchedules) {
     for (double comm : {0.0, 0.3}) {
-      const Case c = Make(name, comm, true);
+      const Case c = MakeCase(name, comm, true);
       const SimResult sim = Simulate(c.schedule, c.costs).value();
       const double work = std::accumulate(sim.busy.begin(), sim.busy.end(), 0.0);
       const double shared = SimulateSharedCores(c.schedule, c.costs, OneHost(4, 2)).value();
@@ -109,7 +109,7 @@ TEST(SharedCoreSimulatorTest, ExactTimesOfTwoWorkersOnOneCore) {
 }
 
 TEST(SharedCoreSimulatorTest, RejectsMismatchedSharing) {
-  const Case c = Make("1f1b", 0.0, true);
+  const Case c = MakeCase("1f1b", 0.0, true);
   EXPECT_EQ(SimulateSharedCores(c.schedule, c.costs, OneHost(3, 2)).status().code(),
             absl::StatusCode::kInvalidArgument);
   CoreSharing bad = OneHost(4, 0);
@@ -129,7 +129,7 @@ TEST(SharedCoreSimulatorTest, ReplicasWithADevicePerWorkerAreTheDataParallelStep
   // (With explicit transfers the last SEND_GRAD comes after the wait, as the executor runs it.)
   for (const char* name : {"1f1b", "gpipe"}) {
     for (int d : {2, 3, 4}) {
-      const Case c = Make(name, 0.3, false);
+      const Case c = MakeCase(name, 0.3, false);
       const SimResult sim = Simulate(c.schedule, c.costs).value();
       const std::vector<double> sums = {0.5, 0.8, 1.1, 0.2};
       const double step = SimulateDataParallelStep(c.schedule, sim, sums).value().step_s;
@@ -151,7 +151,7 @@ TEST(SharedCoreSimulatorTest, ReplicasOnSharedCoresComputeAtOnce) {
   // work; on two cores, 2 replicas of a 4-worker pipeline are bounded by their work / 2 and are
   // slower than the one replica the cores would give.
   for (const char* name : kSchedules) {
-    const Case c = Make(name, 0.0, true);
+    const Case c = MakeCase(name, 0.0, true);
     const SimResult sim = Simulate(c.schedule, c.costs).value();
     const double work = std::accumulate(sim.busy.begin(), sim.busy.end(), 0.0);
     const ReplicaSums two = {2, std::vector<double>(c.schedule.num_stages, 0.0)};
@@ -186,7 +186,7 @@ TEST(SharedCoreSimulatorTest, ALaterReplicaWaitsForTheSumBeforeItsNextAction) {
 }
 
 TEST(SharedCoreSimulatorTest, RejectsMismatchedReplicas) {
-  const Case c = Make("1f1b", 0.0, true);
+  const Case c = MakeCase("1f1b", 0.0, true);
   // 2 replicas need 8 workers' sharing and a sum per stage.
   EXPECT_EQ(
       SimulateSharedCores(c.schedule, c.costs, OneHost(4, 2), {2, {1, 1, 1, 1}}).status().code(),

@@ -15,10 +15,6 @@
 namespace pipetrain::schedule {
 namespace {
 
-double Peak(const SimResult& r) {
-  return *std::max_element(r.peak_memory.begin(), r.peak_memory.end());
-}
-
 // Unit costs per worker share (layers per worker fixed as p grows); a host link such that the
 // offload ratio k = a chunk's copy time out and back / its f + b + w is `k` (each way k/2).
 CostModel WithLink(const PipelineSpec& spec, int v, double k) {
@@ -132,9 +128,9 @@ TEST(OffloadPassTest, FullOffloadPeakFlatInPAndBubbleWithin2Points) {
       SCOPED_TRACE(::testing::Message() << name << " k=" << k << " p=" << p);
       EXPECT_GT(plan->offloaded, plan->stashes * 0.85);
       EXPECT_LT(plan->sim.bubble_ratio - base->bubble_ratio, 0.02);
-      if (first_peak < 0) first_peak = Peak(plan->sim);
-      EXPECT_NEAR(Peak(plan->sim), first_peak, 1e-9) << "base peak " << Peak(*base);
-      EXPECT_LT(Peak(plan->sim), Peak(*base) / 3);
+      if (first_peak < 0) first_peak = MaxPeak(plan->sim);
+      EXPECT_NEAR(MaxPeak(plan->sim), first_peak, 1e-9) << "base peak " << MaxPeak(*base);
+      EXPECT_LT(MaxPeak(plan->sim), MaxPeak(*base) / 3);
     }
   }
 }
@@ -164,9 +160,9 @@ TEST(OffloadPassTest, ReleaseActionsKeep1F1BFlatUpToKNearTwo) {
       EXPECT_GT(releases, plan->offloaded / 2);
       EXPECT_LE(plan->sim.makespan, job.base.makespan * (1 + o.max_slowdown) + 1e-9);
       EXPECT_LT(plan->sim.bubble_ratio - job.base.bubble_ratio, 0.01);
-      if (first_peak < 0) first_peak = Peak(plan->sim);
-      EXPECT_NEAR(Peak(plan->sim), first_peak, 1e-9) << "base peak " << Peak(job.base);
-      EXPECT_LE(Peak(plan->sim), 5.0);
+      if (first_peak < 0) first_peak = MaxPeak(plan->sim);
+      EXPECT_NEAR(MaxPeak(plan->sim), first_peak, 1e-9) << "base peak " << MaxPeak(job.base);
+      EXPECT_LE(MaxPeak(plan->sim), 5.0);
     }
   }
   // k = 2: flat memory only by giving up step time.
@@ -177,7 +173,7 @@ TEST(OffloadPassTest, ReleaseActionsKeep1F1BFlatUpToKNearTwo) {
     const Scaled job = ScaledJob("1f1b", p, 2.0);
     auto plan = AddOffload(job.schedule, job.costs, o);
     ASSERT_TRUE(plan.ok()) << plan.status();
-    EXPECT_DOUBLE_EQ(Peak(plan->sim), 6.0) << "p=" << p;
+    EXPECT_DOUBLE_EQ(MaxPeak(plan->sim), 6.0) << "p=" << p;
     EXPECT_NEAR(plan->sim.makespan - job.base.makespan, 3.0, 1e-9) << "p=" << p;
   }
 }
@@ -205,8 +201,8 @@ TEST(OffloadPassTest, InterleavedWarmupLimitsFlatOffloadToTwoThirds) {
     o.mode = OffloadMode::kFull;
     auto plan = AddOffload(*s, c, o);
     ASSERT_TRUE(plan.ok()) << plan.status();
-    EXPECT_LE(Peak(plan->sim), Peak(*base));
-    peaks.push_back(Peak(plan->sim));
+    EXPECT_LE(MaxPeak(plan->sim), MaxPeak(*base));
+    peaks.push_back(MaxPeak(plan->sim));
   }
   EXPECT_GT(peaks.back(), peaks.front() + 8) << "the peak grows with p";
 }
@@ -234,9 +230,9 @@ TEST(OffloadPassTest, WaitingForWarmupCopiesKeeps1F1BFlatUpToKOne) {
       SCOPED_TRACE(::testing::Message() << "k=" << k << " p=" << p);
       EXPECT_LE(plan->sim.makespan, base->makespan * (1 + o.max_slowdown) + 1e-9);
       EXPECT_LT(plan->sim.bubble_ratio - base->bubble_ratio, 0.02);
-      if (first_peak < 0) first_peak = Peak(plan->sim);
-      EXPECT_NEAR(Peak(plan->sim), first_peak, 1e-9) << "base peak " << Peak(*base);
-      EXPECT_DOUBLE_EQ(Peak(plan->sim), 3.0);  // F + BW in flight + one copy being moved
+      if (first_peak < 0) first_peak = MaxPeak(plan->sim);
+      EXPECT_NEAR(MaxPeak(plan->sim), first_peak, 1e-9) << "base peak " << MaxPeak(*base);
+      EXPECT_DOUBLE_EQ(MaxPeak(plan->sim), 3.0);  // F + BW in flight + one copy being moved
 
       // The same stashes with strict booking: warm-up copies dropped, the peak grows with p.
       auto cands = OffloadCandidates(*s, c, o);
@@ -249,7 +245,7 @@ TEST(OffloadPassTest, WaitingForWarmupCopiesKeeps1F1BFlatUpToKOne) {
       }
       auto strict = InsertOffloads(*s, c, all, o);
       ASSERT_TRUE(strict.ok());
-      if (k > 2.0 / 3 && p >= 8) EXPECT_GT(Peak(strict->sim), Peak(plan->sim) + p / 4.0);
+      if (k > 2.0 / 3 && p >= 8) EXPECT_GT(MaxPeak(strict->sim), MaxPeak(plan->sim) + p / 4.0);
     }
   }
 }
@@ -270,8 +266,8 @@ TEST(OffloadPassTest, HalfOffloadsAboutHalfAndLowersThePeak) {
   ASSERT_TRUE(half.ok() && full.ok() && base.ok());
   EXPECT_LE(half->offloaded, half->stashes / 2 + s->num_workers);
   EXPECT_GT(half->offloaded, half->stashes / 4);
-  EXPECT_LT(Peak(half->sim), Peak(*base));
-  EXPECT_LE(Peak(full->sim), Peak(half->sim));
+  EXPECT_LT(MaxPeak(half->sim), MaxPeak(*base));
+  EXPECT_LE(MaxPeak(full->sim), MaxPeak(half->sim));
   EXPECT_LT(half->sim.bubble_ratio - base->bubble_ratio, 0.02);
 }
 
@@ -287,7 +283,7 @@ TEST(OffloadPassTest, VScheduleOffloadKeepsItsBubble) {
   auto base = Simulate(*s, c);
   ASSERT_TRUE(plan.ok() && base.ok()) << plan.status();
   EXPECT_GT(plan->offloaded, 0);
-  EXPECT_LE(Peak(plan->sim), Peak(*base));
+  EXPECT_LE(MaxPeak(plan->sim), MaxPeak(*base));
   EXPECT_LT(plan->sim.bubble_ratio - base->bubble_ratio, 0.02);
 }
 
@@ -308,7 +304,7 @@ TEST(OffloadPassTest, SelectiveCurveIsBelowTheLineEverywhere) {
     o.fraction = i / 16.0;
     auto plan = AddOffload(*s, c, o);
     ASSERT_TRUE(plan.ok()) << plan.status();
-    peaks.push_back(Peak(plan->sim));
+    peaks.push_back(MaxPeak(plan->sim));
     offloaded.push_back(static_cast<double>(plan->offloaded) / plan->stashes);
     std::printf("fraction %.4f offloaded %.3f peak %.3f\n", o.fraction, offloaded.back(),
                 peaks.back());
@@ -336,16 +332,16 @@ TEST(OffloadPassTest, SelectiveMeetsTheBudgetOrSaysTheSmallestPeak) {
   auto full = AddOffload(*s, c, o);
   ASSERT_TRUE(full.ok());
   int last = -1;
-  for (double budget : {10.0, 6.0, 3.0, Peak(full->sim)}) {
+  for (double budget : {10.0, 6.0, 3.0, MaxPeak(full->sim)}) {
     o.mode = OffloadMode::kSelective;
     o.memory_limit = budget;
     auto plan = AddOffload(*s, c, o);
     ASSERT_TRUE(plan.ok()) << budget << ": " << plan.status();
-    EXPECT_LE(Peak(plan->sim), budget + 1e-9);
+    EXPECT_LE(MaxPeak(plan->sim), budget + 1e-9);
     EXPECT_GE(plan->offloaded, last) << "a smaller budget offloaded less";
     last = plan->offloaded;
   }
-  o.memory_limit = Peak(full->sim) * 0.5;
+  o.memory_limit = MaxPeak(full->sim) * 0.5;
   auto none = AddOffload(*s, c, o);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
@@ -378,7 +374,7 @@ TEST(AutoOffloadTest, ChosenPlanFitsAtEveryBudget) {
     ASSERT_TRUE(s.ok()) << budget << ": " << s.status();
     auto sim = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
     ASSERT_TRUE(sim.ok());
-    EXPECT_LE(Peak(*sim), budget + 1e-9) << s->name;
+    EXPECT_LE(MaxPeak(*sim), budget + 1e-9) << s->name;
     // A tighter budget never buys a faster plan.
     EXPECT_GE(sim->makespan, last_makespan - 1e-9) << budget << " " << s->name;
     last_makespan = sim->makespan;

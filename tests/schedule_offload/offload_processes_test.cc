@@ -166,8 +166,7 @@ TEST(OffloadProcessesTest, PlannerOverBudgetsFitsInSimulationAndInTheMeasuredRun
     spec.mutable_memory()->set_device_budget_bytes(budget);
     auto planned = planner::PlanJob(spec);
     ASSERT_TRUE(planned.ok()) << planned.status();
-    const double peak =
-        *std::max_element(planned->sim.peak_memory.begin(), planned->sim.peak_memory.end());
+    const double peak = MaxPeak(planned->sim);
     EXPECT_LE(peak, budget) << planned->schedule.name;
     EXPECT_LE(peak, last_peak + 1e-6);
     last_peak = peak;

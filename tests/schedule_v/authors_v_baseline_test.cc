@@ -1,6 +1,8 @@
 // pipetrain's V-Min / V-Half against an independent baseline of the authors' builder
 // (authors_v_baseline.h): at the authors' own settings pipetrain must be at least as good, i.e.
 // its per-stage bubble <= the baseline's + 1e-9 at a peak <= the baseline's.
+#include "tests/schedule_v/authors_v_baseline.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -10,11 +12,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-
 #include "gtest/gtest.h"
 #include "schedule/generator.h"
 #include "schedule/simulator.h"
-#include "tests/schedule_v/authors_v_baseline.h"
+#include "tests/schedule_v/authors_cost_ratios.h"
 
 namespace pipetrain::schedule {
 namespace {
@@ -39,16 +40,12 @@ TEST(AuthorsVBaselineTest, ReproducesTheAuthorsFigures) {
 // The grid: every m the issue names would be ~900 (p, m) cells per cost setting; these m's cover
 // the regimes (m = p, one more, 2p and 64, the largest) for every p in 2..16, 24 and 32, three
 // cost ratios, each with no transfer cost and with 0.1. One CTest test per p and cost ratio.
-struct Costs {
-  double f, b, w;
-};
-const Costs kCosts[] = {{1, 1, 1}, {1, 2, 1}, {1, 1.5, 0.5}};
 
 class AuthorsVGridTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(AuthorsVGridTest, NeverWorseThanTheAuthorsBuilder) {
   const auto [p, which] = GetParam();
-  const Costs c = kCosts[which];
+  const testing::CostRatio c = testing::kAuthorsCostRatios[which];
   int cells = 0;
   // Per generator and transfer cost: cells strictly better, and the bubble ratios (pipetrain /
   // the authors'), printed for docs/SCHEDULES.md's table.
@@ -71,12 +68,11 @@ TEST_P(AuthorsVGridTest, NeverWorseThanTheAuthorsBuilder) {
         ASSERT_TRUE(s.ok()) << s.status();
         absl::StatusOr<SimResult> r = Simulate(*s, CostModelFor(spec, 2));
         ASSERT_TRUE(r.ok()) << r.status();
-        const double peak = *std::max_element(r->peak_memory.begin(), r->peak_memory.end());
+        const double peak = MaxPeak(*r);
         const std::string cell =
             absl::StrFormat("%s p=%d m=%d %g:%g:%g comm %g", name, p, m, c.f, c.b, c.w, comm);
         EXPECT_LE(r->bubble_ratio, authors.bubble + 1e-9)
-            << cell << ": span " << *std::max_element(r->span.begin(), r->span.end())
-            << " vs the authors' " << authors.max_span;
+            << cell << ": span " << LongestSpan(*r) << " vs the authors' " << authors.max_span;
         EXPECT_LE(peak, authors.peak_units + 1e-9) << cell;
         const std::string key = absl::StrFormat("%s comm %g", name, comm);
         if (authors.bubble > 1e-12) ratios[key].push_back(r->bubble_ratio / authors.bubble);

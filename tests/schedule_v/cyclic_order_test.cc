@@ -26,8 +26,6 @@ namespace {
 using testing::FromRows;
 using testing::Spec;
 
-double LongestSpan(const SimResult& r) { return *std::max_element(r.span.begin(), r.span.end()); }
-
 SimResult Sim(const Schedule& s, const CostModel& costs) {
   const absl::StatusOr<SimResult> r = Simulate(s, costs);
   EXPECT_TRUE(r.ok()) << r.status();
@@ -152,7 +150,7 @@ TEST(CyclicOrderTest, TwoMicrobatchesBeatOneBlockAnd1F1B) {
   const Schedule unrolled = Unroll(found.order, plan, 64);
   ASSERT_TRUE(ValidateSchedule(unrolled).ok());
   const SimResult v = Sim(unrolled, costs);
-  EXPECT_LE(*std::max_element(v.peak_memory.begin(), v.peak_memory.end()), 3.0 + 1e-9);
+  EXPECT_LE(MaxPeak(v), 3.0 + 1e-9);
   const absl::StatusOr<Schedule> one_f_one_b = Generate("1f1b", spec);
   ASSERT_TRUE(one_f_one_b.ok());
   const SimResult o = Sim(*one_f_one_b, CostModelFor(spec, 1));

@@ -24,9 +24,6 @@ CostModel Costs(int p, int v, double f, double b, double w, double comm) {
   return costs;
 }
 
-double Peak(const SimResult& r) { return *std::max_element(r.peak_memory.begin(), r.peak_memory.end()); }
-double LongestSpan(const SimResult& r) { return *std::max_element(r.span.begin(), r.span.end()); }
-
 // The authors' fixed V-Half pattern, under its own law, over unit and unequal costs with and
 // without comm: the polish keeps every promise and reports the span Simulate measures.
 TEST(OrderPolishTest, ValidWithinCapNeverSlower) {
@@ -40,7 +37,7 @@ TEST(OrderPolishTest, ValidWithinCapNeverSlower) {
         const absl::StatusOr<SimResult> before = Simulate(in, costs);
         ASSERT_TRUE(before.ok()) << before.status();
         const double cap = (p + 2) / 2;
-        if (Peak(*before) > cap + 1e-9) continue;  // the pattern itself must fit
+        if (MaxPeak(*before) > cap + 1e-9) continue;  // the pattern itself must fit
         PolishOptions options;
         options.memory_cap = cap;
         options.edge = 8 * p;
@@ -50,7 +47,7 @@ TEST(OrderPolishTest, ValidWithinCapNeverSlower) {
         ASSERT_TRUE(ValidateSchedule(out.schedule).ok()) << where;
         const absl::StatusOr<SimResult> after = Simulate(out.schedule, costs);
         ASSERT_TRUE(after.ok()) << where;
-        EXPECT_LE(Peak(*after), cap + 1e-9) << where;
+        EXPECT_LE(MaxPeak(*after), cap + 1e-9) << where;
         EXPECT_LE(LongestSpan(*after), LongestSpan(*before) + 1e-9) << where;
         EXPECT_NEAR(out.max_span, LongestSpan(*after), 1e-9) << where;
         EXPECT_LE(out.work, options.work_budget + 2 * 6 * p * m) << where;  // two runs past it
@@ -94,7 +91,7 @@ TEST(OrderPolishTest, ClosesTheCommGapAtSmallM) {
   const PolishResult out = PolishOrder(in, costs, options);
   const SimResult after = *Simulate(out.schedule, costs);
   EXPECT_LT(after.bubble_ratio, one_f_one_b);
-  EXPECT_LE(Peak(after), 3 + 1e-9);
+  EXPECT_LE(MaxPeak(after), 3 + 1e-9);
 }
 
 // Other placements and fused backwards: ZB-H1 (one chunk per worker, F/B/W) and 1F1B (BW) with
@@ -107,11 +104,11 @@ TEST(OrderPolishTest, AnyPlacementAndFusedBackward) {
     const CostModel costs = CostModelFor(spec, 1);
     const SimResult before = *Simulate(*in, costs);
     PolishOptions options;
-    options.memory_cap = Peak(before);
+    options.memory_cap = MaxPeak(before);
     const PolishResult out = PolishOrder(*in, costs, options);
     ASSERT_TRUE(ValidateSchedule(out.schedule).ok()) << name;
     const SimResult after = *Simulate(out.schedule, costs);
-    EXPECT_LE(Peak(after), Peak(before) + 1e-9) << name;
+    EXPECT_LE(MaxPeak(after), MaxPeak(before) + 1e-9) << name;
     EXPECT_LE(LongestSpan(after), LongestSpan(before) + 1e-9) << name;
     // Where the longest span stays, every kept move lowered the sum of end times (the tie-break).
     auto ends = [](const SimResult& r) {

@@ -35,8 +35,7 @@ Measured RunGen(const std::string& name, const PipelineSpec& spec) {
   absl::StatusOr<SimResult> r = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok()) return {};
-  return {r->bubble_ratio, *std::max_element(r->peak_memory.begin(), r->peak_memory.end()),
-          r->makespan};
+  return {r->bubble_ratio, MaxPeak(*r), r->makespan};
 }
 
 TEST(VPlacementTest, WorkerHoldsStageAndMirror) {
@@ -210,8 +209,7 @@ TEST(VBaselineTest, MatchesOrBeatsFixedPattern) {
              {std::pair{"v-min", VPatternKind::kMin}, std::pair{"v-half", VPatternKind::kHalf}}) {
           absl::StatusOr<SimResult> ref = Simulate(MakeVPattern(kind, p, m, "ref"), costs);
           ASSERT_TRUE(ref.ok()) << ref.status();
-          const double ref_peak =
-              *std::max_element(ref->peak_memory.begin(), ref->peak_memory.end());
+          const double ref_peak = MaxPeak(*ref);
           const Measured got = RunGen(name, spec);
           const std::string where = std::string(name) + " p=" + std::to_string(p) +
                                     " m=" + std::to_string(m) + " b=" + std::to_string(b);
@@ -523,8 +521,7 @@ TEST(BuildingBlockTest, SearchedBlockZeroBubblePeriodFitsVHalf) {
       ASSERT_TRUE(r.ok()) << r.status();
       const std::vector<double> bound = LifespanPeakBound(block, costs);
       for (int w = 0; w < p; ++w) EXPECT_LE(r->peak_memory[w], bound[w] + 1e-9) << "p=" << p;
-      best_peak = std::min(best_peak,
-                           *std::max_element(r->peak_memory.begin(), r->peak_memory.end()));
+      best_peak = std::min(best_peak, MaxPeak(*r));
     }
     EXPECT_LE(best_peak, (p + 2) / 2) << "p=" << p;
   }
@@ -537,7 +534,7 @@ TEST(BuildingBlockTest, TightBlockUnitCostsIsVMinMemory) {
     EXPECT_DOUBLE_EQ(block.interval, 3.0);
     absl::StatusOr<SimResult> r = Simulate(RepeatBlock(block, 4 * p, "b"), costs);
     ASSERT_TRUE(r.ok());
-    EXPECT_LE(*std::max_element(r->peak_memory.begin(), r->peak_memory.end()), (p + 4) / 3);
+    EXPECT_LE(MaxPeak(*r), (p + 4) / 3);
   }
 }
 
@@ -644,8 +641,7 @@ TEST(AutoTest, ThreadedRowsMatchOneByOne) {
     absl::StatusOr<SimResult> r = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(rows[i].makespan, r->makespan) << family[i];
-    EXPECT_EQ(rows[i].peak, *std::max_element(r->peak_memory.begin(), r->peak_memory.end()))
-        << family[i];
+    EXPECT_EQ(rows[i].peak, MaxPeak(*r)) << family[i];
   }
 }
 

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "schedule/generator.h"
 #include "schedule/simulator.h"
+#include "tests/schedule_v/authors_cost_ratios.h"
 #include "tests/schedule_zb/authors_zbh1_baseline.h"
 
 namespace pipetrain::schedule {
@@ -58,7 +59,7 @@ TEST(AuthorsZbH1BaselineTest, ZbH1ReachesTheIssuesFigure) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_NEAR(r->makespan, 66.0, 1e-9);
   EXPECT_NEAR(r->bubble_ratio, 1 - 48.0 / 66.0, 1e-9);  // 0.2727
-  EXPECT_LE(*std::max_element(r->peak_memory.begin(), r->peak_memory.end()), 16 + 1e-9);
+  EXPECT_LE(MaxPeak(*r), 16 + 1e-9);
   const AuthorsZbPlan authors = AuthorsZbH1Schedule(16, 16, 1, 1, 1, 0.1);
   EXPECT_LT(r->bubble_ratio, authors.bubble - 1e-3) << "this file's reading of the builder";
 }
@@ -66,16 +67,12 @@ TEST(AuthorsZbH1BaselineTest, ZbH1ReachesTheIssuesFigure) {
 // The V baseline's grid (authors_v_baseline_test.cc): m in {p, p+1, 2p, 64} for every p in
 // 2..16, 24 and 32, three cost ratios, each with no transfer cost and with 0.1. One CTest test
 // per p and cost ratio.
-struct Costs {
-  double f, b, w;
-};
-const Costs kCosts[] = {{1, 1, 1}, {1, 2, 1}, {1, 1.5, 0.5}};
 
 class AuthorsZbGridTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(AuthorsZbGridTest, ZbH1NeverWorseThanTheAuthorsBuilder) {
   const int p = std::get<0>(GetParam());
-  const Costs c = kCosts[std::get<1>(GetParam())];
+  const testing::CostRatio c = testing::kAuthorsCostRatios[std::get<1>(GetParam())];
   std::map<std::string, std::vector<double>> ratios;
   std::map<std::string, int> better, count;
   for (int m : {p, p + 1, 2 * p, 64}) {
@@ -93,12 +90,11 @@ TEST_P(AuthorsZbGridTest, ZbH1NeverWorseThanTheAuthorsBuilder) {
       ASSERT_TRUE(s.ok()) << s.status();
       absl::StatusOr<SimResult> r = Simulate(*s, CostModelFor(spec, 1));
       ASSERT_TRUE(r.ok()) << r.status();
-      const double peak = *std::max_element(r->peak_memory.begin(), r->peak_memory.end());
+      const double peak = MaxPeak(*r);
       const std::string cell =
           absl::StrFormat("zb-h1 p=%d m=%d %g:%g:%g comm %g", p, m, c.f, c.b, c.w, comm);
       EXPECT_LE(r->bubble_ratio, authors.bubble + 1e-9)
-          << cell << ": span " << *std::max_element(r->span.begin(), r->span.end())
-          << " vs the authors' " << authors.max_span;
+          << cell << ": span " << LongestSpan(*r) << " vs the authors' " << authors.max_span;
       EXPECT_LE(peak, authors.peak_units + 1e-9) << cell;
       const std::string key = absl::StrFormat("zb-h1 comm %g", comm);
       if (authors.bubble > 1e-12) ratios[key].push_back(r->bubble_ratio / authors.bubble);

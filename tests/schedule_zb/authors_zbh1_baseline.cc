@@ -11,13 +11,28 @@ struct Variant {
   bool allow_bubble_before_first_b, prioritize_b, no_bubble_greedy;
 };
 
-class Builder {
+class ZbH1Builder {
  public:
-  Builder(int p, int m, double f, double b, double w, double comm, Variant v)
-      : p_(p), m_(m), f_(f), b_(b), w_(w), c_(comm), v_(v), cap_(p),
-        next_f_(p, 0), next_b_(p, 0), end_(p, 0.0), mem_(p, 0.0), bubble_(p, 0.0),
-        started_(p, false), first_(p, 0.0), pending_(p), tf_(p, std::vector<double>(m, -1)),
-        tb_(p, std::vector<double>(m, -1)), order_(p) {}
+  ZbH1Builder(int p, int m, double f, double b, double w, double comm, Variant v)
+      : p_(p),
+        m_(m),
+        f_(f),
+        b_(b),
+        w_(w),
+        c_(comm),
+        v_(v),
+        cap_(p),
+        next_f_(p, 0),
+        next_b_(p, 0),
+        end_(p, 0.0),
+        mem_(p, 0.0),
+        bubble_(p, 0.0),
+        started_(p, false),
+        first_(p, 0.0),
+        pending_(p),
+        tf_(p, std::vector<double>(m, -1)),
+        tb_(p, std::vector<double>(m, -1)),
+        order_(p) {}
 
   // Returns false when a W is needed for memory and none is pending ("cannot fit memory").
   bool Run() {
@@ -173,7 +188,7 @@ AuthorsZbPlan AuthorsZbH1Schedule(int p, int m, double f, double b, double w, do
   best.max_span = std::numeric_limits<double>::infinity();
   for (int bits = 0; bits < 8; ++bits) {
     const Variant v{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
-    Builder builder(p, m, f, b, w, comm, v);
+    ZbH1Builder builder(p, m, f, b, w, comm, v);
     if (!builder.Run()) continue;
     const double span = builder.MaxSpan();
     if (span < best.max_span - 1e-9) {

@@ -20,12 +20,20 @@ struct Run {
   bool ok = true;
 };
 
-class Builder {
+class ZbvBuilder {
  public:
-  Builder(int p, int m, double f, double b, double w, double comm, bool fill_b, bool fill_f,
-          const std::vector<double>* approved)
-      : p_(p), m_(m), f_(f), b_(b), w_(w), comm_(comm), fill_b_(fill_b), fill_f_(fill_f),
-        approved_(approved), cap_(2.0 * p) {
+  ZbvBuilder(int p, int m, double f, double b, double w, double comm, bool fill_b, bool fill_f,
+             const std::vector<double>* approved)
+      : p_(p),
+        m_(m),
+        f_(f),
+        b_(b),
+        w_(w),
+        comm_(comm),
+        fill_b_(fill_b),
+        fill_f_(fill_f),
+        approved_(approved),
+        cap_(2.0 * p) {
     count_.assign(p, std::vector<int>(6, 0));
     end_.assign(4, std::vector<std::vector<double>>(p, std::vector<double>(m, -1.0)));
     now_.assign(p, 0.0);
@@ -241,12 +249,12 @@ AuthorsZbvPlan AuthorsZbvSchedule(int p, int m, double f, double b, double w, do
   std::optional<Run> best;
   for (bool fill_b : {true, false}) {
     for (bool fill_f : {true, false}) {
-      Run run = Builder(p, m, f, b, w, comm, fill_b, fill_f, nullptr).Build();
+      Run run = ZbvBuilder(p, m, f, b, w, comm, fill_b, fill_f, nullptr).Build();
       if (!run.ok) continue;
       // Refinement: each stage's idle time becomes its approved bubble while the largest idle
       // shrinks (bounded; it stops within a few rounds on the grid).
       for (int round = 0; round < 64; ++round) {
-        Run next = Builder(p, m, f, b, w, comm, fill_b, fill_f, &run.idle).Build();
+        Run next = ZbvBuilder(p, m, f, b, w, comm, fill_b, fill_f, &run.idle).Build();
         if (!next.ok || next.max_idle >= run.max_idle) break;
         run = std::move(next);
       }

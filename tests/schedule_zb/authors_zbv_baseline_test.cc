@@ -1,6 +1,8 @@
 // pipetrain's zb-v and v-zb against an independent baseline of the zero-bubble authors' ZB-V
 // builder (authors_zbv_baseline.h): at the authors' own settings pipetrain must be at least as
 // good, i.e. its per-stage bubble <= the baseline's + 1e-9 at a peak <= the baseline's.
+#include "tests/schedule_zb/authors_zbv_baseline.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -14,7 +16,7 @@
 #include "schedule/schedule.h"
 #include "schedule/simulator.h"
 #include "schedule/validator.h"
-#include "tests/schedule_zb/authors_zbv_baseline.h"
+#include "tests/schedule_v/authors_cost_ratios.h"
 
 namespace pipetrain::schedule {
 namespace {
@@ -53,16 +55,10 @@ TEST(AuthorsZbvBaselineTest, ReproducesTheAuthorsFigures) {
     spec.f = 1, spec.b = 2, spec.w = 1, spec.comm = comm;
     absl::StatusOr<SimResult> r = Simulate(s, CostModelFor(spec, 2));
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_NEAR(*std::max_element(r->span.begin(), r->span.end()), a.max_span, 1e-9);
-    EXPECT_NEAR(*std::max_element(r->peak_memory.begin(), r->peak_memory.end()), a.peak_units,
-                1e-9);
+    EXPECT_NEAR(LongestSpan(*r), a.max_span, 1e-9);
+    EXPECT_NEAR(MaxPeak(*r), a.peak_units, 1e-9);
   }
 }
-
-struct Costs {
-  double f, b, w;
-};
-const Costs kCosts[] = {{1, 1, 1}, {1, 2, 1}, {1, 1.5, 0.5}};
 
 class AuthorsZbvGridTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
@@ -73,7 +69,7 @@ class AuthorsZbvGridTest : public ::testing::TestWithParam<std::tuple<int, int>>
 // ratio.
 TEST_P(AuthorsZbvGridTest, ZbVAndVZbNeverWorseThanTheAuthorsBuilder) {
   const int p = std::get<0>(GetParam());
-  const Costs c = kCosts[std::get<1>(GetParam())];
+  const testing::CostRatio c = testing::kAuthorsCostRatios[std::get<1>(GetParam())];
   std::map<std::string, std::vector<double>> ratios;
   std::map<std::string, int> better, count;
   for (int m : {p, 2 * p, 64}) {
@@ -93,13 +89,12 @@ TEST_P(AuthorsZbvGridTest, ZbVAndVZbNeverWorseThanTheAuthorsBuilder) {
         ASSERT_TRUE(s.ok()) << s.status();
         absl::StatusOr<SimResult> r = Simulate(*s, CostModelFor(spec, 2));
         ASSERT_TRUE(r.ok()) << r.status();
-        const double peak = *std::max_element(r->peak_memory.begin(), r->peak_memory.end());
+        const double peak = MaxPeak(*r);
         const std::string cell =
             absl::StrFormat("%s p=%d m=%d %g:%g:%g comm %g", name, p, m, c.f, c.b, c.w, comm);
         EXPECT_LE(r->bubble_ratio, authors.bubble + 1e-9)
-            << cell << ": span " << *std::max_element(r->span.begin(), r->span.end())
-            << " vs the authors' " << authors.max_span << " (peaks " << peak << ", "
-            << authors.peak_units << ")";
+            << cell << ": span " << LongestSpan(*r) << " vs the authors' " << authors.max_span
+            << " (peaks " << peak << ", " << authors.peak_units << ")";
         EXPECT_LE(peak, authors.peak_units + 1e-9) << cell;
         const std::string key = absl::StrFormat("%s comm %g", name, comm);
         if (authors.bubble > 1e-12) ratios[key].push_back(r->bubble_ratio / authors.bubble);
