@@ -67,7 +67,9 @@ void KillAndResumeExactly(v1::JobSpec spec, const std::string& dir,
   for (int r = 0; r < kWorkers; ++r) {
     auto code = testing::WaitFor(workers[r], absl::Seconds(20));
     ASSERT_TRUE(code.has_value()) << "rank " << r << " hung after the kill";
-    if (r == 0) EXPECT_EQ(*code, 1) << testing::ReadFile(workers[r].stderr_path);
+    if (r == 0) {
+      EXPECT_EQ(*code, 1) << testing::ReadFile(workers[r].stderr_path);
+    }
   }
   const std::optional<int64_t> last = model::LatestCompleteCheckpointStep(ckpt, num_stages);
   ASSERT_TRUE(last.has_value());

@@ -68,7 +68,9 @@ TEST(ReferenceTrainerTest, Bf16TracksFp32) {
     auto a = f32->Step();
     auto b = bf16->Step();
     ASSERT_TRUE(a.ok() && b.ok());
-    if (s == 0) EXPECT_NE(a->loss, b->loss) << "bf16 must round somewhere";
+    if (s == 0) {
+      EXPECT_NE(a->loss, b->loss) << "bf16 must round somewhere";
+    }
     worst = std::max(worst, std::abs(b->loss - a->loss) / a->loss);
     f32_last = a->loss;
     bf16_last = b->loss;

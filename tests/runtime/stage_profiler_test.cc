@@ -85,7 +85,9 @@ TEST(StageProfilerTest, ProfilingLeavesTrainingBitwiseUnchanged) {
       const StepResult& a = plain.results[w][step];
       const StepResult& b = profiled.results[w][step];
       EXPECT_EQ(a.loss.has_value(), b.loss.has_value());
-      if (a.loss.has_value()) EXPECT_EQ(*a.loss, *b.loss) << "step " << step;
+      if (a.loss.has_value()) {
+        EXPECT_EQ(*a.loss, *b.loss) << "step " << step;
+      }
       EXPECT_EQ(a.peak_activation_bytes, b.peak_activation_bytes) << "worker " << w;
     }
   }

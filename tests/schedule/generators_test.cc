@@ -46,13 +46,17 @@ Planned Plan(const std::string& name, int p, int m, int v = 0) {
   if (t.ok()) {
     auto rt = Simulate(*t, CostModelFor(spec, s->ChunksPerWorker()));
     EXPECT_TRUE(rt.ok()) << rt.status();
-    if (rt.ok()) EXPECT_DOUBLE_EQ(rt->makespan, r->makespan);
+    if (rt.ok()) {
+      EXPECT_DOUBLE_EQ(rt->makespan, r->makespan);
+    }
     // ... and stay deadlock-free, matching implicit comm, when messages take time.
     spec.comm = 0.3;
     auto ri = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
     auto re = Simulate(*t, CostModelFor(spec, s->ChunksPerWorker()));
     EXPECT_TRUE(ri.ok() && re.ok());
-    if (ri.ok() && re.ok()) EXPECT_DOUBLE_EQ(ri->makespan, re->makespan);
+    if (ri.ok() && re.ok()) {
+      EXPECT_DOUBLE_EQ(ri->makespan, re->makespan);
+    }
   }
   return {*std::move(s), *std::move(r)};
 }
@@ -126,7 +130,9 @@ TEST_P(GridTest, ZbH2) {
     SCOPED_TRACE(::testing::Message() << "p=" << p << " m=" << m);
     Planned r = Plan("zb-h2", p, m);
     EXPECT_LE(MaxPeak(r.sim), std::min(m, 2 * p) + kEps);
-    if (m >= 2 * p) EXPECT_NEAR(r.sim.bubble_ratio, 0.0, kEps) << "peak " << MaxPeak(r.sim);
+    if (m >= 2 * p) {
+      EXPECT_NEAR(r.sim.bubble_ratio, 0.0, kEps) << "peak " << MaxPeak(r.sim);
+    }
   }
 }
 

@@ -245,7 +245,9 @@ TEST(OffloadPassTest, WaitingForWarmupCopiesKeeps1F1BFlatUpToKOne) {
       }
       auto strict = InsertOffloads(*s, c, all, o);
       ASSERT_TRUE(strict.ok());
-      if (k > 2.0 / 3 && p >= 8) EXPECT_GT(MaxPeak(strict->sim), MaxPeak(plan->sim) + p / 4.0);
+      if (k > 2.0 / 3 && p >= 8) {
+        EXPECT_GT(MaxPeak(strict->sim), MaxPeak(plan->sim) + p / 4.0);
+      }
     }
   }
 }
