@@ -276,9 +276,7 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
                                    bool zbv = false, bool blocks = false, bool modulo = false) {
   PT_RETURN_IF_ERROR(CheckVSpec(spec));
   const CostModel costs = CostModelFor(spec, 2);
-  double cap = law;
-  if (spec.memory_limit > 0) cap = std::min(cap, spec.memory_limit);
-  cap = std::max(cap, OneMicrobatch(costs, spec.num_workers));
+  const double cap = VPlanCap(spec, law);
   const int p = spec.num_workers, m = spec.num_microbatches;
   std::optional<ZbvResult> wave;
   if (zbv) {
@@ -345,6 +343,12 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
 }
 
 }  // namespace
+
+double VPlanCap(const PipelineSpec& spec, double law) {
+  double cap = law;
+  if (spec.memory_limit > 0) cap = std::min(cap, spec.memory_limit);
+  return std::max(cap, OneMicrobatch(CostModelFor(spec, 2), spec.num_workers));
+}
 
 int VMinPeakLaw(int p) { return (p + 4) / 3; }
 int VHalfPeakLaw(int p) { return (p + 2) / 2; }
