@@ -317,13 +317,20 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       if (sc.index == index) at_screen = &sc;
     }
     if (at_screen == nullptr) return false;
+    const double limit = best_span * kTrendMargin + slack;
+    if (at_screen->span + slack * (m - screen_m) > limit) return true;  // (the rate is >= slack)
+    // The rate passes the limit only if the shorter prefix spans less than `below`: its run stops
+    // once it is certain to span more (a margin above `below` for the rounding; then no skip).
     const int short_m = screen_m - std::max(1, screen_m / 4);
+    const double below =
+        at_screen->span - (limit - at_screen->span) * (screen_m - short_m) / (m - screen_m);
     bool pruned = false;
-    std::optional<VPlan> r = RunCandidate(index, p, short_m, costs, cap, patterns, variants, name,
-                                          error, kNoLimit, /*record=*/false, &pruned);
+    std::optional<VPlan> r =
+        RunCandidate(index, p, short_m, costs, cap, patterns, variants, name, error,
+                     below + 1e-6 * (1.0 + std::abs(below)), /*record=*/false, &pruned);
     if (!r) return false;
     const double rate = std::max(slack, (at_screen->span - r->max_span) / (screen_m - short_m));
-    return at_screen->span + rate * (m - screen_m) > best_span * kTrendMargin + slack;
+    return at_screen->span + rate * (m - screen_m) > limit;
   };
   std::optional<VPlan> early_first, early_second;
   bool first_loses = false, second_ran = false;
