@@ -202,19 +202,8 @@ double ChoosableMakespanBound(const std::string& name, const PipelineSpec& spec)
     return 0.0;
   }
   if (!(cap < kInf) || !(cap > 0)) return 0.0;
-  const CostModel costs = CostModelFor(spec, chunks);
-  const int n = static_cast<int>(costs.stages.size());
-  if (n != static_cast<int>(place.size())) return 0.0;
-  std::vector<double> held(p, 0.0);  // per worker: sum of a_s L_s
-  double chain = 0.0;                // L_s
-  for (int st = n - 1; st >= 0; --st) {
-    const StageCost& c = costs.stages[st];
-    if (!(c.f >= 0 && c.b >= 0 && c.activation >= 0)) return 0.0;
-    chain += c.f + c.b;
-    if (st + 1 < n && place[st] != place[st + 1]) chain += 2 * costs.comm;
-    held[place[st]] += c.activation * chain;
-  }
-  // (cap + a rounding margin: fits allows the limit + 1e-9, and the caps are planned to 1e-9.)
+  const std::vector<double> held = ChainMemoryTime(CostModelFor(spec, chunks), place, p);
+  if (held.empty()) return 0.0;
   return m * *std::max_element(held.begin(), held.end()) / (cap * (1 + 1e-9) + 1e-9);
 }
 
