@@ -55,16 +55,11 @@ std::string ExplainChoice(const PipelineSpec& spec, const std::vector<PlanCandid
 
 // A lower bound on the simulated makespan of member `name`'s plan whenever auto could choose
 // it; 0 when none is known (only members whose placement is fixed here: v-min's V, and the loop
-// placement of 1f1b, zb-h1, zb-h2 and gpipe). Why it holds: stage s's activation a_s is held
-// from its F's start to its B's end (cost_model.h), and that B ends no sooner than the chain
-// from stage s to the last stage and back, L_s (the F's and B's of stages s..n-1 and the
-// transfers between workers both ways). So a worker's memory integrates over its span to at
-// least m x sum of a_s L_s over its stages, and at most to its peak x its span: a plan whose
-// peak stays within `cap` spans at least m x (sum a_s L_s) / cap on that worker, and its
-// makespan at least that. A plan auto could choose fits the limit; v-min's also keeps within its
-// own cap (VPlanCap), which is what puts its bound above the others' plans at p = 64 (V-Min's
-// 22 units against V-Half's 33). Offload plans break the first step (their activation leaves
-// before the B), so no bound when the spec has a host link.
+// placement of 1f1b, zb-h1, zb-h2 and gpipe). It is m x the most ChainMemoryTime of a worker
+// (cost_model.h) over the peak such a plan keeps within: the limit (a plan auto chooses fits
+// it), and for v-min also its own cap (VPlanCap), which is what puts its bound above the others'
+// plans at p = 64 (V-Min's 22 units against V-Half's 33). No bound when the spec has a host
+// link (offload plans free activation before the B).
 double ChoosableMakespanBound(const std::string& name, const PipelineSpec& spec);
 
 // The registry's "auto" generator. It only needs the choice, so a member whose
