@@ -53,7 +53,18 @@ std::string FormatCandidates(const std::vector<PlanCandidate>& candidates);
 // fit; what offload cost or saved), or the smallest peak when nothing fits.
 std::string ExplainChoice(const PipelineSpec& spec, const std::vector<PlanCandidate>& candidates);
 
-// The registry's "auto" generator.
+// A lower bound on the simulated makespan of member `name`'s plan whenever auto could choose
+// it; 0 when none is known (only members whose placement is fixed here: v-min's V, and the loop
+// placement of 1f1b, zb-h1, zb-h2 and gpipe). It is m x the most ChainMemoryTime of a worker
+// (cost_model.h) over the peak such a plan keeps within: the limit (a plan auto chooses fits
+// it), and for v-min also its own cap (VPlanCap), which is what puts its bound above the others'
+// plans at p = 64 (V-Min's 22 units against V-Half's 33). No bound when the spec has a host
+// link (offload plans free activation before the B).
+double ChoosableMakespanBound(const std::string& name, const PipelineSpec& spec);
+
+// The registry's "auto" generator. It only needs the choice, so a member whose
+// ChoosableMakespanBound is above a fitting member's simulated makespan is not generated (the
+// same choice as ExplainAuto's; see TryAll in auto_planner.cc).
 absl::StatusOr<Schedule> MakeAuto(const PipelineSpec& spec);
 
 // Every candidate that fits, fastest simulated makespan first (ties in the order tried, so the

@@ -30,4 +30,24 @@ CostModel UniformCostModel(int num_workers, int chunks_per_worker, double f, dou
   return model;
 }
 
+std::vector<double> ChainMemoryTime(const CostModel& costs, const std::vector<int>& stage_to_worker,
+                                    int num_workers) {
+  const int n = static_cast<int>(costs.stages.size());
+  if (n != static_cast<int>(stage_to_worker.size()) || num_workers < 1) return {};
+  std::vector<double> held(num_workers, 0.0);
+  double chain = 0.0;  // L_s
+  for (int st = n - 1; st >= 0; --st) {
+    const StageCost& c = costs.stages[st];
+    const int w = stage_to_worker[st];
+    if (!(c.f >= 0 && c.b >= 0 && c.activation >= 0 && costs.comm >= 0) || w < 0 ||
+        w >= num_workers) {
+      return {};
+    }
+    chain += c.f + c.b;
+    if (st + 1 < n && w != stage_to_worker[st + 1]) chain += 2 * costs.comm;
+    held[w] += c.activation * chain;
+  }
+  return held;
+}
+
 }  // namespace pipetrain::schedule

@@ -68,6 +68,17 @@ struct CostModel {
 CostModel UniformCostModel(int num_workers, int chunks_per_worker, double f, double b, double w,
                            double comm = 0.0);
 
+// Per worker: the least activation memory x time one microbatch holds there, sum over the
+// worker's stages s of a_s x L_s, where L_s is the chain from stage s's F to its B (the F's and
+// B's of stages s..n-1, and a transfer each way between stages on different workers): stage s's
+// activation is allocated when its F starts and not freed before its B ends. So on a worker
+// whose memory never passes `peak`, m microbatches span at least m x this / peak (the memory
+// integrates over the span to at least m x this, and to at most peak x span), for any order
+// and with or without W's; not with offload (activation leaves before the B). Empty when the
+// placement does not match the costs or a cost is negative.
+std::vector<double> ChainMemoryTime(const CostModel& costs, const std::vector<int>& stage_to_worker,
+                                    int num_workers);
+
 }  // namespace pipetrain::schedule
 
 #endif  // PIPETRAIN_SCHEDULE_COST_MODEL_H_

@@ -61,6 +61,12 @@ int VMinPeakLaw(int p);   // (p+4)//3
 int VHalfPeakLaw(int p);  // (p+2)//2
 int VZbPeakLaw(int p);    // p
 
+// The memory cap (units per worker) the V generators plan within for a peak law: the law, or
+// spec.memory_limit when that is lower, but at least one microbatch on the fullest worker. Every
+// plan of v-min (law VMinPeakLaw), v-half and v-zb keeps its peak within it. Needs 2p stage costs
+// (CheckVSpec).
+double VPlanCap(const PipelineSpec& spec, double law);
+
 // Checks the fields the V generators need (see Limits above).
 absl::Status CheckVSpec(const PipelineSpec& spec);
 

@@ -79,7 +79,7 @@ class Search {
   }
 
   std::vector<BuildingBlock> Run() {
-    if (k_ > kMaxSlots) return {};
+    if (k_ > kMaxSlots || !ChainCanFit()) return {};
     BuildLayouts();
     if (layouts_.empty()) return {};
     // The beam narrows so that one search costs at most max_steps transitions.
@@ -201,6 +201,24 @@ class Search {
   static long Floor(double x) {
     const long t = static_cast<long>(x);
     return static_cast<double>(t) > x ? t - 1 : t;
+  }
+
+  // False when no first state can pass Admit(0, .), whatever its layout: then the search finds
+  // nothing, and its most costly part, the layouts (period^3 candidates), is not built. Worker 0
+  // holds at most n <= N0 = floor(cap / a0) chunk-0 copies (chunk 1 only leaves less room), so
+  // its lifespan is at most r + N0 * period with r < period, and G = lifespan + K_0 with K_0 =
+  // -b - da - w <= -b - w; a first state fixes G >= 2f + b of it and needs the hops of the other
+  // p - 1 workers on top. (p = 64, V-Min's cap with 1:1.5:0.5 and comm 0.2: every period up to
+  // +50% fails this; five searches that built up to 94k layouts each to find nothing.)
+  bool ChainCanFit() const {
+    const double a0 = costs_.stages[0].activation;
+    const double a1 = costs_.stages[2 * p_ - 1].activation;
+    const long most = ComputeMostChunk0(0, a0, a1);
+    if (most == kNoRoom) return false;
+    if (most == kAnyCount || most >= unbounded_n_ / 2) return true;
+    const long g_max = (most + 1) * k_ - 1 - b_ - w_;
+    const long hops = static_cast<long>(p_ - 1) * (2 * (f_ + c_) + 2 * (b_ + c_));
+    return g_max - (2 * f_ + b_) >= hops;
   }
 
   Mask Arc(int start, int len) const {

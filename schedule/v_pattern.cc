@@ -282,6 +282,28 @@ Schedule MakeVPattern(VPatternKind kind, int num_workers, int num_microbatches, 
   return s;
 }
 
+VOrderPeaks PeaksOfVOrder(const Schedule& schedule, const CostModel& costs, double memory_cap) {
+  VOrderPeaks r;
+  const double mem_at = memory_cap + 1e-9;  // as EvaluateVOrder
+  r.peak.assign(schedule.num_workers, 0.0);
+  for (int w = 0; w < schedule.num_workers; ++w) {
+    double mem = 0.0;
+    for (const Action& a : schedule.worker_actions[w]) {
+      const StageCost& c = costs.stages[a.stage];
+      if (a.kind == ActionKind::kF) {
+        mem += c.activation;
+        r.peak[w] = std::max(r.peak[w], mem);
+      } else if (a.kind == ActionKind::kB) {
+        mem -= c.freed_by_b;
+      } else {
+        mem -= c.activation - c.freed_by_b;
+      }
+      if (mem > mem_at) r.within_cap = false;
+    }
+  }
+  return r;
+}
+
 VOrderEval EvaluateVOrder(const Schedule& schedule, const CostModel& costs, double memory_cap,
                           double abort_span) {
   VOrderEval r;

@@ -47,6 +47,16 @@ struct VOrderEval {
 VOrderEval EvaluateVOrder(const Schedule& schedule, const CostModel& costs,
                           double memory_cap = 1e300, double abort_span = 1e300);
 
+// The per-worker peaks EvaluateVOrder would report for `schedule` (its running sums, in list
+// order: a worker's memory does not depend on the times), without timing it; O(actions) with
+// a few operations each. Also whether every running sum stays within `memory_cap` + 1e-9 (else
+// EvaluateVOrder with that cap stops, pruned).
+struct VOrderPeaks {
+  std::vector<double> peak;
+  bool within_cap = true;
+};
+VOrderPeaks PeaksOfVOrder(const Schedule& schedule, const CostModel& costs, double memory_cap);
+
 }  // namespace pipetrain::schedule
 
 #endif  // PIPETRAIN_SCHEDULE_V_PATTERN_H_

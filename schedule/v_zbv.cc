@@ -1,6 +1,7 @@
 #include "schedule/v_zbv.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -44,6 +45,7 @@ class Zbv {
     wq_head_.assign(p_, 0);
     max_approved_ = -1.0;
     for (double a : approved_) max_approved_ = std::max(max_approved_, a);
+    fired_.assign(p_, std::numeric_limits<double>::infinity());
     if (!WarmUp() || !Steady()) return absl::NotFoundError(failure_);
     for (int i = 0; i < p_; ++i) {
       while (HasW(i)) {
@@ -52,6 +54,7 @@ class Zbv {
       r_.max_span = std::max(r_.max_span, cur_[i] - std::max(0.0, first_[i]));
       r_.makespan = std::max(r_.makespan, cur_[i]);
     }
+    r_.refines_to_itself = RefinesToItself();
     return std::move(r_);
   }
 
@@ -86,6 +89,28 @@ class Zbv {
     return b;
   }
   bool HasW(int i) const { return wq_head_[i] < wq_[i].size(); }
+  // Whether a run with approved = this run's idle (the first refinement) would repeat this run
+  // exactly; only for a run without approved budgets. Every rule but FillGap's extra W is the
+  // same in both runs, and that W's threshold there is max(max_idle_, D_i) with D_i =
+  // max_j idle_j - idle_i, never below this run's max_idle_ (at the same point of the same
+  // history). So a W this run did not add is not added there either (the comparison is
+  // monotone), and one it added is added again when its gap also passes D_i's threshold:
+  // gap + idle_i > D_i + tolerance, checked with a margin far above the rounding of either side
+  // (`fired_`: each worker's least gap + idle_i among the W's the rule added). By induction
+  // over the decisions the two runs are the same.
+  bool RefinesToItself() const {
+    if (!approved_.empty()) return false;
+    double most = -1.0;
+    for (double a : r_.idle) most = std::max(most, a);
+    for (int i = 0; i < p_; ++i) {
+      const double d = most - r_.idle[i];
+      if (fired_[i] == std::numeric_limits<double>::infinity()) continue;
+      if (!(fired_[i] > d + opt_.tolerance + 1e-7 * (1.0 + std::abs(d) + std::abs(fired_[i])))) {
+        return false;
+      }
+    }
+    return true;
+  }
   bool Fail(std::string why) {
     failure_ = std::move(why);
     return false;
@@ -185,6 +210,7 @@ class Zbv {
       if (!PutW(i)) return false;
     }
     if (extra && in && HasW(i) && *in - cur_[i] > MaxBubble(i) - r_.idle[i] + opt_.tolerance) {
+      if (approved_.empty()) fired_[i] = std::min(fired_[i], *in - cur_[i] + r_.idle[i]);
       if (!PutW(i)) return false;
     }
     return true;
@@ -244,6 +270,7 @@ class Zbv {
   double max_approved_ = -1.0, max_idle_ = 0.0;
   std::vector<int> cnt_;
   std::vector<double> end_, cur_, first_, mem_;
+  std::vector<double> fired_;  // see RefinesToItself
   std::vector<std::vector<int>> wq_;
   std::vector<size_t> wq_head_;
   std::string failure_;
@@ -297,7 +324,10 @@ absl::StatusOr<ZbvResult> Search(int p, int m, const CostModel& costs, double ca
     }
     first->variant = label;
     auto prev = std::make_shared<ZbvResult>(std::move(*first));
-    for (int k = 0; k < options.max_refinements; ++k) {
+    // A first run that its refinement would only repeat (at p = 64, m = 1024 one run is ~10
+    // ms): the loop below would find it no better and not improved, and stop.
+    const int refinements = prev->refines_to_itself ? 0 : options.max_refinements;
+    for (int k = 0; k < refinements; ++k) {
       absl::StatusOr<ZbvResult> run = ZbvTry(p, m, costs, options, prev->idle, name);
       if (!run.ok()) break;
       run->variant = absl::StrCat(label, " refined ", k + 1);

@@ -53,6 +53,9 @@ struct ZbvResult {
   std::vector<double> peak;  // per worker
   std::vector<double> idle;  // per worker, idle time after its first F
   std::string variant;
+  // A run without approved budgets that the first refinement (approved = idle) would repeat
+  // exactly, action for action (checked during the run; ZbvSchedule then skips that refinement).
+  bool refines_to_itself = false;
 };
 
 // One run with fixed fill flags; `approved` (per worker idle budget, empty = none).

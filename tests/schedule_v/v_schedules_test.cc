@@ -645,6 +645,64 @@ TEST(AutoTest, ThreadedRowsMatchOneByOne) {
   }
 }
 
+// MakeAuto skips members whose ChoosableMakespanBound is above a fitting member's makespan
+// (auto_planner.h): the bound must hold for every plan auto could choose (and for v-min's plans,
+// within its own cap, always).
+TEST(AutoTest, ChoosableMakespanBoundHolds) {
+  int checked = 0;
+  for (int p : {2, 3, 4, 8, 16}) {
+    for (int m : {1, p, 2 * p + 1}) {
+      for (auto [b, w, comm] : std::vector<std::tuple<double, double, double>>{
+               {1, 1, 0}, {1.5, 0.5, 0.2}, {2, 1, 0.2}}) {
+        for (double limit : {0.0, 1.0 + p / 2, static_cast<double>(p)}) {
+          PipelineSpec spec = Spec(p, m, 1, b, w, comm);
+          spec.memory_limit = limit;
+          for (const char* name : {"v-min", "1f1b", "zb-h1", "zb-h2", "gpipe"}) {
+            if (std::string(name) == "v-min" && p * m > 32) continue;  // (its polish is slow)
+            const double bound = ChoosableMakespanBound(name, spec);
+            absl::StatusOr<Schedule> s = Generate(name, spec);
+            if (!s.ok() || bound <= 0) continue;
+            absl::StatusOr<SimResult> r = Simulate(*s, CostModelFor(spec, s->ChunksPerWorker()));
+            ASSERT_TRUE(r.ok()) << r.status();
+            const bool fits = limit <= 0 || MaxPeak(*r) <= limit + 1e-9;
+            if (!fits && std::string(name) != "v-min") continue;
+            EXPECT_GE(r->makespan, bound) << name << " p=" << p << " m=" << m << " b=" << b
+                                          << " w=" << w << " comm=" << comm << " limit=" << limit;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 150);
+}
+
+// ... and its choice is ExplainAuto's (which generates every member), where members are skipped.
+TEST(AutoTest, SkippingKeepsTheChoice) {
+  for (auto [p, m, limit] : std::vector<std::tuple<int, int, double>>{
+           {16, 128, 0}, {16, 128, 10}}) {
+    PipelineSpec spec = Spec(p, m, 1, 1.5, 0.5, 0.2);
+    spec.memory_limit = limit;
+    const std::vector<PlanCandidate> rows = ExplainAuto(spec);
+    const PlanCandidate* chosen = nullptr;
+    int skippable = 0;
+    for (const PlanCandidate& c : rows) {
+      if (c.chosen) chosen = &c;
+    }
+    ASSERT_NE(chosen, nullptr) << FormatCandidates(rows);
+    for (const PlanCandidate& c : rows) {
+      skippable += ChoosableMakespanBound(c.name, spec) > chosen->makespan ? 1 : 0;
+    }
+    EXPECT_GT(skippable, 0) << "p=" << p << ": no member to skip, the case tests nothing";
+    absl::StatusOr<Schedule> a = Generate("auto", spec);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->name, "auto:" + chosen->name);
+    absl::StatusOr<Schedule> direct = Generate(chosen->name, spec);
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    EXPECT_EQ(a->worker_actions, direct->worker_actions) << chosen->name;
+  }
+}
+
 TEST(AutoTest, NothingFitsSaysWhy) {
   PipelineSpec spec = Spec(4, 8);
   spec.memory_limit = 0.75;
