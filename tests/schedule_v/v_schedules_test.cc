@@ -48,19 +48,23 @@ TEST(VPlacementTest, WorkerHoldsStageAndMirror) {
   }
 }
 
-// Exact memory laws with unit costs, p = 2..32.
-TEST(VLawsTest, PeakMemoryLawsUnitCosts) {
-  for (int p = 2; p <= 32; ++p) {
-    for (int m : {p, 2 * p, 3 * p + 1}) {
-      const PipelineSpec spec = Spec(p, m);
-      EXPECT_DOUBLE_EQ(RunGen("v-min", spec).peak, (p + 4) / 3) << "p=" << p << " m=" << m;
-      EXPECT_LE(RunGen("v-half", spec).peak, (p + 2) / 2) << "p=" << p << " m=" << m;
-      EXPECT_LE(RunGen("v-zb", spec).peak, p) << "p=" << p << " m=" << m;
-      EXPECT_LE(RunGen("zb-v", spec).peak, p) << "p=" << p << " m=" << m;
-      EXPECT_DOUBLE_EQ(RunGen("1f1b", spec).peak, p);
-    }
+// Exact memory laws with unit costs, p = 2..32: one CTest test per p (the large p take seconds
+// each; together they were the suite's longest test).
+class VPeakLawsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(VPeakLawsTest, PeakMemoryLawsUnitCosts) {
+  const int p = GetParam();
+  for (int m : {p, 2 * p, 3 * p + 1}) {
+    const PipelineSpec spec = Spec(p, m);
+    EXPECT_DOUBLE_EQ(RunGen("v-min", spec).peak, (p + 4) / 3) << "p=" << p << " m=" << m;
+    EXPECT_LE(RunGen("v-half", spec).peak, (p + 2) / 2) << "p=" << p << " m=" << m;
+    EXPECT_LE(RunGen("v-zb", spec).peak, p) << "p=" << p << " m=" << m;
+    EXPECT_LE(RunGen("zb-v", spec).peak, p) << "p=" << p << " m=" << m;
+    EXPECT_DOUBLE_EQ(RunGen("1f1b", spec).peak, p);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryP, VPeakLawsTest, ::testing::Range(2, 33));
 
 // Bubble with unit costs: v-half <= 0.6x 1F1B's, v-min <= 0.75x (measured 0.35-0.60x and
 // 0.68-0.74x).
