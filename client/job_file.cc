@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -123,6 +124,40 @@ void ToYaml(const nlohmann::json& j, int indent, std::ostringstream& out) {
   }
 }
 
+// -0.0 means what 0 means, but proto3 keeps it as a set field that no rendering can spell back
+// (JSON's -0 reads as the integer 0): every negative zero becomes zero, recursively.
+void ClearNegativeZeros(google::protobuf::Message& message) {
+  using Cpp = google::protobuf::FieldDescriptor::CppType;
+  const google::protobuf::Reflection& r = *message.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r.ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    const bool many = f->is_repeated();
+    for (int i = 0; i < (many ? r.FieldSize(message, f) : 1); ++i) {
+      switch (f->cpp_type()) {
+        case Cpp::CPPTYPE_MESSAGE:
+          ClearNegativeZeros(many ? *r.MutableRepeatedMessage(&message, f, i)
+                                  : *r.MutableMessage(&message, f));
+          break;
+        case Cpp::CPPTYPE_DOUBLE: {
+          const double v = many ? r.GetRepeatedDouble(message, f, i) : r.GetDouble(message, f);
+          if (v != 0 || !std::signbit(v)) break;
+          many ? r.SetRepeatedDouble(&message, f, i, 0.0) : r.SetDouble(&message, f, 0.0);
+          break;
+        }
+        case Cpp::CPPTYPE_FLOAT: {
+          const float v = many ? r.GetRepeatedFloat(message, f, i) : r.GetFloat(message, f);
+          if (v != 0 || !std::signbit(v)) break;
+          many ? r.SetRepeatedFloat(&message, f, i, 0.0f) : r.SetFloat(&message, f, 0.0f);
+          break;
+        }
+        default:
+          break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::string& name) {
@@ -154,6 +189,7 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, const std::str
   if (absl::Status s = schedule::FromJson(json, &spec); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
   }
+  ClearNegativeZeros(spec);
   return spec;
 }
 

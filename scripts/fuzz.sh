@@ -10,10 +10,16 @@
 # build-fuzz/tests/fuzz/<target> FILE). The corpora grow in build-fuzz/fuzz-corpus*/.
 #
 # Usage: scripts/fuzz.sh [SECONDS]   (default: $PIPETRAIN_FUZZ_SECONDS, else 60; docs/fuzzing.md)
+#        scripts/fuzz.sh --fixed     what scripts/test.sh (CI) runs: seed 1 and a fixed number of
+#                                    inputs per target instead of a time, so that every machine
+#                                    tries the same inputs and a landing is not failed by luck;
+#                                    new inputs are found by the timed, randomly seeded runs.
 # Without clang++ or libFuzzer it says so and exits 0 (the g++ build fuzzes the same contract
 # deterministically in ctest: coordinator_fuzz_test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fixed=0
+if [ "${1:-}" = --fixed ]; then fixed=1; shift; fi
 budget=${1:-${PIPETRAIN_FUZZ_SECONDS:-60}}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cxx=${FUZZ_CXX:-clang++}
@@ -43,19 +49,27 @@ for seed in tests/fuzz/seeds/*.textproto; do
     < "$seed" > "$build/fuzz-corpus/seed-$(basename "$seed" .textproto)"
 done
 
-# fuzz TARGET SECONDS CORPUS SEEDS...: runs one target; on failure prints the inputs and exits 1.
+# fuzz TARGET SECONDS RUNS CORPUS SEEDS...: runs one target for SECONDS (random seed), or with
+# --fixed for RUNS inputs from seed 1; on failure prints the inputs and exits 1.
 fuzz() {
-  local target=$1 seconds=$2 log="$build/fuzz-$1.log"
-  shift 2
+  local target=$1 seconds=$2 runs=$3 log="$build/fuzz-$1.log" bound
+  shift 3
   [ "$seconds" -ge 1 ] || seconds=1  # 0 would mean no limit
-  echo "fuzz: $target for $seconds s"
+  if [ "$fixed" = 1 ]; then
+    bound=(-seed=1 -runs="$runs")
+    echo "fuzz: $target, $runs inputs from seed 1"
+  else
+    bound=(-max_total_time="$seconds")
+    echo "fuzz: $target for $seconds s"
+  fi
   touch "$crashes/.start-$target"
-  if "$build/tests/fuzz/$target" -max_total_time="$seconds" -print_final_stats=1 \
+  if "$build/tests/fuzz/$target" "${bound[@]}" -print_final_stats=1 \
        -dict=tests/fuzz/job_spec.dict -artifact_prefix="$crashes/$target-" -rss_limit_mb=4096 \
        -timeout=10 "$@" 2> "$log"; then
     grep -E "^(stat::number_of_executed_units|stat::new_units_added|Done)" "$log" || true
     return 0
   fi
+  grep -m1 "INFO: Seed:" "$log" || true  # -seed=N replays this run
   # From the first report (a broken contract, or a sanitizer's/libFuzzer's ERROR) on.
   if grep -qE "contract broken|ERROR:" "$log"; then
     sed -n -E '/contract broken|ERROR:/,$p' "$log" | head -n 120
@@ -76,6 +90,6 @@ fuzz() {
   echo "fuzz: FAILED (see above; inputs in $crashes/)"
   exit 1
 }
-fuzz job_spec_fuzzer $(( budget - budget / 3 )) "$build/fuzz-corpus"
-fuzz job_file_fuzzer $(( budget / 3 )) "$build/fuzz-corpus-text" tests/fuzz/seeds_text
+fuzz job_spec_fuzzer $(( budget - budget / 3 )) 400000 "$build/fuzz-corpus"
+fuzz job_file_fuzzer $(( budget / 3 )) 60000 "$build/fuzz-corpus-text" tests/fuzz/seeds_text
 echo "fuzz: passed ($(( $(date +%s) - start )) s in all)"

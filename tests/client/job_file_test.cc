@@ -1,6 +1,8 @@
 // Job files (client/job_file.h): regressions found by tests/fuzz/job_file_fuzzer.
 #include "client/job_file.h"
 
+#include <cmath>
+
 #include "client/default_job.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -52,6 +54,28 @@ TEST(JobFileTest, RenderingReadsBackAsTheSameSpec) {
   spec.mutable_training()->mutable_optimizer();
   EXPECT_THAT(JobSpecToYaml(spec), HasSubstr("  optimizer: {}\n"));
   ExpectRoundTrip(spec);
+}
+
+// A negative zero reads as zero: proto3 keeps -0.0 as a set field, and its rendering ("0") read
+// back as an unset one (found by the fuzzer in `host_link_bytes_per_s: -.0e8`).
+TEST(JobFileTest, NegativeZeroReadsAsZero) {
+  for (const char* name : {"job.yaml", "job.json"}) {
+    const std::string text = std::string(name) == "job.yaml"
+                                 ? "memory:\n  host_link_bytes_per_s: -.0e8\n"
+                                 : R"({"memory": {"host_link_bytes_per_s": -0.0}})";
+    const absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(text, name);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_FALSE(std::signbit(spec->memory().host_link_bytes_per_s())) << name;
+    v1::JobSpec zero;
+    zero.mutable_memory();
+    EXPECT_TRUE(MessageDifferencer::Equals(*spec, zero)) << name << "\n" << spec->DebugString();
+    ExpectRoundTrip(*spec);
+  }
+  // Other negatives stay what they are (validation rejects them, naming the field).
+  const absl::StatusOr<v1::JobSpec> spec =
+      ParseJobSpec("memory:\n  host_link_bytes_per_s: -1e8\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->memory().host_link_bytes_per_s(), -1e8);
 }
 
 // --print-default-job's template lists every field, defaults and zeros included, and reads back
