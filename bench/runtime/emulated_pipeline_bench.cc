@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/runtime/hop_latency.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "schedule/generator.h"
 #include "schedule/passes.h"
@@ -47,33 +48,6 @@ double MeasureSleepOvershoot(double seconds, int samples) {
   return total / samples;
 }
 
-// One-way latency of a small message between two threads through the in-memory transport.
-double MeasureHopLatency(int round_trips) {
-  worker::FakeTransportHub hub(2);
-  std::thread echo([&] {
-    for (int i = 0; i < round_trips; ++i) {
-      worker::MessageKey key{i, 0, 0, worker::TensorRole::kActivation};
-      auto m = hub.endpoint(1)->Recv(0, key, absl::InfiniteFuture());
-      m->key.role = worker::TensorRole::kGradient;
-      (void)hub.endpoint(1)->Send(0, std::move(*m));
-    }
-  });
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < round_trips; ++i) {
-    worker::Message m;
-    m.key = worker::MessageKey{i, 0, 0, worker::TensorRole::kActivation};
-    m.shape = {1024};
-    m.data.assign(1024, 1.0f);
-    (void)hub.endpoint(0)->Send(1, std::move(m));
-    worker::MessageKey back{i, 0, 0, worker::TensorRole::kGradient};
-    (void)hub.endpoint(0)->Recv(1, back, absl::InfiniteFuture());
-  }
-  const double total =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  echo.join();
-  return total / round_trips / 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,7 +67,7 @@ int main(int argc, char** argv) {
     }
   }
   const double overshoot = MeasureSleepOvershoot(unit_ms / 1000.0 / 2, 100);
-  const double hop = MeasureHopLatency(500);
+  const double hop = bench::FakeTransportHopLatency(500, 1024);
   std::printf("emulated backend, p=%d m=%d, F=B=W=%.1f ms per worker share, %d steps (best)\n",
               p, m, unit_ms, steps);
   std::printf("calibration: sleep overshoot %.1f us per action, transport hop %.1f us\n\n",

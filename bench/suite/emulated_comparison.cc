@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/runtime/hop_latency.h"
 #include "bench/suite/suite.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "schedule/generator.h"
@@ -22,33 +23,6 @@ namespace pipetrain::bench {
 namespace {
 
 constexpr double kBytesPerUnit = 64 << 10;
-
-// One-way latency of a small message between two threads through the in-memory transport.
-double HopLatency(int round_trips) {
-  worker::FakeTransportHub hub(2);
-  std::thread echo([&] {
-    for (int i = 0; i < round_trips; ++i) {
-      worker::MessageKey key{i, 0, 0, worker::TensorRole::kActivation};
-      auto m = hub.endpoint(1)->Recv(0, key, absl::InfiniteFuture());
-      m->key.role = worker::TensorRole::kGradient;
-      (void)hub.endpoint(1)->Send(0, std::move(*m));
-    }
-  });
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < round_trips; ++i) {
-    worker::Message m;
-    m.key = worker::MessageKey{i, 0, 0, worker::TensorRole::kActivation};
-    m.shape = {256};
-    m.data.assign(256, 1.0f);
-    (void)hub.endpoint(0)->Send(1, std::move(m));
-    (void)hub.endpoint(0)->Recv(1, worker::MessageKey{i, 0, 0, worker::TensorRole::kGradient},
-                                absl::InfiniteFuture());
-  }
-  const double total =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  echo.join();
-  return total / round_trips / 2;
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -129,7 +103,7 @@ Section EmulatedComparison(const SuiteOptions& options, std::vector<Comparison>*
   const double unit = options.quick ? 0.0004 : 0.004;  // seconds per F (= B = W) per worker
   const int steps = options.quick ? 1 : 3;
   const int repeats = options.quick ? 1 : std::max(1, options.repeats);
-  const double hop = HopLatency(options.quick ? 50 : 500);
+  const double hop = FakeTransportHopLatency(options.quick ? 50 : 500, 256);
   std::string md;
   for (int p : {4, 8, 16}) {
     Comparison cmp;
