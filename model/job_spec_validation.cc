@@ -146,7 +146,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = Range("parallelism.chunks_per_worker", p.chunks_per_worker(), 0, 64);
+  if (absl::Status s =
+          Range("parallelism.chunks_per_worker", p.chunks_per_worker(), 0, kMaxChunksPerWorker);
       !s.ok()) {
     return s;
   }

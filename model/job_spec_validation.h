@@ -23,6 +23,7 @@ inline constexpr int kMaxHidden = 65536;
 inline constexpr int kMaxSeqLen = 1 << 20;
 inline constexpr int kMaxVocab = 1 << 22;
 inline constexpr int kMaxWorkers = 4096;
+inline constexpr int kMaxChunksPerWorker = 64;
 // parallelism.data_parallel: at most this many pipeline replicas.
 inline constexpr int kMaxReplicas = 64;
 inline constexpr int kMaxMicrobatches = 1 << 16;

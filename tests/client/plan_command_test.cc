@@ -67,6 +67,27 @@ TEST(PlanCommandTest, BadCsvInputsNameTheFlag) {
   EXPECT_EQ(RunPlan(o).status().message(), "--job and --from-csv exclude each other");
 }
 
+// The job spec's bounds hold for the flags: an absurd size is refused naming the flag and the
+// allowed range (-m 100000000 used to plan for 23 s in 9.8 GB).
+TEST(PlanCommandTest, SizesBeyondTheJobSpecBoundsAreRefused) {
+  PlanOptions o;
+  o.workers = 4;
+  o.microbatches = 100000000;
+  EXPECT_EQ(RunPlan(o).status().message(), "--microbatches must be in 1..65536 (got 100000000)");
+  o.microbatches = 8;
+  o.workers = 4097;
+  EXPECT_EQ(RunPlan(o).status().message(), "--workers must be in 1..4096 (got 4097)");
+  o.workers = 4;
+  o.chunks = 65;
+  EXPECT_EQ(RunPlan(o).status().message(),
+            "--chunks must be in 1..64, or 0 for the schedule's default (got 65)");
+  o.chunks = 0;
+  o.microbatches = 65536;  // the bound itself plans
+  o.schedule = "1f1b";
+  o.format = "json";
+  EXPECT_TRUE(RunPlan(o).ok());
+}
+
 // `plan --job` with --device: a GPU job's analytic costs at the preset's sustained rate (h100:
 // 440 TFLOP/s) instead of a CPU core's 30 GFLOP/s, so the predicted step shrinks by about that
 // ratio; an unknown preset is refused naming the flag.

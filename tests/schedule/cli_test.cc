@@ -63,9 +63,9 @@ TEST(CliTest, HelpStatesUnits) {
 
 TEST(CliTest, BadInputIsOneClearLine) {
   ExpectOneLineError("plan --schedule 1f1b --workers 0 --microbatches 8",
-                     "--workers must be >= 1 (got 0)");
+                     "--workers must be in 1..4096 (got 0)");
   ExpectOneLineError("plan --schedule 1f1b --workers 4 --microbatches 0",
-                     "--microbatches must be >= 1 (got 0)");
+                     "--microbatches must be in 1..65536 (got 0)");
   ExpectOneLineError("plan --schedule nope --workers 4 --microbatches 8",
                      "unknown schedule \"nope\"; valid: gpipe, 1f1b");
   ExpectOneLineError("plan --schedule interleaved-1f1b --workers 4 --microbatches 3",
