@@ -12,14 +12,13 @@
 // Usage: emulated_pipeline_bench [--workers 8] [--microbatches 64] [--unit-ms 5] [--steps 3]
 //                                [--schedules 1f1b,zb-h1,v-half]
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <vector>
-
-#include <chrono>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"

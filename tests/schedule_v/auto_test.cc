@@ -46,9 +46,9 @@ TEST(AutoTest, ThreadedRowsMatchOneByOne) {
   PipelineSpec spec = Spec(4, 12, 1, 1.5, 0.5, 0.2);
   spec.memory_limit = 3;
   const std::vector<PlanCandidate> rows = ExplainAuto(spec);
-  const std::vector<std::string> family = {"v-zb",  "zb-v",  "dualpipev",        "v-half",
-                                           "v-min", "v-adaptive", "1f1b",      "zb-h1",
-                                           "zb-h2", "interleaved-1f1b", "interleaved-zb", "gpipe"};
+  const std::vector<std::string> family = {
+      "v-zb", "zb-v",  "dualpipev", "v-half",           "v-min",          "v-adaptive",
+      "1f1b", "zb-h1", "zb-h2",     "interleaved-1f1b", "interleaved-zb", "gpipe"};
   ASSERT_EQ(rows.size(), family.size()) << FormatCandidates(rows);
   for (size_t i = 0; i < family.size(); ++i) {
     EXPECT_EQ(rows[i].name, family[i]);
@@ -96,8 +96,8 @@ TEST(AutoTest, ChoosableMakespanBoundHolds) {
 
 // ... and its choice is ExplainAuto's (which generates every member), where members are skipped.
 TEST(AutoTest, SkippingKeepsTheChoice) {
-  for (auto [p, m, limit] : std::vector<std::tuple<int, int, double>>{
-           {16, 128, 0}, {16, 128, 10}}) {
+  for (auto [p, m, limit] :
+       std::vector<std::tuple<int, int, double>>{{16, 128, 0}, {16, 128, 10}}) {
     PipelineSpec spec = Spec(p, m, 1, 1.5, 0.5, 0.2);
     spec.memory_limit = limit;
     const std::vector<PlanCandidate> rows = ExplainAuto(spec);
