@@ -168,6 +168,11 @@ int main(int argc, char** argv) {
   // One thread for the libraries threaded through OpenMP (oneDNN, the openmp builds), whose
   // runtime reads this once, when the first of them loads; the others are set after loading.
   setenv("OMP_NUM_THREADS", "1", 1);
+  // The kernel set the environment holds OpenBLAS to, if any, before Load changes it: pipetrain
+  // runs every shape on oneDNN when that set is narrower than the core (gemm_choice.h).
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const bool openblas_narrower = coretype != nullptr && pipetrain::kernels::CpuHasAvx512() &&
+                                 !pipetrain::kernels::OpenBlasCoreUsesAvx512(coretype);
   std::vector<Lib> libs;
   int repeats = 3;
   std::vector<int> hiddens;
@@ -262,7 +267,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     const pipetrain::kernels::GemmLibrary choice = pipetrain::kernels::ChooseGemmLibrary(
-        {s.ta, s.tb, s.m, s.n, s.k, s.beta != 0.0f});
+        {s.ta, s.tb, s.m, s.n, s.k, s.beta != 0.0f}, openblas_narrower);
     std::printf(" %s |\n", choice == pipetrain::kernels::GemmLibrary::kOneDnn ? "oneDNN" : "OpenBLAS");
   }
   return 0;

@@ -194,11 +194,13 @@ std::string KernelsSection(const SuiteOptions& options) {
                     "peak measured by the same program in the same run; the shapes are every "
                     "linear layer's F, B and W GEMM and attention's per-head block products at "
                     "hidden 64 and 256 (8 sequences of 128 tokens); *pipetrain runs* is the "
-                    "library kernels/cpu/gemm_choice.h picks for the shape; OpenBLAS with the kernel "
-                    "set pipetrain gives it, openblas_kernels.h; the candidates are Debian's "
+                    "library kernels/cpu/gemm_choice.h picks for the shape in this environment "
+                    "(oneDNN for all where OPENBLAS_CORETYPE holds OpenBLAS to narrower kernels "
+                    "than the core has); the OpenBLAS columns run the kernel set OpenBLAS "
+                    "detects, or the one pipetrain corrects it to (openblas_kernels.h), not the "
+                    "environment's; the candidates are Debian's "
                     "packages, unpacked by scripts/bench.sh next to the build, not installed).\n\n",
-                    blas_ok ? blas : absl::StrCat("**failed**:\n\n```\n", blas, "\n```\n"),
-                    "\n");
+                    blas_ok ? blas : absl::StrCat("**failed**:\n\n```\n", blas, "\n```\n"), "\n");
   }
   return md;
 }

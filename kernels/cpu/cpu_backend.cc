@@ -32,6 +32,7 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
       gemm_{options.gemm_routing, options.blas_threads < 1 ? 1 : options.blas_threads} {
   openblas_set_num_threads(gemm_.threads);
   blas_core_ = OpenBlasCoreName();
+  gemm_.openblas_narrower = CpuHasAvx512() && !OpenBlasCoreUsesAvx512(blas_core_);
 }
 
 absl::Status CpuBackend::DoUpload(absl::Span<const float> src, Tensor* dst) {

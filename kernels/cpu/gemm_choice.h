@@ -20,7 +20,11 @@ struct GemmShape {
 };
 
 // Which library runs a GEMM of this shape (row-major C[m, n] = op(A)[m, k] op(B)[k, n]).
-GemmLibrary ChooseGemmLibrary(const GemmShape& shape);
+// `openblas_narrower`: OpenBLAS runs narrower vector kernels than the core has (an AVX-512 core
+// with OpenBLAS held to an AVX2 kernel set, as OPENBLAS_CORETYPE=Haswell in the environment
+// does); oneDNN then runs every shape. The flag is the same for every process of a host started
+// with the same environment, so the choice stays one per shape there.
+GemmLibrary ChooseGemmLibrary(const GemmShape& shape, bool openblas_narrower = false);
 
 }  // namespace pipetrain::kernels
 

@@ -32,7 +32,7 @@ void GemmRouter::Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
   GemmLibrary library = GemmLibrary::kOpenBlas;
   switch (routing) {
     case GemmRouting::kPerShape:
-      library = ChooseGemmLibrary({trans_a, trans_b, m, n, k, beta != 0.0f});
+      library = ChooseGemmLibrary({trans_a, trans_b, m, n, k, beta != 0.0f}, openblas_narrower);
       break;
     case GemmRouting::kOpenBlasOnly:
       break;

@@ -17,6 +17,9 @@ enum class GemmRouting { kPerShape, kOpenBlasOnly, kOneDnnOnly };
 struct GemmRouter {
   GemmRouting routing = GemmRouting::kPerShape;
   int threads = 1;
+  // kPerShape: OpenBLAS runs narrower kernels than the core has (gemm_choice.h); CpuBackend
+  // sets it from the kernel set OpenBLAS loaded.
+  bool openblas_narrower = false;
 
   void Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,

@@ -26,4 +26,8 @@ std::string OpenBlasCoreCorrection(const std::string& core, bool avx2_fma, bool 
   return "";
 }
 
+bool OpenBlasCoreUsesAvx512(const std::string& core) {
+  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+}
+
 }  // namespace pipetrain::kernels

@@ -18,6 +18,10 @@ bool CpuHasAvx512();
 std::string OpenBlasCoreCorrection(const std::string& core, bool avx2_fma, bool avx512,
                                    bool user_set_coretype);
 
+// True for OpenBLAS's x86-64 kernel sets that use AVX-512 ("SkylakeX", "Cooperlake",
+// "SapphireRapids"); `core` is what openblas_get_corename() says.
+bool OpenBlasCoreUsesAvx512(const std::string& core);
+
 }  // namespace pipetrain::kernels
 
 #endif  // PIPETRAIN_KERNELS_CPU_OPENBLAS_CORE_CHOICE_H_

@@ -92,6 +92,40 @@ TEST(OpenBlasCoreCorrectionTest, UpgradesOnlyPreAvx2KernelSets) {
   EXPECT_EQ(OpenBlasCoreCorrection("Prescott", true, true, true), "");     // user's choice
 }
 
+TEST(OpenBlasCoreUsesAvx512Test, NamesTheAvx512KernelSets) {
+  for (const char* core : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
+    EXPECT_TRUE(OpenBlasCoreUsesAvx512(core)) << core;
+  }
+  for (const char* core : {"Haswell", "Zen", "Prescott", ""}) {
+    EXPECT_FALSE(OpenBlasCoreUsesAvx512(core)) << core;
+  }
+}
+
+// The backend routes GEMMs by shape, unless OpenBLAS runs narrower kernels than the core has
+// (OPENBLAS_CORETYPE=Haswell on an AVX-512 core, as on the 2-core AMD EPYC these tests run on):
+// then oneDNN runs every shape (gemm_choice.h). Checked on the shape the rule routes to OpenBLAS
+// otherwise, the MLP down projection's weight gradient at hidden 256 (k = 1024 tokens: there the
+// two libraries differ in the last bits, with AVX2 or AVX-512 kernels alike), against each
+// library alone, bit for bit.
+TEST_P(CpuBackendTest, TallWeightGradientRunsOnTheLibraryTheKernelSetCalls) {
+  const bool narrower = CpuHasAvx512() && !OpenBlasCoreUsesAvx512(backend_.blas_core());
+  const int64_t m = 1024, n = 256, k = 1024;
+  ASSERT_EQ(ChooseGemmLibrary({true, false, m, n, k, true}), GemmLibrary::kOpenBlas);
+  Tensor a = Random({k, m}, 1);
+  Tensor b = Random({k, n}, 2);
+  Tensor c = Random({m, n}, 3);
+  std::vector<float> want(c.data(), c.data() + m * n);
+  GemmRouter{narrower ? GemmRouting::kOneDnnOnly : GemmRouting::kOpenBlasOnly}.Run(
+      true, false, m, n, k, 1.0f, a.data(), m, b.data(), n, 1.0f, want.data(), n);
+  std::vector<float> other(c.data(), c.data() + m * n);
+  GemmRouter{narrower ? GemmRouting::kOpenBlasOnly : GemmRouting::kOneDnnOnly}.Run(
+      true, false, m, n, k, 1.0f, a.data(), m, b.data(), n, 1.0f, other.data(), n);
+  ASSERT_TRUE(backend_.Gemm(a, true, b, false, 1.0f, 1.0f, &c).ok());
+  const std::vector<float> got(c.data(), c.data() + m * n);
+  EXPECT_EQ(got, want) << "core " << backend_.blas_core() << ", narrower " << narrower;
+  EXPECT_NE(got, other) << "the two libraries agree bit for bit here: the check shows nothing";
+}
+
 TEST_P(CpuBackendTest, BestKernelsAreTheWidestTheCpuRuns) {
   EXPECT_EQ(backend_.vector_kernels_name(), GetParam()                        ? "portable"
                                             : Avx512VectorKernels() != nullptr ? "avx512"

@@ -43,6 +43,17 @@ TEST(ChooseGemmLibraryTest, OneDnnForLinearLayersOpenBlasForNarrowAndTallWeightG
   EXPECT_EQ(ChooseGemmLibrary({false, false, 1024, 256, 8, true}), GemmLibrary::kOneDnn);
 }
 
+// With OpenBLAS held to narrower kernels than the core has, oneDNN runs every shape.
+TEST(ChooseGemmLibraryTest, NarrowOpenBlasKernelsSendEveryShapeToOneDnn) {
+  for (const GemmShape& shape :
+       {GemmShape{true, false, 1024, 256, 1024, true}, GemmShape{false, false, 32, 32, 128, false},
+        GemmShape{true, false, 32, 32, 96, false},
+        GemmShape{false, false, 1024, 768, 256, false}}) {
+    EXPECT_EQ(ChooseGemmLibrary(shape, /*openblas_narrower=*/true), GemmLibrary::kOneDnn);
+  }
+  EXPECT_EQ(ChooseGemmLibrary({true, false, 1024, 256, 1024, true}, false), GemmLibrary::kOpenBlas);
+}
+
 // A stored [rows, ld] (ld >= cols) with random values in the first `cols` columns.
 struct Strided {
   int64_t rows, cols, ld;
