@@ -1,4 +1,5 @@
-// CpuBackend: allocation, transfers, elementwise ops, GEMM (OpenBLAS) and AdamW.
+// CpuBackend: allocation, transfers, elementwise ops, GEMM (oneDNN or OpenBLAS per shape,
+// gemm_router.h) and AdamW.
 #include "kernels/cpu/cpu_backend.h"
 
 #include <cblas.h>
@@ -9,6 +10,7 @@
 #include <memory>
 
 #include "common/status_macros.h"
+#include "glog/logging.h"
 #include "kernels/bf16.h"
 #include "kernels/caching_memory.h"
 #include "kernels/cpu/openblas_kernels.h"
@@ -33,6 +35,11 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
   openblas_set_num_threads(gemm_.threads);
   blas_core_ = OpenBlasCoreName();
   gemm_.openblas_narrower = CpuHasAvx512() && !OpenBlasCoreUsesAvx512(blas_core_);
+  if (gemm_.openblas_narrower && gemm_.routing == GemmRouting::kPerShape) {
+    LOG_FIRST_N(INFO, 1) << "OpenBLAS runs its " << blas_core_
+                         << " kernels on an AVX-512 core (OPENBLAS_CORETYPE?): every GEMM goes "
+                            "to oneDNN (kernels/cpu/gemm_choice.h)";
+  }
 }
 
 absl::Status CpuBackend::DoUpload(absl::Span<const float> src, Tensor* dst) {
