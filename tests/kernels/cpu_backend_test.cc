@@ -123,7 +123,10 @@ TEST_P(CpuBackendTest, TallWeightGradientRunsOnTheLibraryTheKernelSetCalls) {
   ASSERT_TRUE(backend_.Gemm(a, true, b, false, 1.0f, 1.0f, &c).ok());
   const std::vector<float> got(c.data(), c.data() + m * n);
   EXPECT_EQ(got, want) << "core " << backend_.blas_core() << ", narrower " << narrower;
-  EXPECT_NE(got, other) << "the two libraries agree bit for bit here: the check shows nothing";
+  if (got == other) {  // (they differed on every machine this ran on, AVX2 and AVX-512 kernels)
+    GTEST_SKIP() << "OpenBLAS and oneDNN agree bit for bit on this machine: the library that ran "
+                    "cannot be told apart";
+  }
 }
 
 TEST_P(CpuBackendTest, BestKernelsAreTheWidestTheCpuRuns) {
