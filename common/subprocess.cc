@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +16,9 @@
 #include <random>
 #include <sstream>
 
+#include "absl/base/const_init.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
 namespace pipetrain::subprocess {
@@ -90,19 +95,41 @@ bool Bindable(int port) {
   return ok;
 }
 
+// Holds `port` against every other FreePort caller on this machine for the rest of this
+// process's life: an flock on a file named after the port. Checking that a port binds is not
+// enough: the caller binds it later (often in a child process), and tests running side by side,
+// or two picks of one plan, can choose the same free port in between.
+bool Reserve(int port) {
+  static const std::string dir = [] {
+    const std::string d = "/tmp/pipetrain-ports";
+    if (::mkdir(d.c_str(), 0777) == 0) ::chmod(d.c_str(), 01777);  // shared by every user
+    return d;
+  }();
+  const std::string path = absl::StrCat(dir, "/", port);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return true;  // cannot keep a record here: bindable is all we know
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return false;  // another process, or an earlier pick of this one, holds it
+  }
+  return true;  // fd stays open: the lock ends with the process
+}
+
 }  // namespace
 
 int FreePort() {
   // Below the kernel's ephemeral range: a port handed out for bind(0) or taken by an outgoing
   // connection (tests make thousands) could be reused before the process meant to listen on it
-  // binds it. Random, so that tests running side by side pick independently.
+  // binds it. Random, so that tests running side by side rarely try the same ones.
   int ephemeral_low = 32768;
   std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
   const int lo = 10000, hi = std::max(lo + 1000, ephemeral_low) - 1;
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
   static std::mt19937 rng(std::random_device{}());
-  for (int attempt = 0; attempt < 100; ++attempt) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
     const int port = std::uniform_int_distribution<int>(lo, hi)(rng);
-    if (Bindable(port)) return port;
+    if (Bindable(port) && Reserve(port)) return port;
   }
   // Everything tried was taken: let the kernel pick one.
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -28,7 +28,9 @@ void Kill(const Process& process, int signal);
 std::string ReadFile(const std::string& path);
 // Waits until `path` contains `needle` (polling), up to `timeout`.
 bool WaitForText(const std::string& path, const std::string& needle, absl::Duration timeout);
-// A loopback port that was free a moment ago, chosen at random below the ephemeral port range.
+// A loopback port that was free a moment ago, chosen at random below the ephemeral port range
+// and reserved until this process exits: no other FreePort caller on the machine (another test,
+// or this one) is handed it meanwhile.
 int FreePort();
 // A fresh temporary directory.
 std::string TempDir();

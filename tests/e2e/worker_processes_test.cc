@@ -11,8 +11,11 @@
 // "tokens" source (a corpus prepared from the repository's docs by `pipetrain data prepare`)
 // matches the reference trainer too. So do bf16 jobs (bf16 GEMM inputs, activations stashed in
 // bf16), against a reference trainer computing in bf16, with the planner's halved activation bytes.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "planner/plan_file.h"
 #include "planner/planner.h"
 #include "schedule/codec/plan_proto.h"
 #include "tests/e2e/e2e_jobs.h"
@@ -172,6 +176,53 @@ TEST(WorkerProcesses, LostPeerFailsNeighbourPromptly) {
   const std::string err = testing::ReadFile(workers[0].stderr_path);
   EXPECT_NE(err.find("lost rank 1"), std::string::npos) << err;
   testing::WaitFor(workers[1], absl::Seconds(5));
+}
+
+// Rank 1's port is held by another process when the job starts (bound and listening, never
+// answering): rank 1 fails at once naming the address it cannot bind, and rank 0 does not take
+// the holder for its peer: it fails at its connect timeout naming what it found there.
+TEST(WorkerProcesses, APortHeldByAnotherProcessFailsBothRanksNamingIt) {
+  const v1::JobSpec spec = testing::SmallJob("1f1b", 2, 4, kSteps);
+  auto planned = planner::PlanJob(spec);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(holder, 8), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string held = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+
+  const std::string dir = testing::TempDir();
+  planner::PlanFileOptions options;
+  options.job_id = absl::StrCat("held-port-", ::getpid());
+  options.addresses = {absl::StrCat("127.0.0.1:", testing::FreePort()), held};
+  auto json = planner::PlanFileJson(spec, planned->plan, options);
+  ASSERT_TRUE(json.ok()) << json.status();
+  const std::string plan_path = dir + "/plan.json";
+  std::ofstream(plan_path) << *json;
+  std::vector<testing::Process> workers;
+  for (int r = 0; r < 2; ++r) {
+    workers.push_back(testing::Spawn({PIPETRAIN_WORKER_BIN, "--plan", plan_path, "--rank",
+                                      std::to_string(r), "--connect-timeout", "3"},
+                                     absl::StrCat(dir, "/rank", r)));
+  }
+  for (int r = 0; r < 2; ++r) {
+    auto code = testing::WaitFor(workers[r], absl::Seconds(60));
+    ASSERT_TRUE(code.has_value()) << "rank " << r << " hung";
+    EXPECT_EQ(*code, 1) << "rank " << r;
+  }
+  const std::string err1 = testing::ReadFile(workers[1].stderr_path);
+  EXPECT_NE(err1.find("bind/listen " + held), std::string::npos) << err1;
+  const std::string err0 = testing::ReadFile(workers[0].stderr_path);
+  EXPECT_NE(err0.find("could not reach rank 1 at " + held +
+                      " within the connect timeout: the "
+                      "process listening there did not answer as rank 1 of this job"),
+            std::string::npos)
+      << err0;
+  ::close(holder);
 }
 
 // The product's own path, as a user takes it: `pipetrain plan --job` writes the plan file and

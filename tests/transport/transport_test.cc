@@ -4,13 +4,16 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <future>
 #include <memory>
 #include <numeric>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -355,6 +358,100 @@ TEST(TcpTransport, DialFromAnotherSessionIsNotTakenForALink) {
   char byte;
   EXPECT_EQ(::recv(stale, &byte, 1, 0), 0) << "the stale dial was not closed";
   ::close(stale);
+}
+
+// A rank that stops on an error (its executor aborts the transport) says why in its goodbye, so
+// its peers' errors name the cause instead of "finished its run".
+TEST(TcpTransport, PeerThatStoppedOnAnErrorSaysWhy) {
+  auto t = ConnectRing(2);
+  MessageKey k{0, 0, 0, TensorRole::kActivation};
+  auto pending = std::async(std::launch::async, [&] { return t[1]->Recv(0, k, Soon()); });
+  t[0]->Abort(absl::DataLossError("checkpoint step-3 is torn"));
+  t[0].reset();
+  auto r = pending.get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_NE(r.status().message().find("rank 0 at 127.0.0.1:"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("stopped on an error: DATA_LOSS: checkpoint step-3 is torn"),
+            std::string::npos)
+      << r.status();
+}
+
+// Rank 0 of session 8 dialing `address` for rank 1, with a short connect timeout.
+absl::StatusOr<std::unique_ptr<TcpTransport>> DialRankOne(const std::string& address) {
+  TcpTransportOptions o;
+  o.rank = 0;
+  o.addresses = {"127.0.0.1:1", address};
+  o.peers = {1};
+  o.session_tag = 8;
+  o.connect_timeout = absl::Seconds(1);
+  return TcpTransport::Connect(o, nullptr);
+}
+
+// The port of rank 1 is held by a worker of another job (session 7, waiting for its own rank 0):
+// it turns the dial away, and the dialer does not take it for its peer; it keeps dialing and
+// names what it found when the connect timeout ends.
+TEST(TcpTransport, DialerDoesNotTakeAnotherJobsWorkerForItsPeer) {
+  auto listener = TcpListener::Bind("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const std::string address = absl::StrCat("127.0.0.1:", (*listener)->port());
+  auto other_job = std::async(std::launch::async, [&] {
+    TcpTransportOptions o;
+    o.rank = 1;
+    o.addresses = {"127.0.0.1:1", address};
+    o.peers = {0};
+    o.session_tag = 7;
+    o.connect_timeout = absl::Seconds(2);
+    return TcpTransport::Connect(o, std::move(*listener));
+  });
+  auto dial = DialRankOne(address);
+  EXPECT_EQ(dial.status().code(), absl::StatusCode::kDeadlineExceeded) << dial.status();
+  EXPECT_NE(dial.status().message().find("could not reach rank 1 at " + address), std::string::npos)
+      << dial.status();
+  EXPECT_NE(dial.status().message().find("did not answer as rank 1 of this job"), std::string::npos)
+      << dial.status();
+  EXPECT_EQ(other_job.get().status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+// A listener that answers every hello with `answer` (16 bytes) until `stop`.
+std::thread AnsweringListener(int listen_fd, const uint32_t (&answer)[4], std::atomic<bool>* stop) {
+  return std::thread([listen_fd, answer, stop] {
+    while (!stop->load()) {
+      pollfd pfd{listen_fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 50) <= 0) continue;
+      const int fd = ::accept(listen_fd, nullptr, nullptr);
+      if (fd < 0) continue;
+      uint32_t hello[4];
+      if (::recv(fd, hello, sizeof(hello), MSG_WAITALL) == sizeof(hello)) {
+        (void)::send(fd, answer, sizeof(answer), MSG_NOSIGNAL);
+      }
+      ::close(fd);
+    }
+  });
+}
+
+// Whoever answers must be rank 1 of this session: a misplaced rank of the same job and a process
+// that does not speak the protocol are both refused, each named.
+TEST(TcpTransport, AnAnswerFromTheWrongRankOrProcessIsRefusedNamingIt) {
+  struct Case {
+    uint32_t answer[4];
+    std::string expected;
+  };
+  const Case cases[] = {
+      {{0x4f4c4548, 2, 8, 0}, "the worker listening there is rank 2, not rank 1"},
+      {{0x4f4c4548, 1, 7, 0}, "belongs to another job or attempt (its rank 1)"},
+      {{0x54544820, 0x2e312f50, 0x30302031, 0x00000a30}, "is not a pipetrain worker"},
+  };
+  for (const Case& c : cases) {
+    auto listener = TcpListener::Bind("127.0.0.1", 0);
+    ASSERT_TRUE(listener.ok());
+    std::atomic<bool> stop{false};
+    std::thread server = AnsweringListener((*listener)->fd(), c.answer, &stop);
+    auto dial = DialRankOne(absl::StrCat("127.0.0.1:", (*listener)->port()));
+    stop = true;
+    server.join();
+    EXPECT_EQ(dial.status().code(), absl::StatusCode::kDeadlineExceeded) << dial.status();
+    EXPECT_NE(dial.status().message().find(c.expected), std::string::npos) << dial.status();
+  }
 }
 
 }  // namespace

@@ -406,6 +406,14 @@ absl::StatusOr<std::vector<StageProfile>> WorkerSession::Profile(int repeats) {
 
 absl::Status WorkerSession::Run(int num_steps,
                                 const std::function<absl::Status(const StepResult&)>& on_step) {
+  absl::Status status = RunSteps(num_steps, on_step);
+  // The peers' goodbyes then say why this rank stopped, instead of "finished its run".
+  if (!status.ok()) transport_->Abort(status);
+  return status;
+}
+
+absl::Status WorkerSession::RunSteps(
+    int num_steps, const std::function<absl::Status(const StepResult&)>& on_step) {
   for (int i = 0; i < num_steps; ++i) {
     if (cancelled_) return absl::CancelledError("the run was cancelled");
     PT_ASSIGN_OR_RETURN(StepResult result, executor_->RunStep(next_step_));

@@ -115,6 +115,8 @@ class WorkerSession {
  private:
   WorkerSession() = default;
   [[noreturn]] void CrashWhileWritingCheckpoint();
+  absl::Status RunSteps(int num_steps,
+                        const std::function<absl::Status(const StepResult&)>& on_step);
   // The TCP transport to this rank's neighbours (binding `addresses[rank]` unless `listener`).
   static absl::StatusOr<std::unique_ptr<Transport>> ConnectTcp(
       const v1::PrepareRequest& request, int rank, const std::vector<std::string>& addresses,

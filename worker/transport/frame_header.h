@@ -19,7 +19,8 @@
 namespace pipetrain::worker {
 
 inline constexpr uint32_t kFrameMagic = 0x31545450;  // "PTT1"
-inline constexpr uint32_t kByeMagic = 0x21455942;    // "BYE!": the sender finished its run
+// "BYE!": the sender closes its side (TCP: payload_bytes of text may follow, why it stopped).
+inline constexpr uint32_t kByeMagic = 0x21455942;
 inline constexpr int kMaxFrameDims = 4;
 
 enum FrameFlags : uint16_t {

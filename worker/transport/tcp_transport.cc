@@ -1,12 +1,13 @@
 #include "worker/transport/tcp_transport.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -146,6 +147,50 @@ absl::StatusOr<int> ConnectOnce(const std::string& host, int port) {
   return last;
 }
 
+// One dial of rank `peer`: connects, says `hello` and waits (until `deadline`) for the peer's
+// answer. A listener that closes the connection instead, or answers as another rank or job, is
+// not the peer: a stale worker or an unrelated process holds the port, or (a stale dial of ours)
+// the peer turned it away; the caller dials again.
+absl::StatusOr<int> DialPeer(const std::string& host, int port, const Hello& hello, int peer,
+                             absl::Time deadline) {
+  PT_ASSIGN_OR_RETURN(int fd, ConnectOnce(host, port));
+  // Wait for the answer as long as the connect timeout allows, never less than a moment: the
+  // peer answers only once it has dialed its own higher peers, and a dial abandoned here could
+  // still be taken for a link when the peer gets to it.
+  const int64_t wait_us =
+      std::max<int64_t>(absl::ToInt64Microseconds(deadline - absl::Now()), 100000);
+  timeval tv{static_cast<time_t>(wait_us / 1000000), static_cast<suseconds_t>(wait_us % 1000000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  Hello answer{};
+  absl::Status status = WriteAll(fd, &hello, sizeof(hello));
+  if (status.ok()) status = ReadAll(fd, &answer, sizeof(answer));
+  if (status.ok() && (answer.magic != kHelloMagic || answer.rank != peer ||
+                      answer.session_tag != hello.session_tag)) {
+    if (answer.magic != kHelloMagic) {
+      status = absl::UnavailableError("the process listening there is not a pipetrain worker");
+    } else if (answer.session_tag != hello.session_tag) {
+      status = absl::UnavailableError(
+          absl::StrCat("the worker listening there belongs to another job or attempt (its rank ",
+                       answer.rank, ")"));
+    } else {
+      status = absl::UnavailableError(absl::StrCat("the worker listening there is rank ",
+                                                   answer.rank, ", not rank ", peer,
+                                                   " (do the ranks' address lists agree?)"));
+    }
+  } else if (!status.ok()) {
+    status =
+        absl::UnavailableError(absl::StrCat("the process listening there did not answer as rank ",
+                                            peer, " of this job (", status.message(), ")"));
+  }
+  if (!status.ok()) {
+    ::close(fd);
+    return status;
+  }
+  const timeval none{0, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+  return fd;
+}
+
 }  // namespace
 
 std::string ListenHostFor(const std::string& host) {
@@ -206,12 +251,14 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
   auto transport = std::unique_ptr<TcpTransport>(new TcpTransport(options));
   const absl::Time deadline = absl::Now() + options.connect_timeout;
 
-  // Lower rank connects: dial every higher peer, retrying until its listener is up.
+  // Lower rank connects: dial every higher peer, retrying until its listener is up and it is
+  // the peer that answers.
+  const Hello hello{kHelloMagic, options.rank, options.session_tag};
   for (int peer : options.peers) {
     if (peer < options.rank) continue;
     PT_ASSIGN_OR_RETURN(auto host_port, SplitAddress(options.addresses[peer]));
     absl::StatusOr<int> fd;
-    while (!(fd = ConnectOnce(host_port.first, host_port.second)).ok()) {
+    while (!(fd = DialPeer(host_port.first, host_port.second, hello, peer, deadline)).ok()) {
       if (absl::Now() > deadline) {
         return absl::DeadlineExceededError(absl::StrCat(
             "rank ", options.rank, " could not reach rank ", peer, " at ", options.addresses[peer],
@@ -219,8 +266,6 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
-    Hello hello{kHelloMagic, options.rank, options.session_tag};
-    PT_RETURN_IF_ERROR(WriteAll(*fd, &hello, sizeof(hello)));
     TuneSocket(*fd);
     auto link = std::make_unique<Link>();
     link->peer = peer;
@@ -245,6 +290,12 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
         hello.rank >= options.rank || hello.session_tag != options.session_tag ||
         transport->links_[hello.rank] != nullptr) {
       ::close(fd);  // a stray, stale (other session) or duplicate connection; not one of ours
+      continue;
+    }
+    // Answer, so that the dialer knows it reached this rank of its own job.
+    const Hello answer{kHelloMagic, options.rank, options.session_tag};
+    if (!WriteAll(fd, &answer, sizeof(answer)).ok()) {
+      ::close(fd);
       continue;
     }
     TuneSocket(fd);
@@ -347,8 +398,17 @@ void TcpTransport::WriteLoop(Link* link) {
       }
     }
     if (message.shape.empty() && message.data.empty()) {  // the bye sentinel
-      const FrameHeader bye = EmptyHeader(/*bye=*/true);
-      finish(WriteAll(link->fd, &bye, sizeof(bye)));
+      // A run that stopped on an error says why, so the peer's error names the cause.
+      std::string reason;
+      {
+        absl::MutexLock lock(&abort_mu_);
+        reason = abort_reason_.substr(0, kMaxByeReasonBytes);
+      }
+      FrameHeader bye = EmptyHeader(/*bye=*/true);
+      bye.payload_bytes = reason.size();
+      absl::Status status = WriteAll(link->fd, &bye, sizeof(bye));
+      if (status.ok()) status = WriteAll(link->fd, reason.data(), reason.size());
+      finish(status);
       return;
     }
     FrameHeader header = MessageHeader(message);
@@ -385,7 +445,12 @@ void TcpTransport::ReadLoop(Link* link) {
       return;
     }
     if (header.magic == kByeMagic) {
-      fail(absl::UnavailableError(absl::StrCat(who, " finished its run and closed the link")));
+      std::string reason(std::min<uint64_t>(header.payload_bytes, kMaxByeReasonBytes), '\0');
+      if (reason.empty() || !ReadAll(link->fd, reason.data(), reason.size()).ok()) {
+        fail(absl::UnavailableError(absl::StrCat(who, " finished its run and closed the link")));
+      } else {
+        fail(absl::UnavailableError(absl::StrCat(who, " stopped on an error: ", reason)));
+      }
       return;
     }
     // Every frame on a TCP link carries a message.
@@ -442,6 +507,10 @@ absl::Status TcpTransport::Flush(absl::Time deadline) {
 }
 
 void TcpTransport::Abort(absl::Status status) {
+  {
+    absl::MutexLock lock(&abort_mu_);
+    if (abort_reason_.empty()) abort_reason_ = status.ToString();
+  }
   mailbox_.FailAll(status);
   for (auto& link : links_) {
     if (link == nullptr) continue;

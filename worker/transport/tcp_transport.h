@@ -9,10 +9,13 @@
 // semantics we need; gRPC streams add protobuf framing and copies of every payload.
 //
 // Shutdown: destroying the transport drains queued sends, then writes a goodbye frame, so a
-// peer can tell "finished its run" from "lost" (EOF without goodbye).
+// peer can tell "finished its run" from "lost" (EOF without goodbye). After Abort the goodbye
+// carries the abort's status as text, and the peer's errors read "stopped on an error: <why>".
 //
 // Connection rule: the lower rank connects to the higher rank's listener and introduces itself
-// with a hello frame; each side then runs one reader and one writer thread per peer.
+// with a hello frame; the higher rank answers with its own, so a dialer never takes another
+// process that holds the port (another job's worker, a stale one) for its peer. Each side then
+// runs one reader and one writer thread per peer.
 //
 // Thread-safety: thread-safe (Transport contract).
 #ifndef PIPETRAIN_WORKER_TRANSPORT_TCP_TRANSPORT_H_
@@ -116,6 +119,10 @@ class TcpTransport final : public Transport {
   std::vector<std::vector<float>> pool_ ABSL_GUARDED_BY(pool_mu_);
   std::vector<std::unique_ptr<Link>> links_;  // indexed by rank; null for non-peers
   std::atomic<bool> stopping_{false};
+  // The first Abort's status, said in every goodbye (at most kMaxByeReasonBytes of it).
+  static constexpr size_t kMaxByeReasonBytes = 2048;
+  absl::Mutex abort_mu_;
+  std::string abort_reason_ ABSL_GUARDED_BY(abort_mu_);
   std::atomic<int64_t> sent_bytes_{0}, received_bytes_{0}, sent_messages_{0}, received_messages_{0};
 };
 
