@@ -31,6 +31,42 @@ double VBusiestWork(const CostModel& costs, int p) {
 
 namespace {
 
+VPatternKind Partner(VPatternKind kind) {
+  switch (kind) {
+    case VPatternKind::kMin: return VPatternKind::kMinReordered;
+    case VPatternKind::kMinReordered: return VPatternKind::kMin;
+    case VPatternKind::kHalf: return VPatternKind::kHalfReordered;
+    default: return VPatternKind::kHalf;
+  }
+}
+
+// Pattern j's screened span `theirs` beats pattern i's `mine` (ties: the lower index).
+bool ScreensFaster(double theirs, int j, double mine, int i) {
+  return theirs < mine - 1e-9 || (theirs < mine + 1e-9 && j < i);
+}
+
+}  // namespace
+
+int VScreenMicrobatches(int num_workers) { return std::max(2 * num_workers, 24); }
+
+VPatternKind VPatternToRun(VPatternKind kind, const std::vector<VPatternKind>& patterns, int p,
+                           int m, const CostModel& costs, double cap, const std::string& name) {
+  const int screen_m = VScreenMicrobatches(p);
+  const auto mine = std::find(patterns.begin(), patterns.end(), kind);
+  const auto other = std::find(patterns.begin(), patterns.end(), Partner(kind));
+  if (m <= screen_m || mine == patterns.end() || other == patterns.end()) return kind;
+  auto screened = [&](VPatternKind k) {  // as PlanBestV's screening (a miss: no span)
+    const VOrderEval e = EvaluateVOrder(MakeVPattern(k, p, screen_m, name), costs, cap);
+    return e.ok && *std::max_element(e.peak.begin(), e.peak.end()) <= cap + 1e-9 ? e.max_span
+                                                                                  : 1e300;
+  };
+  const int i = static_cast<int>(mine - patterns.begin());
+  const int j = static_cast<int>(other - patterns.begin());
+  return ScreensFaster(screened(*other), j, screened(kind), i) ? *other : kind;
+}
+
+namespace {
+
 struct Scored {
   double span = 0.0, makespan = 0.0;
   int index = 0;  // < 0: pattern -index-1, else greedy variant
@@ -104,6 +140,19 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
                                 std::vector<TimedPattern> timed) {
   constexpr double kClose = 1.02;  // see close_second
   const int p = num_workers, m = num_microbatches;
+  // A pattern the caller timed at full m is a plan in hand, like beat_span's: where no close
+  // runner-up is wanted, a candidate that cannot beat it is stopped or skipped the same way (at
+  // p = 64, m = 1024 most greedy variants then stop early in the screening), and it competes at
+  // the end even where the screening preferred another pattern.
+  int in_hand = -1;  // index into timed
+  if (close_second == nullptr) {
+    for (int i = 0; i < static_cast<int>(timed.size()); ++i) {
+      if (timed[i].plan && (in_hand < 0 || Better(*timed[i].plan, timed[in_hand].plan))) {
+        in_hand = i;
+      }
+    }
+    if (in_hand >= 0) beat_span = std::min(beat_span, timed[in_hand].plan->max_span);
+  }
   absl::Status error = absl::InternalError("no V candidate fits the memory cap");
   std::vector<int> all;
   for (int i = 0; i < static_cast<int>(patterns.size()); ++i) all.push_back(-i - 1);
@@ -197,20 +246,11 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       }
       return kNoLimit;
     };
-    auto partner = [&](VPatternKind kind) {
-      switch (kind) {
-        case VPatternKind::kMin: return VPatternKind::kMinReordered;
-        case VPatternKind::kMinReordered: return VPatternKind::kMin;
-        case VPatternKind::kHalf: return VPatternKind::kHalfReordered;
-        default: return VPatternKind::kHalf;
-      }
-    };
     auto outrun = [&](int i) {  // pattern i's partner screened faster (ties: lower index)
-      const auto other = std::find(patterns.begin(), patterns.end(), partner(patterns[i]));
+      const auto other = std::find(patterns.begin(), patterns.end(), Partner(patterns[i]));
       if (other == patterns.end()) return false;
       const int j = static_cast<int>(other - patterns.begin());
-      const double mine = screened(-i - 1), theirs = screened(-j - 1);
-      return theirs < mine - 1e-9 || (theirs < mine + 1e-9 && j < i);
+      return ScreensFaster(screened(-j - 1), j, screened(-i - 1), i);
     };
     for (int i = 0; i < static_cast<int>(patterns.size()); ++i) {
       if (std::find(finalists.begin(), finalists.end(), -i - 1) == finalists.end()) {
@@ -277,7 +317,9 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
           if (t.plan && t.plan->max_span > beat_span + 1e-7 * (1.0 + std::abs(beat_span))) {
             return std::nullopt;
           }
-          return std::move(t.plan);
+          std::optional<VPlan> out = std::move(t.plan);
+          t.plan.reset();  // taken: the plan in hand (below) is then among the results already
+          return out;
         }
       }
     }
@@ -396,6 +438,9 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
         Better(*r, *close_second)) {
       *close_second = std::move(r);
     }
+  }
+  if (in_hand >= 0 && timed[in_hand].plan && Better(*timed[in_hand].plan, best)) {
+    best = std::move(timed[in_hand].plan);
   }
   if (!best) return error;
   if (close_second != nullptr && *close_second &&

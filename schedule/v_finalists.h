@@ -79,6 +79,16 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
                                 std::optional<VPlan>* close_second = nullptr,
                                 std::vector<TimedPattern> timed = {});
 
+// The prefix PlanBestV screens its candidates on (when m is larger): 2p microbatches, at least 24.
+int VScreenMicrobatches(int num_workers);
+
+// Of `kind` and its reordered partner (when `patterns` holds both), the one PlanBestV runs at
+// full m: the one whose span on the screening prefix is shorter (ties: the one listed first).
+// Without the partner in `patterns`, or where PlanBestV does not screen (m <= the prefix):
+// `kind`. Lets a caller time that pattern at full m once, for PlanBestV's `timed`.
+VPatternKind VPatternToRun(VPatternKind kind, const std::vector<VPatternKind>& patterns, int p,
+                           int m, const CostModel& costs, double cap, const std::string& name);
+
 // The candidate label of a fixed pattern ("pattern v-half", ...).
 const char* VPatternLabel(VPatternKind kind);
 

@@ -91,5 +91,73 @@ TEST(VFinalistsTest, PlanToBeatKeepsAWinnerThatBeatsIt) {
   }
 }
 
+// The pattern a caller times for PlanBestV (VPatternToRun) is the one of a pattern pair that
+// PlanBestV's own screening prefers: handed over timed, the plan is the same as without it.
+TEST(VFinalistsTest, ThePatternToTimeIsTheScreeningsChoiceAndChangesNoPlan) {
+  const std::vector<VPatternKind> patterns = {VPatternKind::kHalf, VPatternKind::kMin,
+                                              VPatternKind::kHalfReordered};
+  int reordered_chosen = 0;
+  for (const Cell& c : kCells) {
+    const CostModel costs = CellCosts(c);
+    const double cap = VHalfPeakLaw(c.p);
+    const VPatternKind kind =
+        VPatternToRun(VPatternKind::kHalf, patterns, c.p, c.m, costs, cap, "t");
+    auto screened = [&](VPatternKind k) {
+      return EvaluateVOrder(MakeVPattern(k, c.p, VScreenMicrobatches(c.p), "t"), costs, cap)
+          .max_span;
+    };
+    const double plain = screened(VPatternKind::kHalf);
+    const double reordered = screened(VPatternKind::kHalfReordered);
+    EXPECT_EQ(kind, reordered < plain - 1e-9 ? VPatternKind::kHalfReordered : VPatternKind::kHalf)
+        << c.p << " " << plain << " " << reordered;
+    reordered_chosen += kind == VPatternKind::kHalfReordered;
+    // Without the partner, or where PlanBestV does not screen: the pattern asked for.
+    EXPECT_EQ(VPatternToRun(VPatternKind::kHalf, {VPatternKind::kHalf, VPatternKind::kMin}, c.p,
+                            c.m, costs, cap, "t"),
+              VPatternKind::kHalf);
+    EXPECT_EQ(VPatternToRun(VPatternKind::kHalf, patterns, c.p, VScreenMicrobatches(c.p), costs,
+                            cap, "t"),
+              VPatternKind::kHalf);
+
+    absl::StatusOr<VPlan> untimed =
+        PlanBestV(c.p, c.m, costs, cap, patterns, GreedyCandidates(), "t");
+    ASSERT_TRUE(untimed.ok()) << untimed.status();
+    Schedule s = MakeVPattern(kind, c.p, c.m, "t");
+    const VOrderEval e = EvaluateVOrder(s, costs, cap);
+    ASSERT_TRUE(e.ok);
+    std::vector<TimedPattern> timed = {TimedPattern{
+        kind, VPlan{std::move(s), e.max_span, e.makespan, e.peak, VPatternLabel(kind)}}};
+    absl::StatusOr<VPlan> with = PlanBestV(c.p, c.m, costs, cap, patterns, GreedyCandidates(), "t",
+                                           1e300, nullptr, std::move(timed));
+    ASSERT_TRUE(with.ok()) << with.status();
+    EXPECT_EQ(with->variant, untimed->variant) << c.p;
+    EXPECT_EQ(with->max_span, untimed->max_span) << c.p;
+    EXPECT_EQ(with->makespan, untimed->makespan) << c.p;
+    EXPECT_EQ(with->schedule.worker_actions, untimed->schedule.worker_actions) << c.p;
+  }
+  EXPECT_GT(reordered_chosen, 0) << "no cell where the reordered pattern screens faster";
+}
+
+// A timed pattern is a plan in hand: it competes at the end even where the screening preferred
+// its partner, so a plan better than every candidate is never lost. (Its span is set below any
+// candidate's here, to make it the best.)
+TEST(VFinalistsTest, APlanInHandBetterThanEveryCandidateIsReturned) {
+  const std::vector<VPatternKind> patterns = {VPatternKind::kHalf, VPatternKind::kHalfReordered};
+  const Cell c = kCells[0];
+  const CostModel costs = CellCosts(c);
+  const double cap = VHalfPeakLaw(c.p);
+  Schedule s = MakeVPattern(VPatternKind::kHalf, c.p, c.m, "t");
+  const VOrderEval e = EvaluateVOrder(s, costs, cap);
+  ASSERT_TRUE(e.ok);
+  const double span = 0.5 * e.max_span;
+  std::vector<TimedPattern> timed = {
+      TimedPattern{VPatternKind::kHalf, VPlan{std::move(s), span, e.makespan, e.peak, "in hand"}}};
+  absl::StatusOr<VPlan> plan = PlanBestV(c.p, c.m, costs, cap, patterns, GreedyCandidates(), "t",
+                                         1e300, nullptr, std::move(timed));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->variant, "in hand");
+  EXPECT_EQ(plan->max_span, span);
+}
+
 }  // namespace
 }  // namespace pipetrain::schedule
