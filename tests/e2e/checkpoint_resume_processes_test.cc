@@ -59,9 +59,13 @@ void KillAndResumeExactly(v1::JobSpec spec, const std::string& dir,
                                       std::to_string(r), "--recv-timeout", "30"},
                                      absl::StrCat(dir, "/run1.rank", r)));
   }
-  ASSERT_TRUE(
-      testing::WaitForText(workers[loss_rank].stdout_path, "checkpoint_step 4", absl::Seconds(60)))
-      << testing::ReadFile(workers[loss_rank].stderr_path);
+  // Every rank writes its own stages' files: step 4's checkpoint is complete once each has said
+  // so (the loss rank alone can be ahead: a kill then found rank 1's stage missing at step 4).
+  for (int r = 0; r < kWorkers; ++r) {
+    ASSERT_TRUE(
+        testing::WaitForText(workers[r].stdout_path, "checkpoint_step 4", absl::Seconds(60)))
+        << "rank " << r << ": " << testing::ReadFile(workers[r].stderr_path);
+  }
   if (while_running) while_running(workers, *planned);
   testing::Kill(workers[1], SIGKILL);
   for (int r = 0; r < kWorkers; ++r) {
