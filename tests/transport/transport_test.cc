@@ -143,20 +143,30 @@ TEST(TcpTransport, PeerShutdownFailsPendingRecvPromptly) {
   EXPECT_FALSE(t[1]->Send(0, MakeMessage(k, 1, 1, 0)).ok());
 }
 
+// Rank 1 of session `tag`, listening on `listener` at `address`, accepting its rank 0 in the
+// background.
+std::future<absl::StatusOr<std::unique_ptr<TcpTransport>>> AcceptRankZero(
+    std::unique_ptr<TcpListener> listener, const std::string& address, uint64_t tag,
+    absl::Duration timeout) {
+  return std::async(std::launch::async, [address, tag, timeout, l = std::move(listener)]() mutable {
+    TcpTransportOptions o;
+    o.rank = 1;
+    o.addresses = {"127.0.0.1:1", address};
+    o.peers = {0};
+    o.session_tag = tag;
+    o.connect_timeout = timeout;
+    return TcpTransport::Connect(o, std::move(l));
+  });
+}
+
 // Rank 1 as a real transport, and a raw socket that introduces itself as rank 0 (so a test can
 // write arbitrary bytes, or vanish, as that peer).
 void ConnectRawPeer(int* fd, std::unique_ptr<TcpTransport>* transport) {
   auto listener = TcpListener::Bind("127.0.0.1", 0);
   ASSERT_TRUE(listener.ok());
   const int port = (*listener)->port();
-  auto accept = std::async(std::launch::async, [&] {
-    TcpTransportOptions o;
-    o.rank = 1;
-    o.addresses = {"127.0.0.1:1", absl::StrCat("127.0.0.1:", port)};
-    o.peers = {0};
-    o.connect_timeout = absl::Seconds(10);
-    return TcpTransport::Connect(o, std::move(*listener));
-  });
+  auto accept =
+      AcceptRankZero(std::move(*listener), absl::StrCat("127.0.0.1:", port), 0, absl::Seconds(10));
   *fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -332,15 +342,7 @@ TEST(TcpTransport, DialFromAnotherSessionIsNotTakenForALink) {
   ASSERT_EQ(::connect(stale, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   const uint32_t hello[4] = {0x4f4c4548, 0, 7, 0};  // "HELO", rank 0, session tag 7
   ASSERT_EQ(::send(stale, hello, sizeof(hello), 0), 16);
-  auto accept = std::async(std::launch::async, [&] {
-    TcpTransportOptions o;
-    o.rank = 1;
-    o.addresses = {"127.0.0.1:1", address};
-    o.peers = {0};
-    o.session_tag = 8;
-    o.connect_timeout = absl::Seconds(10);
-    return TcpTransport::Connect(o, std::move(*listener));
-  });
+  auto accept = AcceptRankZero(std::move(*listener), address, 8, absl::Seconds(10));
   TcpTransportOptions o;
   o.rank = 0;
   o.addresses = {"127.0.0.1:1", address};
@@ -394,15 +396,7 @@ TEST(TcpTransport, DialerDoesNotTakeAnotherJobsWorkerForItsPeer) {
   auto listener = TcpListener::Bind("127.0.0.1", 0);
   ASSERT_TRUE(listener.ok());
   const std::string address = absl::StrCat("127.0.0.1:", (*listener)->port());
-  auto other_job = std::async(std::launch::async, [&] {
-    TcpTransportOptions o;
-    o.rank = 1;
-    o.addresses = {"127.0.0.1:1", address};
-    o.peers = {0};
-    o.session_tag = 7;
-    o.connect_timeout = absl::Seconds(2);
-    return TcpTransport::Connect(o, std::move(*listener));
-  });
+  auto other_job = AcceptRankZero(std::move(*listener), address, 7, absl::Seconds(2));
   auto dial = DialRankOne(address);
   EXPECT_EQ(dial.status().code(), absl::StatusCode::kDeadlineExceeded) << dial.status();
   EXPECT_NE(dial.status().message().find("could not reach rank 1 at " + address), std::string::npos)
