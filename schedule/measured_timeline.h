@@ -21,6 +21,9 @@ struct MeasuredAction {
   int64_t start_ns = 0;  // since the worker's step start
   int64_t end_ns = 0;
   int64_t bytes = 0;     // bytes sent/received (transfers) or stored after the action (compute)
+  // CPU time of the executing thread during the action: below the wall time by what the thread
+  // spent waiting (for a message, or for a core it shares with other workers).
+  int64_t cpu_ns = 0;
 };
 
 // `timings[w]` is worker w's timings for one step (empty for workers not measured). Each worker

@@ -66,6 +66,31 @@ TEST(Executor, RunsAHandWrittenTwoStagePipeline) {
   for (size_t i = 1; i < t.size(); ++i) EXPECT_GE(t[i].start_ns, t[i - 1].end_ns);
 }
 
+// An action's CPU time is its thread's, not the wall clock's: a receive that waits 100 ms for a
+// delayed message takes that wall time and next to no CPU; no action takes more CPU than wall
+// time, and the step's actions take some.
+TEST(Executor, CpuTimeOfAnActionLeavesOutItsWaits) {
+  auto s = TwoWorkers({F0, SA0, RG0, BW0}, {RA1, F1, BW1, SG1});
+  Workers w(2, 2);
+  FakeTransportHub hub(2);
+  hub.set_delay(absl::Milliseconds(100));
+  auto results = RunInProcess(s, w.raw, 1, &hub);
+  ASSERT_TRUE(results.ok()) << results.status();
+  const auto& recv = (*results)[1][0].timings[0];
+  ASSERT_EQ(recv.action.kind, ActionKind::kRecvAct);
+  EXPECT_GE(recv.end_ns - recv.start_ns, 90'000'000);
+  EXPECT_LT(recv.cpu_ns, 20'000'000);
+  int64_t cpu = 0;
+  for (int r = 0; r < 2; ++r) {
+    for (const ActionTiming& t : (*results)[r][0].timings) {
+      EXPECT_GE(t.cpu_ns, 0);
+      EXPECT_LE(t.cpu_ns, t.end_ns - t.start_ns + 1'000'000);  // clock granularity
+      cpu += t.cpu_ns;
+    }
+  }
+  EXPECT_GT(cpu, 0);
+}
+
 // Timings come from the clock the executor is given (one seam: common/clock.h). A clock that
 // moves 1000 ns per read makes them exact: step start 0, then each action's start and end.
 TEST(Executor, TimesActionsWithTheGivenClock) {

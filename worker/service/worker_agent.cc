@@ -51,6 +51,7 @@ v1::StepReport ToReport(const StepResult& r, const std::string& job_id,
     pt->set_start_ns(t.start_ns);
     pt->set_end_ns(t.end_ns);
     pt->set_bytes(t.bytes);
+    pt->set_cpu_ns(t.cpu_ns);
   }
   for (const ReduceTiming& t : r.reduce_timings) {
     v1::GradientSum* sum = report.add_gradient_sums();
