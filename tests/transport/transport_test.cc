@@ -406,6 +406,35 @@ TEST(TcpTransport, DialerDoesNotTakeAnotherJobsWorkerForItsPeer) {
   EXPECT_EQ(other_job.get().status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+// A connection that never says hello (a port scan, a client at the wrong port) waiting in rank
+// 1's backlog ahead of rank 0 does not stall the accepts: rank 0 is taken within moments.
+TEST(TcpTransport, ASilentConnectionDoesNotStallTheAccepts) {
+  auto listener = TcpListener::Bind("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const int port = (*listener)->port();
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const absl::Time start = absl::Now();
+  auto accept = AcceptRankZero(std::move(*listener), address, 8, absl::Seconds(20));
+  TcpTransportOptions o;
+  o.rank = 0;
+  o.addresses = {"127.0.0.1:1", address};
+  o.peers = {1};
+  o.session_tag = 8;
+  o.connect_timeout = absl::Seconds(20);
+  auto dial = TcpTransport::Connect(o, nullptr);
+  ASSERT_TRUE(dial.ok()) << dial.status();
+  auto accepted = accept.get();
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(8));
+  ::close(silent);
+}
+
 // A listener that answers every hello with `answer` (16 bytes) until `stop`.
 std::thread AnsweringListener(int listen_fd, const uint32_t (&answer)[4], std::atomic<bool>* stop) {
   return std::thread([listen_fd, answer, stop] {

@@ -26,6 +26,7 @@ namespace pipetrain::worker {
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
+constexpr absl::Duration kHelloWait = absl::Seconds(2);  // for an accepted connection's hello
 
 struct Hello {
   uint32_t magic;
@@ -147,6 +148,15 @@ absl::StatusOr<int> ConnectOnce(const std::string& host, int port) {
   return last;
 }
 
+// Bounds every later recv on `fd` by `timeout` (at least 1 ms); zero lifts the bound.
+void SetRecvTimeout(int fd, absl::Duration timeout) {
+  const int64_t us = timeout <= absl::ZeroDuration()
+                         ? 0
+                         : std::max<int64_t>(absl::ToInt64Microseconds(timeout), 1000);
+  const timeval tv{static_cast<time_t>(us / 1000000), static_cast<suseconds_t>(us % 1000000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
 // One dial of rank `peer`: connects, says `hello` and waits (until `deadline`) for the peer's
 // answer. A listener that closes the connection instead, or answers as another rank or job, is
 // not the peer: a stale worker or an unrelated process holds the port, or (a stale dial of ours)
@@ -157,10 +167,7 @@ absl::StatusOr<int> DialPeer(const std::string& host, int port, const Hello& hel
   // Wait for the answer as long as the connect timeout allows, never less than a moment: the
   // peer answers only once it has dialed its own higher peers, and a dial abandoned here could
   // still be taken for a link when the peer gets to it.
-  const int64_t wait_us =
-      std::max<int64_t>(absl::ToInt64Microseconds(deadline - absl::Now()), 100000);
-  timeval tv{static_cast<time_t>(wait_us / 1000000), static_cast<suseconds_t>(wait_us % 1000000)};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  SetRecvTimeout(fd, std::max(deadline - absl::Now(), absl::Milliseconds(100)));
   Hello answer{};
   absl::Status status = WriteAll(fd, &hello, sizeof(hello));
   if (status.ok()) status = ReadAll(fd, &answer, sizeof(answer));
@@ -186,8 +193,7 @@ absl::StatusOr<int> DialPeer(const std::string& host, int port, const Hello& hel
     ::close(fd);
     return status;
   }
-  const timeval none{0, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+  SetRecvTimeout(fd, absl::ZeroDuration());
   return fd;
 }
 
@@ -285,6 +291,9 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
     }
     int fd = ::accept4(listener->fd(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
+    // A dialer says hello as soon as it connects: a connection that stays silent (a port scan, a
+    // client at the wrong port) is dropped after a moment instead of stalling the accepts.
+    SetRecvTimeout(fd, std::min(deadline - absl::Now(), kHelloWait));
     Hello hello{};
     if (!ReadAll(fd, &hello, sizeof(hello)).ok() || hello.magic != kHelloMagic || hello.rank < 0 ||
         hello.rank >= options.rank || hello.session_tag != options.session_tag ||
@@ -298,6 +307,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(
       ::close(fd);
       continue;
     }
+    SetRecvTimeout(fd, absl::ZeroDuration());
     TuneSocket(fd);
     auto link = std::make_unique<Link>();
     link->peer = hello.rank;
