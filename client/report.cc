@@ -1,6 +1,7 @@
 #include "client/report.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -151,6 +152,58 @@ absl::StatusOr<schedule::SimResult> MeasuredStep(const schedule::Schedule& sched
   return out;
 }
 
+namespace {
+
+// JobReport::cpu_use of the ranks MeasuredStep shows (it checked that their timings are the
+// plan's actions).
+std::vector<JobReport::CpuUse> CpuUseOf(const schedule::Schedule& schedule,
+                                        const schedule::CostModel& costs,
+                                        const v1::StepTrace& trace) {
+  const char* const kGroups[] = {"F", "B", "W", "BW", "sends", "receives"};
+  std::vector<JobReport::CpuUse> use(std::size(kGroups));
+  for (size_t g = 0; g < use.size(); ++g) use[g].group = kGroups[g];
+  bool any = false;
+  for (int r = 0; r < schedule.num_workers && r < trace.ranks_size(); ++r) {
+    const v1::StepReport& rank = trace.ranks(r);
+    for (int i = 0; i < rank.timings_size(); ++i) {
+      const v1::ActionTiming& t = rank.timings(i);
+      const schedule::Action& a = schedule.worker_actions[r][i];
+      const schedule::StageCost& c = costs.stages[a.stage];
+      int g = -1;
+      double planned = 0;
+      switch (a.kind) {
+        case schedule::ActionKind::kF:
+          g = 0, planned = c.f;
+          break;
+        case schedule::ActionKind::kB:
+          g = 1, planned = c.b;
+          break;
+        case schedule::ActionKind::kW:
+          g = 2, planned = c.w;
+          break;
+        case schedule::ActionKind::kBW:
+          g = 3, planned = c.FusedBackward();
+          break;
+        default:
+          g = schedule::IsSend(a.kind) ? 4 : (schedule::IsRecv(a.kind) ? 5 : -1);
+      }
+      if (g < 0) continue;
+      use[g].cpu_s += t.cpu_ns() * 1e-9;
+      use[g].wall_s += (t.end_ns() - t.start_ns()) * 1e-9;
+      use[g].planned_s += planned;
+      ++use[g].actions;
+      any |= t.cpu_ns() > 0;
+    }
+  }
+  if (!any) return {};
+  use.erase(std::remove_if(use.begin(), use.end(),
+                           [](const JobReport::CpuUse& u) { return u.actions == 0; }),
+            use.end());
+  return use;
+}
+
+}  // namespace
+
 absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTrace& trace) {
   JobReport report;
   report.job_id = trace.job_id();
@@ -164,6 +217,7 @@ absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTra
   }
   PT_ASSIGN_OR_RETURN(report.predicted, schedule::Simulate(report.schedule, costs));
   PT_ASSIGN_OR_RETURN(report.measured, MeasuredStep(report.schedule, trace));
+  report.cpu_use = CpuUseOf(report.schedule, costs, trace);
   const v1::Prediction& prediction = plan.prediction();
   report.replicas = std::max(1, plan.data_parallel());
   report.expected_step_s = planner::ExpectedStepSeconds(prediction);
@@ -209,6 +263,19 @@ std::string FormatJobReport(const JobReport& r) {
                             measured >= 0 ? absl::StrFormat("%.3f", measured * 1e3) : "-");
     }
     out += "\n";
+  }
+  if (!r.cpu_use.empty()) {
+    out += "CPU time in the actions (the ranks shown):";
+    for (const JobReport::CpuUse& u : r.cpu_use) {
+      if (u.planned_s > 0) {
+        absl::StrAppendFormat(&out, " %s %.3f ms = %.2f x the plan's;", u.group, u.cpu_s * 1e3,
+                              u.cpu_s / u.planned_s);
+      } else {
+        absl::StrAppendFormat(&out, " %s %.3f ms in %.3f ms;", u.group, u.cpu_s * 1e3,
+                              u.wall_s * 1e3);
+      }
+    }
+    out.back() = '\n';
   }
   out += "peak activation bytes per worker (predicted / measured):";
   for (int w = 0; w < r.schedule.num_workers; ++w) {

@@ -42,6 +42,15 @@ struct JobReport {
   double expected_step_s = 0;
   std::vector<schedule::GradientSumInterval> predicted_sums;
   std::vector<schedule::GradientSumInterval> measured_sums;
+  // The CPU time the shown ranks' threads spent in their actions (ActionTiming.cpu_ns), by group
+  // (F, B, W, BW: next to the plan's time for the same actions; sends and receives: next to their
+  // wall time, which also counts the waits). Empty when the trace holds no CPU times.
+  struct CpuUse {
+    std::string group;
+    double cpu_s = 0, wall_s = 0, planned_s = 0;
+    int actions = 0;
+  };
+  std::vector<CpuUse> cpu_use;
 };
 
 // The measured step of `trace` against `schedule`: trace.ranks[r] must hold one timing per

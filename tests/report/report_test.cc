@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "schedule/codec/plan_proto.h"
 #include "schedule/generator.h"
@@ -104,6 +105,46 @@ TEST(JobReportTest, ReplayAtTwiceTheDurationMeasuresTwiceTheStepTime) {
       EXPECT_EQ(report->measured.memory_curve[w].back().units, 0);  // all freed by the end
     }
   }
+}
+
+// With CPU times in the trace, the report sets each compute group's CPU beside the plan's time
+// for the same actions, and the transfers' CPU beside their wall time; without them, no line.
+TEST(JobReportTest, CpuTimesAreSetBesideThePlansAndTheWallTime) {
+  const Planned planned = MakePlan("1f1b", 2, 4);
+  v1::StepTrace trace = ReplayTrace(planned, 2.0);
+  absl::StatusOr<JobReport> without = BuildJobReport(planned.plan, trace);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_TRUE(without->cpu_use.empty());
+  EXPECT_EQ(FormatJobReport(*without).find("CPU time"), std::string::npos);
+  // Every compute action 1.5 ms of CPU (the plan: F 1 ms, BW 2 ms), every transfer 10 us.
+  int forwards = 0, backwards = 0, sends = 0, receives = 0;
+  for (const auto& list : planned.schedule.worker_actions) {
+    for (const schedule::Action& a : list) {
+      forwards += a.kind == schedule::ActionKind::kF;
+      backwards += a.kind == schedule::ActionKind::kBW;
+      sends += schedule::IsSend(a.kind);
+      receives += schedule::IsRecv(a.kind);
+    }
+  }
+  ASSERT_EQ(forwards, 8);
+  ASSERT_EQ(backwards, 8);
+  for (v1::StepReport& rank : *trace.mutable_ranks()) {
+    for (v1::ActionTiming& t : *rank.mutable_timings()) {
+      const bool compute =
+          t.action().kind() == v1::ACTION_KIND_F || t.action().kind() == v1::ACTION_KIND_BW;
+      t.set_cpu_ns(compute ? 1'500'000 : 10'000);
+    }
+  }
+  absl::StatusOr<JobReport> report = BuildJobReport(planned.plan, trace);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const std::string text = FormatJobReport(*report);
+  EXPECT_NE(text.find("CPU time in the actions (the ranks shown): F 12.000 ms = 1.50 x the plan's; "
+                      "BW 12.000 ms = 0.75 x the plan's; sends " +
+                      absl::StrFormat("%.3f ms in ", sends * 0.01)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(absl::StrFormat("receives %.3f ms in ", receives * 0.01)), std::string::npos)
+      << text;
 }
 
 TEST(JobReportTest, MeasuredCurveFollowsRecordedBytes) {
