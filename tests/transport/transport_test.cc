@@ -159,6 +159,18 @@ std::future<absl::StatusOr<std::unique_ptr<TcpTransport>>> AcceptRankZero(
   });
 }
 
+// Rank 0 of session 8 dialing `address` for rank 1 (a short connect timeout by default).
+absl::StatusOr<std::unique_ptr<TcpTransport>> DialRankOne(
+    const std::string& address, absl::Duration timeout = absl::Seconds(1)) {
+  TcpTransportOptions o;
+  o.rank = 0;
+  o.addresses = {"127.0.0.1:1", address};
+  o.peers = {1};
+  o.session_tag = 8;
+  o.connect_timeout = timeout;
+  return TcpTransport::Connect(o, nullptr);
+}
+
 // Rank 1 as a real transport, and a raw socket that introduces itself as rank 0 (so a test can
 // write arbitrary bytes, or vanish, as that peer).
 void ConnectRawPeer(int* fd, std::unique_ptr<TcpTransport>* transport) {
@@ -343,12 +355,7 @@ TEST(TcpTransport, DialFromAnotherSessionIsNotTakenForALink) {
   const uint32_t hello[4] = {0x4f4c4548, 0, 7, 0};  // "HELO", rank 0, session tag 7
   ASSERT_EQ(::send(stale, hello, sizeof(hello), 0), 16);
   auto accept = AcceptRankZero(std::move(*listener), address, 8, absl::Seconds(10));
-  TcpTransportOptions o;
-  o.rank = 0;
-  o.addresses = {"127.0.0.1:1", address};
-  o.peers = {1};
-  o.session_tag = 8;
-  auto dial = TcpTransport::Connect(o, nullptr);
+  auto dial = DialRankOne(address, absl::Seconds(10));
   ASSERT_TRUE(dial.ok()) << dial.status();
   auto accepted = accept.get();
   ASSERT_TRUE(accepted.ok()) << accepted.status();
@@ -376,17 +383,6 @@ TEST(TcpTransport, PeerThatStoppedOnAnErrorSaysWhy) {
   EXPECT_NE(r.status().message().find("stopped on an error: DATA_LOSS: checkpoint step-3 is torn"),
             std::string::npos)
       << r.status();
-}
-
-// Rank 0 of session 8 dialing `address` for rank 1, with a short connect timeout.
-absl::StatusOr<std::unique_ptr<TcpTransport>> DialRankOne(const std::string& address) {
-  TcpTransportOptions o;
-  o.rank = 0;
-  o.addresses = {"127.0.0.1:1", address};
-  o.peers = {1};
-  o.session_tag = 8;
-  o.connect_timeout = absl::Seconds(1);
-  return TcpTransport::Connect(o, nullptr);
 }
 
 // The port of rank 1 is held by a worker of another job (session 7, waiting for its own rank 0):
@@ -421,13 +417,7 @@ TEST(TcpTransport, ASilentConnectionDoesNotStallTheAccepts) {
   ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   const absl::Time start = absl::Now();
   auto accept = AcceptRankZero(std::move(*listener), address, 8, absl::Seconds(20));
-  TcpTransportOptions o;
-  o.rank = 0;
-  o.addresses = {"127.0.0.1:1", address};
-  o.peers = {1};
-  o.session_tag = 8;
-  o.connect_timeout = absl::Seconds(20);
-  auto dial = TcpTransport::Connect(o, nullptr);
+  auto dial = DialRankOne(address, absl::Seconds(20));
   ASSERT_TRUE(dial.ok()) << dial.status();
   auto accepted = accept.get();
   ASSERT_TRUE(accepted.ok()) << accepted.status();
