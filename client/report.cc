@@ -169,24 +169,12 @@ std::vector<JobReport::CpuUse> CpuUseOf(const schedule::Schedule& schedule,
       const v1::ActionTiming& t = rank.timings(i);
       const schedule::Action& a = schedule.worker_actions[r][i];
       const schedule::StageCost& c = costs.stages[a.stage];
-      int g = -1;
+      int g = schedule::IsSend(a.kind) ? 4 : (schedule::IsRecv(a.kind) ? 5 : -1);
       double planned = 0;
-      switch (a.kind) {
-        case schedule::ActionKind::kF:
-          g = 0, planned = c.f;
-          break;
-        case schedule::ActionKind::kB:
-          g = 1, planned = c.b;
-          break;
-        case schedule::ActionKind::kW:
-          g = 2, planned = c.w;
-          break;
-        case schedule::ActionKind::kBW:
-          g = 3, planned = c.FusedBackward();
-          break;
-        default:
-          g = schedule::IsSend(a.kind) ? 4 : (schedule::IsRecv(a.kind) ? 5 : -1);
-      }
+      if (a.kind == schedule::ActionKind::kF) g = 0, planned = c.f;
+      if (a.kind == schedule::ActionKind::kB) g = 1, planned = c.b;
+      if (a.kind == schedule::ActionKind::kW) g = 2, planned = c.w;
+      if (a.kind == schedule::ActionKind::kBW) g = 3, planned = c.FusedBackward();
       if (g < 0) continue;
       use[g].cpu_s += t.cpu_ns() * 1e-9;
       use[g].wall_s += (t.end_ns() - t.start_ns()) * 1e-9;

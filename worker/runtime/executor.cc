@@ -364,10 +364,10 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
   if (options_.replicas != nullptr) options_.replicas->BeginStep(step_start);
   const std::vector<Action>& actions = schedule_.worker_actions[rank_];
   result.timings.reserve(actions.size());
+  int64_t cpu_start = ThreadCpuNs();
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& action = actions[i];
     ActionTiming timing{action, options_.clock->NowNs() - step_start, 0, 0};
-    const int64_t cpu_start = ThreadCpuNs();
     if (absl::Status status = Run(action, step, &timing.bytes); !status.ok()) {
       return Annotate(status, action, step);
     }
@@ -380,7 +380,10 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
                       action, step);
     }
     timing.end_ns = options_.clock->NowNs() - step_start;
-    timing.cpu_ns = ThreadCpuNs() - cpu_start;
+    // One reading per action: its end is the next action's start (a syscall, not the vDSO).
+    const int64_t cpu_end = ThreadCpuNs();
+    timing.cpu_ns = cpu_end - cpu_start;
+    cpu_start = cpu_end;
     result.timings.push_back(timing);
     if (reduce_after_[i]) {
       if (absl::Status status = options_.replicas->StageDone(step, action.stage); !status.ok()) {
@@ -388,6 +391,7 @@ absl::StatusOr<StepResult> Executor::RunStep(int step) {
                             absl::StrCat("step ", step, ", summing stage ", action.stage,
                                          "'s gradients across replicas: ", status.message()));
       }
+      cpu_start = ThreadCpuNs();  // the sum's own CPU is no action's
     }
   }
   PT_RETURN_IF_ERROR(transport_->Flush(absl::Now() + options_.recv_timeout));
