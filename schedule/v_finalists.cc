@@ -50,19 +50,22 @@ bool ScreensFaster(double theirs, int j, double mine, int i) {
 int VScreenMicrobatches(int num_workers) { return std::max(2 * num_workers, 24); }
 
 VPatternKind VPatternToRun(VPatternKind kind, const std::vector<VPatternKind>& patterns, int p,
-                           int m, const CostModel& costs, double cap, const std::string& name) {
+                           int m, const CostModel& costs, double cap, const std::string& name,
+                           std::vector<ScreenedPattern>* screened) {
   const int screen_m = VScreenMicrobatches(p);
   const auto mine = std::find(patterns.begin(), patterns.end(), kind);
   const auto other = std::find(patterns.begin(), patterns.end(), Partner(kind));
   if (m <= screen_m || mine == patterns.end() || other == patterns.end()) return kind;
-  auto screened = [&](VPatternKind k) {  // as PlanBestV's screening (a miss: no span)
+  auto screen = [&](VPatternKind k) {  // as PlanBestV's screening (a miss: no span)
     const VOrderEval e = EvaluateVOrder(MakeVPattern(k, p, screen_m, name), costs, cap);
-    return e.ok && *std::max_element(e.peak.begin(), e.peak.end()) <= cap + 1e-9 ? e.max_span
-                                                                                  : 1e300;
+    const bool fits = e.ok && *std::max_element(e.peak.begin(), e.peak.end()) <= cap + 1e-9;
+    screened->push_back(ScreenedPattern{k, fits, e.max_span, e.makespan});
+    return fits ? e.max_span : 1e300;
   };
   const int i = static_cast<int>(mine - patterns.begin());
   const int j = static_cast<int>(other - patterns.begin());
-  return ScreensFaster(screened(*other), j, screened(kind), i) ? *other : kind;
+  const double mine_span = screen(kind);
+  return ScreensFaster(screen(*other), j, mine_span, i) ? *other : kind;
 }
 
 namespace {
@@ -137,7 +140,8 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
                                 double cap, const std::vector<VPatternKind>& patterns,
                                 const std::vector<VVariant>& variants, const std::string& name,
                                 double beat_span, std::optional<VPlan>* close_second,
-                                std::vector<TimedPattern> timed) {
+                                std::vector<TimedPattern> timed,
+                                const std::vector<ScreenedPattern>& screened_patterns) {
   constexpr double kClose = 1.02;  // see close_second
   const int p = num_workers, m = num_microbatches;
   // A pattern the caller timed at full m is a plan in hand, like beat_span's: where no close
@@ -199,20 +203,34 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       // (The patterns always run: their screened spans also rank their reordered partners.)
       const bool at_hopeless = index >= 0 && hopeless_at <= bound;
       if (at_hopeless) bound = hopeless_at;
-      bool pruned = false;
-      std::optional<VPlan> r = RunCandidate(index, p, screen_m, costs, cap, patterns, variants,
-                                            name, error, bound, /*record=*/false, &pruned);
-      if (!r && pruned && at_hopeless) hopeless.push_back(index);
-      if (!r) continue;
-      scored.push_back({r->max_span, r->makespan, index});
-      if (r->max_span < s1) {
+      const ScreenedPattern* known = nullptr;
+      for (const ScreenedPattern& sp : screened_patterns) {
+        if (index < 0 && sp.kind == patterns[-index - 1]) known = &sp;
+      }
+      double span = 0.0, makespan = 0.0;
+      if (known != nullptr) {
+        // Taken as its run would end: refused over the cap, stopped past the bound.
+        if (!known->fits || known->span > bound + 1e-7 * (1.0 + std::abs(bound))) continue;
+        span = known->span;
+        makespan = known->makespan;
+      } else {
+        bool pruned = false;
+        std::optional<VPlan> r = RunCandidate(index, p, screen_m, costs, cap, patterns, variants,
+                                              name, error, bound, /*record=*/false, &pruned);
+        if (!r && pruned && at_hopeless) hopeless.push_back(index);
+        if (!r) continue;
+        span = r->max_span;
+        makespan = r->makespan;
+      }
+      scored.push_back({span, makespan, index});
+      if (span < s1) {
         s2 = s1;
-        s1 = r->max_span;
-      } else if (r->max_span < s2) {
-        s2 = r->max_span;
+        s1 = span;
+      } else if (span < s2) {
+        s2 = span;
       }
       double& fb = family_best[family(index)];
-      fb = std::min(fb, r->max_span);
+      fb = std::min(fb, span);
     }
     // Rank in the candidates' own order (ties keep it), as if all had run to the end.
     auto position = [&](int index) { return index < 0 ? -index - 1 : index + 1000000; };

@@ -66,6 +66,14 @@ struct TimedPattern {
   std::optional<VPlan> plan;  // nullopt: it does not fit the cap (or deadlocks)
 };
 
+// A fixed pattern the caller already ran on the screening prefix (VScreenMicrobatches; see
+// VPatternToRun): PlanBestV's screening takes it instead of running the pattern again.
+struct ScreenedPattern {
+  VPatternKind kind = VPatternKind::kHalf;
+  bool fits = false;  // within the cap (and no deadlock); span and makespan are then set
+  double span = 0.0, makespan = 0.0;
+};
+
 // Best candidate (least longest worker span, then makespan) with peak <= cap on every worker:
 // the fixed `patterns` (v_pattern.h, real-cost timed) and the greedy `variants`. Candidates
 // whose longest worker span is certain to exceed `beat_span` (or the best so far) are stopped
@@ -77,7 +85,8 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
                                 const std::vector<VVariant>& variants, const std::string& name,
                                 double beat_span = 1e300,
                                 std::optional<VPlan>* close_second = nullptr,
-                                std::vector<TimedPattern> timed = {});
+                                std::vector<TimedPattern> timed = {},
+                                const std::vector<ScreenedPattern>& screened = {});
 
 // The prefix PlanBestV screens its candidates on (when m is larger): 2p microbatches, at least 24.
 int VScreenMicrobatches(int num_workers);
@@ -85,9 +94,11 @@ int VScreenMicrobatches(int num_workers);
 // Of `kind` and its reordered partner (when `patterns` holds both), the one PlanBestV runs at
 // full m: the one whose span on the screening prefix is shorter (ties: the one listed first).
 // Without the partner in `patterns`, or where PlanBestV does not screen (m <= the prefix):
-// `kind`. Lets a caller time that pattern at full m once, for PlanBestV's `timed`.
+// `kind`. Lets a caller time that pattern at full m once, for PlanBestV's `timed`; the two
+// screening runs are appended to `screened`, for PlanBestV's.
 VPatternKind VPatternToRun(VPatternKind kind, const std::vector<VPatternKind>& patterns, int p,
-                           int m, const CostModel& costs, double cap, const std::string& name);
+                           int m, const CostModel& costs, double cap, const std::string& name,
+                           std::vector<ScreenedPattern>* screened);
 
 // The candidate label of a fixed pattern ("pattern v-half", ...).
 const char* VPatternLabel(VPatternKind kind);

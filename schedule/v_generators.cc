@@ -288,6 +288,7 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
   }
   std::vector<TimedPattern> timed;  // the patterns' full-m timings, when taken below
   const bool polished = 6L * p * m <= kPolishMaxActions;  // the plan gets the order polish
+  std::vector<ScreenedPattern> screened;  // patterns run on PlanBestV's screening prefix below
   double chunk = 0.0;
   for (const StageCost& c : costs.stages) chunk = std::max(chunk, c.activation);
   // The limit counts chunk-0 microbatches between their F and chunk-0 B, each holding its whole
@@ -317,7 +318,7 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
       // Not where the plan is polished: the bound is then the plain pattern's, looser where
       // the reordered one is faster, since the polish can reverse a close ranking (below).
       const VPatternKind kind =
-          polished ? plain : VPatternToRun(plain, patterns, p, m, costs, cap, name);
+          polished ? plain : VPatternToRun(plain, patterns, p, m, costs, cap, name, &screened);
       Schedule s = MakeVPattern(kind, p, m, name);
       if (beat < 1e300 && !held.empty()) {
         // A pattern whose memory alone keeps it from beating `beat` is not timed here (at
@@ -351,9 +352,9 @@ absl::StatusOr<Schedule> MakeNamed(const PipelineSpec& spec, const std::string& 
   // lead (v-half p=12 m=24 1:1.5:0.5 comm 0.2: the reordered pattern 123.8 before the polish,
   // 120.35 after; a modulo block 124.05 before, 119.7 after).
   std::optional<VPlan> second;
-  absl::StatusOr<VPlan> plan = PlanBestV(p, m, costs, cap, patterns, variants, name,
-                                         wave ? wave->max_span : 1e300,
-                                         polished ? &second : nullptr, std::move(timed));
+  absl::StatusOr<VPlan> plan =
+      PlanBestV(p, m, costs, cap, patterns, variants, name, wave ? wave->max_span : 1e300,
+                polished ? &second : nullptr, std::move(timed), screened);
   if (wave && (!plan.ok() || wave->max_span < plan->max_span - 1e-9 ||
                (wave->max_span < plan->max_span + 1e-9 && wave->makespan <= plan->makespan))) {
     return Finished(std::move(wave->schedule), costs, cap, wave->max_span);

@@ -92,7 +92,8 @@ TEST(VFinalistsTest, PlanToBeatKeepsAWinnerThatBeatsIt) {
 }
 
 // The pattern a caller times for PlanBestV (VPatternToRun) is the one of a pattern pair that
-// PlanBestV's own screening prefers: handed over timed, the plan is the same as without it.
+// PlanBestV's own screening prefers, and the screening runs it hands on are those PlanBestV
+// would take: with both handed over, the plan is the same as without them.
 TEST(VFinalistsTest, ThePatternToTimeIsTheScreeningsChoiceAndChangesNoPlan) {
   const std::vector<VPatternKind> patterns = {VPatternKind::kHalf, VPatternKind::kMin,
                                               VPatternKind::kHalfReordered};
@@ -100,8 +101,9 @@ TEST(VFinalistsTest, ThePatternToTimeIsTheScreeningsChoiceAndChangesNoPlan) {
   for (const Cell& c : kCells) {
     const CostModel costs = CellCosts(c);
     const double cap = VHalfPeakLaw(c.p);
+    std::vector<ScreenedPattern> screened_runs;
     const VPatternKind kind =
-        VPatternToRun(VPatternKind::kHalf, patterns, c.p, c.m, costs, cap, "t");
+        VPatternToRun(VPatternKind::kHalf, patterns, c.p, c.m, costs, cap, "t", &screened_runs);
     auto screened = [&](VPatternKind k) {
       return EvaluateVOrder(MakeVPattern(k, c.p, VScreenMicrobatches(c.p), "t"), costs, cap)
           .max_span;
@@ -111,13 +113,20 @@ TEST(VFinalistsTest, ThePatternToTimeIsTheScreeningsChoiceAndChangesNoPlan) {
     EXPECT_EQ(kind, reordered < plain - 1e-9 ? VPatternKind::kHalfReordered : VPatternKind::kHalf)
         << c.p << " " << plain << " " << reordered;
     reordered_chosen += kind == VPatternKind::kHalfReordered;
+    ASSERT_EQ(screened_runs.size(), 2u);
+    EXPECT_EQ(screened_runs[0].kind, VPatternKind::kHalf);
+    EXPECT_EQ(screened_runs[0].span, plain);
+    EXPECT_EQ(screened_runs[1].kind, VPatternKind::kHalfReordered);
+    EXPECT_EQ(screened_runs[1].span, reordered);
+    std::vector<ScreenedPattern> unused;
     // Without the partner, or where PlanBestV does not screen: the pattern asked for.
     EXPECT_EQ(VPatternToRun(VPatternKind::kHalf, {VPatternKind::kHalf, VPatternKind::kMin}, c.p,
-                            c.m, costs, cap, "t"),
+                            c.m, costs, cap, "t", &unused),
               VPatternKind::kHalf);
     EXPECT_EQ(VPatternToRun(VPatternKind::kHalf, patterns, c.p, VScreenMicrobatches(c.p), costs,
-                            cap, "t"),
+                            cap, "t", &unused),
               VPatternKind::kHalf);
+    EXPECT_TRUE(unused.empty());
 
     absl::StatusOr<VPlan> untimed =
         PlanBestV(c.p, c.m, costs, cap, patterns, GreedyCandidates(), "t");
@@ -128,7 +137,7 @@ TEST(VFinalistsTest, ThePatternToTimeIsTheScreeningsChoiceAndChangesNoPlan) {
     std::vector<TimedPattern> timed = {TimedPattern{
         kind, VPlan{std::move(s), e.max_span, e.makespan, e.peak, VPatternLabel(kind)}}};
     absl::StatusOr<VPlan> with = PlanBestV(c.p, c.m, costs, cap, patterns, GreedyCandidates(), "t",
-                                           1e300, nullptr, std::move(timed));
+                                           1e300, nullptr, std::move(timed), screened_runs);
     ASSERT_TRUE(with.ok()) << with.status();
     EXPECT_EQ(with->variant, untimed->variant) << c.p;
     EXPECT_EQ(with->max_span, untimed->max_span) << c.p;
