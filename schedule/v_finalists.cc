@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -138,10 +140,11 @@ double Prediction(const std::vector<std::pair<int, double>>& predicted, int inde
 
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
                                 double cap, const std::vector<VPatternKind>& patterns,
-                                const std::vector<VVariant>& variants, const std::string& name,
+                                std::vector<VVariant> variants, const std::string& name,
                                 double beat_span, std::optional<VPlan>* close_second,
                                 std::vector<TimedPattern> timed,
-                                const std::vector<ScreenedPattern>& screened_patterns) {
+                                const std::vector<ScreenedPattern>& screened_patterns,
+                                const std::function<std::vector<VVariant>()>& later) {
   constexpr double kClose = 1.02;  // see close_second
   const int p = num_workers, m = num_microbatches;
   // A pattern the caller timed at full m is a plan in hand, like beat_span's: where no close
@@ -158,12 +161,30 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     if (in_hand >= 0) beat_span = std::min(beat_span, timed[in_hand].plan->max_span);
   }
   absl::Status error = absl::InternalError("no V candidate fits the memory cap");
-  std::vector<int> all;
-  for (int i = 0; i < static_cast<int>(patterns.size()); ++i) all.push_back(-i - 1);
-  for (int i = 0; i < static_cast<int>(variants.size()); ++i) all.push_back(i);
   // Screen on a prefix when m is large: the steady state is periodic, so the ranking on
   // 2p microbatches carries over; only the best few run at full m.
   const int screen_m = std::max(2 * p, 24);
+  const bool screens = m > screen_m && patterns.size() + variants.size() > 2;
+  // `later`'s candidates are screened after the others, made meanwhile on a second thread
+  // (on one core: when needed); where nothing is screened they are made first.
+  const int from_later = static_cast<int>(variants.size());
+  std::vector<VVariant> made_later;
+  std::optional<std::jthread> maker;
+  if (later && screens && std::thread::hardware_concurrency() > 1) {
+    maker.emplace([&] { made_later = later(); });
+  }
+  auto take_later = [&] {
+    if (maker) {
+      maker->join();
+    } else {
+      made_later = later();
+    }
+    for (VVariant& v : made_later) variants.push_back(std::move(v));
+  };
+  if (later && !screens) take_later();
+  std::vector<int> all;
+  for (int i = 0; i < static_cast<int>(patterns.size()); ++i) all.push_back(-i - 1);
+  for (int i = 0; i < static_cast<int>(variants.size()); ++i) all.push_back(i);
   std::vector<int> finalists = all;
   std::vector<std::pair<int, double>> predicted;  // (candidate, predicted span at full m)
   std::vector<Scored> scored;                      // the screening's results
@@ -177,7 +198,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
   const bool beat_skips = close_second == nullptr && beat_span < kNoLimit;
   const double hopeless_at = beat_skips ? beat_span + slack - slack * (m - screen_m) : kNoLimit;
   std::vector<int> hopeless;  // variants stopped at hopeless_at in the screening
-  if (m > screen_m && all.size() > 2) {
+  if (screens) {
     // Only the best two and the best of each family (pattern, greedy, block) matter below, so a
     // candidate is stopped once its span is certain to exceed both the second-best span so far
     // and its family's best so far (both only fall, so a stopped candidate stays irrelevant).
@@ -198,7 +219,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     });
     double s1 = kNoLimit, s2 = kNoLimit;
     double family_best[3] = {kNoLimit, kNoLimit, kNoLimit};
-    for (int index : order) {
+    auto screen = [&](int index) {
       double bound = std::max(s2, family_best[family(index)]);
       // (The patterns always run: their screened spans also rank their reordered partners.)
       const bool at_hopeless = index >= 0 && hopeless_at <= bound;
@@ -210,7 +231,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       double span = 0.0, makespan = 0.0;
       if (known != nullptr) {
         // Taken as its run would end: refused over the cap, stopped past the bound.
-        if (!known->fits || known->span > bound + 1e-7 * (1.0 + std::abs(bound))) continue;
+        if (!known->fits || known->span > bound + 1e-7 * (1.0 + std::abs(bound))) return;
         span = known->span;
         makespan = known->makespan;
       } else {
@@ -218,7 +239,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
         std::optional<VPlan> r = RunCandidate(index, p, screen_m, costs, cap, patterns, variants,
                                               name, error, bound, /*record=*/false, &pruned);
         if (!r && pruned && at_hopeless) hopeless.push_back(index);
-        if (!r) continue;
+        if (!r) return;
         span = r->max_span;
         makespan = r->makespan;
       }
@@ -231,6 +252,16 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       }
       double& fb = family_best[family(index)];
       fb = std::min(fb, span);
+    };
+    for (int index : order) screen(index);
+    // The later candidates (after the others: which of them is a finalist does not depend on
+    // the order, since a candidate stopped at a bound already lost to the ones that set it).
+    if (later) {
+      take_later();
+      for (int i = from_later; i < static_cast<int>(variants.size()); ++i) {
+        all.push_back(i);
+        screen(i);
+      }
     }
     // Rank in the candidates' own order (ties keep it), as if all had run to the end.
     auto position = [&](int index) { return index < 0 ? -index - 1 : index + 1000000; };

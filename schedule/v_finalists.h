@@ -22,10 +22,11 @@
 // The caller may pass `beat_span` (a plan it already has, e.g. the ZB-V wave): candidates that
 // cannot beat it are stopped or skipped the same way.
 //
-// Thread-safety: pure functions.
+// Thread-safety: pure functions (PlanBestV may run `later` on a thread of its own).
 #ifndef PIPETRAIN_SCHEDULE_V_FINALISTS_H_
 #define PIPETRAIN_SCHEDULE_V_FINALISTS_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,13 +81,18 @@ struct ScreenedPattern {
 // early and never returned (error when none is left).
 // `close_second`, if given: the best full-m plan of another candidate whose span is within
 // 2% of the winner's (the caller polishes both: the polish can reorder their ranking).
+// `later`, if given, makes more variants (appended to `variants`): a search that takes long
+// (the modulo blocks: 17-34 ms at p = 64, m = 1024) runs on a second thread while the other
+// candidates are screened. The plan is the same as with its variants passed in `variants`, on
+// any number of cores.
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
                                 double cap, const std::vector<VPatternKind>& patterns,
-                                const std::vector<VVariant>& variants, const std::string& name,
+                                std::vector<VVariant> variants, const std::string& name,
                                 double beat_span = 1e300,
                                 std::optional<VPlan>* close_second = nullptr,
                                 std::vector<TimedPattern> timed = {},
-                                const std::vector<ScreenedPattern>& screened = {});
+                                const std::vector<ScreenedPattern>& screened = {},
+                                const std::function<std::vector<VVariant>()>& later = {});
 
 // The prefix PlanBestV screens its candidates on (when m is larger): 2p microbatches, at least 24.
 int VScreenMicrobatches(int num_workers);

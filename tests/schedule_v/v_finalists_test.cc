@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "schedule/pipeline_spec.h"
 #include "schedule/v_generators.h"
+#include "schedule/v_modulo_block.h"
 #include "schedule/v_pattern.h"
 
 namespace pipetrain::schedule {
@@ -166,6 +167,54 @@ TEST(VFinalistsTest, APlanInHandBetterThanEveryCandidateIsReturned) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->variant, "in hand");
   EXPECT_EQ(plan->max_span, span);
+}
+
+// Candidates made by `later` (on a second thread while the others are screened) give the plan
+// that the same candidates give when passed in `variants`: the same winner, to the action. The
+// later ones are modulo-scheduled blocks, which win some of these cells; where PlanBestV does
+// not screen (m <= the prefix) `later` runs first, on the caller's thread.
+TEST(VFinalistsTest, CandidatesMadeLaterGiveThePlanOfCandidatesPassedIn) {
+  const std::vector<VPatternKind> patterns = {VPatternKind::kHalf, VPatternKind::kMin};
+  int later_won = 0;
+  for (const Cell& base : kCells) {
+    for (int m : {base.m, VScreenMicrobatches(base.p)}) {
+      const Cell c{base.p, m, base.b, base.w, base.comm};
+      const CostModel costs = CellCosts(c);
+      const double cap = VHalfPeakLaw(c.p);
+      std::vector<VVariant> blocks;
+      ModuloBlockOptions options;  // the shortest period with blocks within the cap
+      std::vector<BuildingBlock> found;
+      for (options.extra_slots = 0; found.empty() && options.extra_slots < 40;
+           ++options.extra_slots) {
+        found = ModuloVBlocks(c.p, costs, cap, options);
+      }
+      for (BuildingBlock& b : found) {
+        VVariant v;
+        v.label = absl::StrCat("modulo block #", blocks.size());
+        v.fixed_block = std::move(b);
+        blocks.push_back(std::move(v));
+      }
+      ASSERT_FALSE(blocks.empty()) << c.p << " " << c.m;
+      std::vector<VVariant> all = GreedyCandidates();
+      all.insert(all.end(), blocks.begin(), blocks.end());
+      absl::StatusOr<VPlan> passed = PlanBestV(c.p, c.m, costs, cap, patterns, all, "t");
+      int calls = 0;
+      absl::StatusOr<VPlan> made = PlanBestV(c.p, c.m, costs, cap, patterns, GreedyCandidates(),
+                                             "t", 1e300, nullptr, {}, {}, [&] {
+                                               ++calls;
+                                               return blocks;
+                                             });
+      ASSERT_TRUE(passed.ok()) << passed.status();
+      ASSERT_TRUE(made.ok()) << made.status();
+      EXPECT_EQ(calls, 1);
+      EXPECT_EQ(made->variant, passed->variant) << c.p << " " << c.m;
+      EXPECT_EQ(made->max_span, passed->max_span) << c.p << " " << c.m;
+      EXPECT_EQ(made->makespan, passed->makespan) << c.p << " " << c.m;
+      EXPECT_EQ(made->schedule.worker_actions, passed->schedule.worker_actions) << c.p;
+      later_won += made->variant.rfind("modulo block", 0) == 0;
+    }
+  }
+  EXPECT_GT(later_won, 0) << "no cell where a later candidate wins";
 }
 
 }  // namespace
