@@ -231,6 +231,15 @@ int main(int argc, char** argv) {
   report_cmd->add_option("job_id", job_id, "Job id")->required();
   report_cmd->add_option("--step", trace_step, "Step; -1 = the newest kept")->capture_default_str();
   report_cmd->add_option("--output,-o", report_output, "SVG file (default <job>-step-<N>.svg)");
+  double replay_host_cores = -1;
+  report_cmd
+      ->add_option("--replay-host-cores", replay_host_cores,
+                   "Also replay the step with its own costs (each stage's F, B, W at their "
+                   "measured CPU time, the measured hop between ranks), the ranks sharing this "
+                   "many cores of one host, as `pipetrain local` runs them (0: a device per "
+                   "rank): a replay that matches the measured step says the plan's costs were "
+                   "the miss")
+      ->check(CLI::NonNegativeNumber);
   add_common(report_cmd, false);
 
   int64_t export_step = 0;
@@ -339,8 +348,9 @@ int main(int argc, char** argv) {
     status = pipetrain::client::WatchCommand(job_options, job_id, std::cout, std::cerr);
   } else if (report_cmd->parsed()) {
     name = "pipetrain report";
-    status = pipetrain::client::ReportCommand(job_options, job_id, trace_step, report_output,
-                                              std::cout);
+    status = pipetrain::client::ReportCommand(
+        job_options, job_id, trace_step, report_output, std::cout,
+        replay_host_cores >= 0 ? std::optional<double>(replay_host_cores) : std::nullopt);
   } else if (trace_cmd->parsed()) {
     name = "pipetrain trace";
     status = pipetrain::client::TraceCommand(job_options, job_id, trace_step, trace_output,

@@ -192,7 +192,8 @@ std::vector<JobReport::CpuUse> CpuUseOf(const schedule::Schedule& schedule,
 
 }  // namespace
 
-absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTrace& trace) {
+absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTrace& trace,
+                                         std::optional<double> replay_host_cores) {
   JobReport report;
   report.job_id = trace.job_id();
   report.step = trace.step();
@@ -218,6 +219,19 @@ absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTra
                                                            sums));
     report.predicted_sums = schedule::PredictedGradientSums(report.schedule, step);
     report.measured_sums = MeasuredGradientSums(trace, 0, report.schedule.num_workers);
+  }
+  if (replay_host_cores.has_value()) {
+    report.replay_host_cores = *replay_host_cores;
+    // Every replica's ranks share the cores; the sums across them take no time on either side
+    // (the measured step is replica 0's actions, which end before its sums do).
+    absl::StatusOr<StepReplay> replay =
+        ReplayStep(report.schedule, costs, trace, *replay_host_cores, report.replicas,
+                   std::vector<double>(report.schedule.num_stages, 0.0));
+    if (replay.ok()) {
+      report.replay = std::move(*replay);
+    } else {
+      report.replay_note = std::string(replay.status().message());
+    }
   }
   return report;
 }
@@ -264,6 +278,26 @@ std::string FormatJobReport(const JobReport& r) {
       }
     }
     out.back() = '\n';
+  }
+  if (r.replay) {
+    const StepReplay& x = *r.replay;
+    const std::string where =
+        r.replay_host_cores > 0
+            ? absl::StrFormat("the %d ranks sharing %g cores", r.replicas * r.schedule.num_workers,
+                              r.replay_host_cores)
+            : std::string("a device per rank");
+    const std::string hop =
+        x.hops_measured > 0
+            ? absl::StrFormat("hop %.3f ms, the mean over %d messages", x.hop_s * 1e3,
+                              x.hops_measured)
+            : absl::StrFormat("hop %.3f ms, the plan's (none measurable)", x.hop_s * 1e3);
+    absl::StrAppendFormat(&out,
+                          "replayed with the step's own costs (each stage's F, B, W at their "
+                          "mean CPU time; %s), %s: %.3f ms (measured/replayed %.3f)\n",
+                          hop, where, x.step_s * 1e3,
+                          x.step_s > 0 ? r.measured.makespan / x.step_s : 0.0);
+  } else if (!r.replay_note.empty()) {
+    out += "no replay: " + r.replay_note + "\n";
   }
   out += "peak activation bytes per worker (predicted / measured):";
   for (int w = 0; w < r.schedule.num_workers; ++w) {

@@ -16,10 +16,12 @@
 #ifndef PIPETRAIN_CLIENT_REPORT_H_
 #define PIPETRAIN_CLIENT_REPORT_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/step_replay.h"
 #include "pipetrain/v1/coordinator.pb.h"
 #include "pipetrain/v1/plan.pb.h"
 #include "schedule/gradient_sum_lane.h"
@@ -51,6 +53,12 @@ struct JobReport {
     int actions = 0;
   };
   std::vector<CpuUse> cpu_use;
+  // The step replayed with its own costs (client/step_replay.h), when asked for: the ranks
+  // sharing `replay_host_cores` cores (0: a device per rank). `replay_note` says why there is
+  // none when it was asked for and could not be made.
+  std::optional<StepReplay> replay;
+  double replay_host_cores = 0;
+  std::string replay_note;
 };
 
 // The measured step of `trace` against `schedule`: trace.ranks[r] must hold one timing per
@@ -59,7 +67,10 @@ struct JobReport {
 absl::StatusOr<schedule::SimResult> MeasuredStep(const schedule::Schedule& schedule,
                                                  const v1::StepTrace& trace);
 
-absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTrace& trace);
+// `replay_host_cores` set: also the step replayed with its own costs, the ranks sharing that
+// many cores of one host (0: a device per rank).
+absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTrace& trace,
+                                         std::optional<double> replay_host_cores = std::nullopt);
 
 // One SVG: a summary, the predicted and the measured Gantt charts on one time scale (ms), and
 // every worker's activation memory over the step, predicted (dashed) and measured (solid).

@@ -10,7 +10,8 @@
 namespace pipetrain::client {
 
 absl::Status ReportCommand(const JobCommandOptions& options, const std::string& job_id, int step,
-                           const std::string& svg_file, std::ostream& out) {
+                           const std::string& svg_file, std::ostream& out,
+                           std::optional<double> replay_host_cores) {
   JobClient client(options.coordinator, options.token, options.tls);
   PT_ASSIGN_OR_RETURN(v1::Job job, client.Get(job_id));
   if (!job.has_plan() || job.plan().workers_size() == 0) {
@@ -20,7 +21,7 @@ absl::Status ReportCommand(const JobCommandOptions& options, const std::string& 
   }
   PT_ASSIGN_OR_RETURN(v1::StepTrace trace, client.GetStepTrace(job_id, step));
   if (trace.job_id().empty()) trace.set_job_id(job_id);
-  PT_ASSIGN_OR_RETURN(JobReport report, BuildJobReport(job.plan(), trace));
+  PT_ASSIGN_OR_RETURN(JobReport report, BuildJobReport(job.plan(), trace, replay_host_cores));
   const std::string path =
       svg_file.empty() ? absl::StrCat(job_id, "-step-", trace.step(), ".svg") : svg_file;
   std::ofstream file(path, std::ios::trunc);

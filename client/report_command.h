@@ -6,6 +6,7 @@
 #ifndef PIPETRAIN_CLIENT_REPORT_COMMAND_H_
 #define PIPETRAIN_CLIENT_REPORT_COMMAND_H_
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -15,8 +16,10 @@
 namespace pipetrain::client {
 
 // `step` -1: the newest step the coordinator kept. `svg_file` empty: "<job>-step-<N>.svg".
+// `replay_host_cores` set: also print the step replayed with its own costs (client/step_replay.h).
 absl::Status ReportCommand(const JobCommandOptions& options, const std::string& job_id, int step,
-                           const std::string& svg_file, std::ostream& out);
+                           const std::string& svg_file, std::ostream& out,
+                           std::optional<double> replay_host_cores = std::nullopt);
 
 }  // namespace pipetrain::client
 

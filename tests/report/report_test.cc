@@ -9,6 +9,7 @@
 #include "schedule/codec/plan_proto.h"
 #include "schedule/generator.h"
 #include "schedule/passes.h"
+#include "schedule/shared_core_simulator.h"
 
 namespace pipetrain::client {
 namespace {
@@ -221,6 +222,113 @@ TEST(JobReportTest, SvgHasBothTimelinesAndAMemoryCurvePerWorker) {
     EXPECT_NE(svg.find(w), std::string::npos) << w;
   }
   EXPECT_NE(svg.find("measured/predicted 1.500"), std::string::npos);
+}
+
+// The trace's CPU time of every compute action `cpu_scale` x its wall time (others 5 us), and
+// each rank's clock shifted by its own offset (ranks start their steps at different moments).
+v1::StepTrace WithCpuAndOwnClocks(v1::StepTrace trace, double cpu_scale) {
+  const int64_t offsets[] = {0, 3'000'017, 1'234'567, 50};
+  for (int r = 0; r < trace.ranks_size(); ++r) {
+    for (v1::ActionTiming& t : *trace.mutable_ranks(r)->mutable_timings()) {
+      const v1::ActionKind k = t.action().kind();
+      const bool compute = k == v1::ACTION_KIND_F || k == v1::ACTION_KIND_B ||
+                           k == v1::ACTION_KIND_W || k == v1::ACTION_KIND_BW;
+      t.set_cpu_ns(compute ? static_cast<int64_t>((t.end_ns() - t.start_ns()) * cpu_scale) : 5'000);
+      t.set_start_ns(t.start_ns() + offsets[r % 4]);
+      t.set_end_ns(t.end_ns() + offsets[r % 4]);
+    }
+  }
+  return trace;
+}
+
+// A trace that replays the plan (each action at its simulated time, the ranks' clocks apart)
+// gives back the plan's hop and costs, and so its step: exact up to the whole-ns times.
+TEST(StepReplayTest, AReplayOfThePlanGivesBackItsHopCostsAndStep) {
+  for (const char* name : {"1f1b", "zb-h1", "v-half"}) {
+    SCOPED_TRACE(name);
+    const Planned planned = MakePlan(name, 4, 8);
+    const v1::StepTrace trace = WithCpuAndOwnClocks(ReplayTrace(planned, 1.0), 1.0);
+    absl::StatusOr<std::pair<double, int>> hop = MeasuredHop(planned.schedule, trace);
+    ASSERT_TRUE(hop.ok()) << hop.status();
+    EXPECT_NEAR(hop->first, 0.0002, 2e-9);
+    EXPECT_GT(hop->second, 4);
+    absl::StatusOr<StepReplay> replay = ReplayStep(planned.schedule, planned.costs, trace, 0);
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    EXPECT_EQ(replay->hops_measured, hop->second);
+    EXPECT_NEAR(replay->costs.comm, 0.0002, 2e-9);
+    for (const schedule::StageCost& c : replay->costs.stages) {
+      EXPECT_NEAR(c.f, 0.001 / planned.schedule.ChunksPerWorker(), 2e-9);
+      EXPECT_NEAR(c.FusedBackward(), 0.002 / planned.schedule.ChunksPerWorker(), 4e-9);
+    }
+    EXPECT_NEAR(replay->step_s, planned.sim.makespan, 1e-7);
+    // Four ranks on two cores: the shared-core simulation of the same costs.
+    schedule::CoreSharing sharing{{0, 0, 0, 0}, {2.0}, {1, 1, 1, 1}};
+    absl::StatusOr<double> shared =
+        schedule::SimulateSharedCores(planned.schedule, replay->costs, sharing);
+    ASSERT_TRUE(shared.ok()) << shared.status();
+    absl::StatusOr<StepReplay> on_two = ReplayStep(planned.schedule, planned.costs, trace, 2);
+    ASSERT_TRUE(on_two.ok()) << on_two.status();
+    EXPECT_DOUBLE_EQ(on_two->step_s, *shared);
+    EXPECT_GT(on_two->step_s, replay->step_s * 1.2);
+  }
+}
+
+// The replay's compute times are the CPU times, not the wall times: at twice the CPU, every F,
+// B and W costs twice the plan's and the step is the plan simulated with those costs.
+TEST(StepReplayTest, ComputeTimesAreTheActionsCpuTimes) {
+  const Planned planned = MakePlan("zb-h1", 4, 8);
+  const v1::StepTrace trace = WithCpuAndOwnClocks(ReplayTrace(planned, 1.0), 2.0);
+  absl::StatusOr<StepReplay> replay = ReplayStep(planned.schedule, planned.costs, trace, 0);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  schedule::CostModel doubled = planned.costs;
+  for (schedule::StageCost& c : doubled.stages) {
+    c.f *= 2;
+    c.b *= 2;
+    c.w *= 2;
+  }
+  for (size_t i = 0; i < doubled.stages.size(); ++i) {
+    EXPECT_NEAR(replay->costs.stages[i].f, doubled.stages[i].f, 4e-9);
+    EXPECT_NEAR(replay->costs.stages[i].b, doubled.stages[i].b, 4e-9);
+    EXPECT_NEAR(replay->costs.stages[i].w, doubled.stages[i].w, 4e-9);
+  }
+  const absl::StatusOr<schedule::SimResult> expected =
+      schedule::Simulate(planned.schedule, doubled);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_NEAR(replay->step_s, expected->makespan, 1e-7);
+}
+
+TEST(StepReplayTest, ATraceWithoutCpuTimesIsRefusedNamingTheAction) {
+  const Planned planned = MakePlan("1f1b", 2, 4);
+  absl::StatusOr<StepReplay> replay =
+      ReplayStep(planned.schedule, planned.costs, ReplayTrace(planned, 1.0), 2);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_EQ(replay.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(replay.status().message().find("rank 0 reported no CPU time for 0F0"),
+            std::string::npos)
+      << replay.status();
+}
+
+// The report prints the replay only when asked for, and says why there is none.
+TEST(StepReplayTest, TheReportPrintsTheReplayWhenAskedFor) {
+  const Planned planned = MakePlan("1f1b", 4, 8);
+  const v1::StepTrace trace = WithCpuAndOwnClocks(ReplayTrace(planned, 1.0), 1.0);
+  absl::StatusOr<JobReport> plain = BuildJobReport(planned.plan, trace);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(FormatJobReport(*plain).find("replay"), std::string::npos);
+  absl::StatusOr<JobReport> report = BuildJobReport(planned.plan, trace, 2.0);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->replay.has_value());
+  const std::string text = FormatJobReport(*report);
+  EXPECT_NE(text.find(absl::StrFormat("hop 0.200 ms, the mean over %d messages), the 4 ranks "
+                                      "sharing 2 cores: %.3f ms (measured/replayed %.3f)",
+                                      report->replay->hops_measured, report->replay->step_s * 1e3,
+                                      report->measured.makespan / report->replay->step_s)),
+            std::string::npos)
+      << text;
+  absl::StatusOr<JobReport> none = BuildJobReport(planned.plan, ReplayTrace(planned, 1.0), 2.0);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_NE(FormatJobReport(*none).find("no replay: rank 0 reported no CPU time for 0F0"),
+            std::string::npos);
 }
 
 }  // namespace
