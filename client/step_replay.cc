@@ -1,7 +1,5 @@
 #include "client/step_replay.h"
 
-#include <algorithm>
-#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>

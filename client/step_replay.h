@@ -23,6 +23,7 @@
 #ifndef PIPETRAIN_CLIENT_STEP_REPLAY_H_
 #define PIPETRAIN_CLIENT_STEP_REPLAY_H_
 
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
