@@ -79,12 +79,14 @@ struct Scored {
 
 // Runs candidate `index` (see Scored) for m microbatches; nullopt if it does not fit the cap or
 // if its longest worker span is certain to exceed `abort_span` (then *pruned = true). `record`
-// = false: the greedy engine does not materialise its actions (for screening).
+// = false: the greedy engine does not materialise its actions (for screening). `trend_span`: a
+// greedy variant's run also stops (pruned) when its pace half-way puts it past this
+// (VGreedyOptions::trend_abort_span).
 std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& costs, double cap,
                                   const std::vector<VPatternKind>& patterns,
                                   const std::vector<VVariant>& variants, const std::string& name,
-                                  absl::Status& error, double abort_span, bool record,
-                                  bool* pruned) {
+                                  absl::Status& error, double abort_span, bool record, bool* pruned,
+                                  double trend_span = 1e300) {
   *pruned = false;
   if (index < 0) {
     const VPatternKind kind = patterns[-index - 1];
@@ -107,6 +109,7 @@ std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& cost
   VGreedyOptions options = variant.options;
   options.memory_cap = cap;
   options.abort_span = abort_span;
+  options.trend_abort_span = trend_span;
   options.record = record;
   if (variant.inflight > 0) options.max_inflight.assign(p, variant.inflight);
   absl::StatusOr<VGreedyResult> r = GreedyScheduleV(p, m, costs, options, name);
@@ -355,6 +358,20 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     }
     return nullptr;
   };
+  // The margin a greedy's extrapolated full-m span must pass the best full-m span so far by (and
+  // the slack) to be stopped or skipped for its trend: see trend_loses and greedy_trend below.
+  constexpr double kTrendMargin = 1.10;
+  // A greedy's full-m run at large sizes (m >= 8p: a quarter of the run is past the warm-up) also
+  // stops when its own pace at 3/8 of the run puts it past `beaten` x kTrendMargin + the slack
+  // (VGreedyOptions::trend_abort_span; not a bound, like trend_loses' estimate from two prefixes,
+  // but one from the run's steady state). At p = 64, m = 1024, 1:1.5:0.5 with comm 0.2 and
+  // v-adaptive's limit 40, a greedy whose prefix trend said 3829 ran in full to 4502 against a
+  // block's 3944.6 (20 ms); its pace stops it after 3/8.
+  auto greedy_trend = [&](double beaten) {
+    return close_second == nullptr && m >= 8 * p && beaten < kNoLimit
+               ? beaten * kTrendMargin + slack
+               : kNoLimit;
+  };
   // A full-m run; a pattern the caller timed already is taken from `timed` (each runs at full m
   // once at most). Its timing had no bound but beat_span's: a run stopped at a lower bound
   // would not have been Better either.
@@ -373,7 +390,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       }
     }
     return RunCandidate(index, p, m, costs, cap, patterns, variants, name, error, bound,
-                        /*record=*/true, pruned);
+                        /*record=*/true, pruned, greedy_trend(bound));
   };
   std::vector<const Scored*> ran;
   std::optional<VPlan> best;
@@ -397,7 +414,6 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
   // p = 64, m = 1024, 1:1.5:0.5 with comm 0.2, V-Min's greedy ran to 7898 against the pattern's
   // 6022 (trend 8004), V-Half's to 5543 against 4092 (trend 5447), each a full-m run of
   // 393k actions that lost (`gen_fingerprint`'s cases: the same plans with and without it).
-  constexpr double kTrendMargin = 1.10;
   auto trend_loses = [&](int index, double best_span) {
     if (close_second != nullptr || index < 0 || index >= static_cast<int>(variants.size()) ||
         periodic(index) || !(best_span < kNoLimit)) {
@@ -441,9 +457,9 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     if (early_second && trend_loses(finalists[0], early_second->max_span)) {
       first_loses = true;  // as if its full-m run had been stopped at the second's span
     } else if (early_second && (guess >= kNoLimit || guess <= early_second->max_span + slack)) {
+      const double beaten = std::min(beat_span, early_second->max_span);
       early_first = RunCandidate(finalists[0], p, m, costs, cap, patterns, variants, name, error,
-                                 std::min(beat_span, early_second->max_span), /*record=*/true,
-                                 &pruned);
+                                 beaten, /*record=*/true, &pruned, greedy_trend(beaten));
       first_loses = !early_first && pruned;
     }
   }

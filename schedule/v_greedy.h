@@ -59,6 +59,11 @@ struct VGreedyOptions {
   // exceed abort_span (a worker's span so far plus its remaining work), returning pruned = true
   // and no schedule. kInf-like default = never.
   double abort_span = 1e300;
+  // A heuristic stop, not a bound (for candidate searches at large m): when 3/8 of the passes are
+  // committed, each worker's span is extrapolated from its own pace since 1/4 were (the work it
+  // committed per unit of time then) over its remaining work, with no cool-down; a run whose
+  // longest extrapolated span passes trend_abort_span stops (pruned = true), as for abort_span.
+  double trend_abort_span = 1e300;
   // false: do not materialise the actions (schedule stays empty; spans and peaks are exact).
   bool record = true;
 };
@@ -68,7 +73,7 @@ struct VGreedyResult {
   double max_span = 0.0;     // longest worker span (first start to last end)
   double makespan = 0.0;     // last end over all workers (first start is 0)
   std::vector<double> peak;  // per worker, exact
-  bool pruned = false;       // stopped early: max_span > options.abort_span
+  bool pruned = false;       // stopped early: max_span > options.abort_span (or by the trend)
 };
 
 // `costs` has 2p stages (VPlacement). InvalidArgument when the cap is below one microbatch on a

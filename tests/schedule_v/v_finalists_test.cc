@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "schedule/pipeline_spec.h"
 #include "schedule/v_generators.h"
+#include "schedule/v_greedy.h"
 #include "schedule/v_modulo_block.h"
 #include "schedule/v_pattern.h"
 
@@ -215,6 +216,34 @@ TEST(VFinalistsTest, CandidatesMadeLaterGiveThePlanOfCandidatesPassedIn) {
     }
   }
   EXPECT_GT(later_won, 0) << "no cell where a later candidate wins";
+}
+
+// The greedy engine's trend stop (VGreedyOptions::trend_abort_span): a run whose pace at 3/8 of
+// its passes puts its span well past the limit stops (pruned, no plan); one whose pace stays
+// under it is not touched (the same plan as without the limit). The pace is a good estimate on
+// these steady-state runs: within 20% of the span the run reaches.
+TEST(VFinalistsTest, TheGreedyTrendStopsOnlyARunWhosePacePassesTheLimit) {
+  for (const Cell& c : {Cell{8, 128, 1.5, 0.5, 0.2}, Cell{6, 96, 2, 1, 0.1}}) {
+    const CostModel costs = CellCosts(c);
+    VGreedyOptions options;
+    options.memory_cap = VHalfPeakLaw(c.p);
+    absl::StatusOr<VGreedyResult> plain = GreedyScheduleV(c.p, c.m, costs, options, "t");
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    ASSERT_FALSE(plain->pruned);
+    options.trend_abort_span = 0.8 * plain->max_span;
+    absl::StatusOr<VGreedyResult> stopped = GreedyScheduleV(c.p, c.m, costs, options, "t");
+    ASSERT_TRUE(stopped.ok()) << stopped.status();
+    EXPECT_TRUE(stopped->pruned) << c.p;
+    EXPECT_TRUE(stopped->schedule.worker_actions.empty() ||
+                stopped->schedule.worker_actions[0].size() <
+                    plain->schedule.worker_actions[0].size());
+    options.trend_abort_span = 1.2 * plain->max_span;
+    absl::StatusOr<VGreedyResult> kept = GreedyScheduleV(c.p, c.m, costs, options, "t");
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    EXPECT_FALSE(kept->pruned) << c.p;
+    EXPECT_EQ(kept->max_span, plain->max_span);
+    EXPECT_EQ(kept->schedule.worker_actions, plain->schedule.worker_actions);
+  }
 }
 
 }  // namespace
