@@ -80,7 +80,7 @@ class VGreedy {
         Notify(to, notify_ready_);
       }
       if (committed) --remaining;
-      if (committed && opt_.trend_abort_span < kInf) {
+      if (committed && opt_.trend_abort_span < 1e300) {
         if (remaining == pace_from) {
           pace_clock = clock_;
           pace_rem = rem_;
@@ -123,6 +123,7 @@ class VGreedy {
   // worker is found from the group minima. (A tournament tree walked every level after most
   // decisions, each level waiting on the one below: half the engine's time at p = 64.)
   static constexpr int kGroup = 8;
+  static_assert(kGroup == 8, "SetPending takes the minimum of eight");
   void SetPending(int w, double time) {
     pending_[w] = time;
     const int g = w / kGroup;
