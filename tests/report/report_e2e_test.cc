@@ -55,6 +55,19 @@ TEST(ReportE2eTest, ReportOfAFinishedJobMatchesPredictedMemory) {
   EXPECT_GT(report->measured.makespan, 0);
   EXPECT_DOUBLE_EQ(report->predicted.makespan, done->plan().prediction().makespan_s());
 
+  // The replay with the step's own costs: real workers' CPU times for every stage, a hop
+  // measured from their messages (both ways, with receivers that waited), a step to compare.
+  auto replayed = client::BuildJobReport(done->plan(), *trace, 2.0);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  ASSERT_TRUE(replayed->replay.has_value()) << replayed->replay_note;
+  EXPECT_GT(replayed->replay->hops_measured, 0);
+  EXPECT_GT(replayed->replay->hop_s, 0);
+  for (const schedule::StageCost& c : replayed->replay->costs.stages) {
+    EXPECT_GT(c.f, 0);
+    EXPECT_GT(c.FusedBackward(), 0);
+  }
+  EXPECT_GT(replayed->replay->step_s, 0);
+
   const std::string svg_path = absl::StrCat((*cluster)->dir(), "/report.svg");
   std::string cli;
   ASSERT_EQ(Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " report --coordinator ", address, " ",
@@ -66,6 +79,17 @@ TEST(ReportE2eTest, ReportOfAFinishedJobMatchesPredictedMemory) {
             std::string::npos)
       << cli;
   EXPECT_NE(cli.find("peak activation bytes per worker"), std::string::npos) << cli;
+  EXPECT_EQ(cli.find("replayed"), std::string::npos) << cli;  // only when asked for
+  std::string with_replay;
+  ASSERT_EQ(
+      Shell(absl::StrCat(PIPETRAIN_CLIENT_BIN, " report --coordinator ", address, " ", done->id(),
+                         " --replay-host-cores 2 --output ", svg_path, ".replay.svg"),
+            &with_replay),
+      0)
+      << with_replay;
+  EXPECT_NE(with_replay.find("replayed with the step's own costs"), std::string::npos)
+      << with_replay;
+  EXPECT_NE(with_replay.find("the 2 ranks sharing 2 cores"), std::string::npos) << with_replay;
   std::ifstream in(svg_path);
   std::stringstream svg;
   svg << in.rdbuf();
