@@ -222,11 +222,8 @@ absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTra
   }
   if (replay_host_cores.has_value()) {
     report.replay_host_cores = *replay_host_cores;
-    // Every replica's ranks share the cores; the sums across them take no time on either side
-    // (the measured step is replica 0's actions, which end before its sums do).
     absl::StatusOr<StepReplay> replay =
-        ReplayStep(report.schedule, costs, trace, *replay_host_cores, report.replicas,
-                   std::vector<double>(report.schedule.num_stages, 0.0));
+        ReplayStep(report.schedule, costs, trace, *replay_host_cores, report.replicas);
     if (replay.ok()) {
       report.replay = std::move(*replay);
     } else {

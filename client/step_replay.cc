@@ -83,8 +83,7 @@ absl::StatusOr<std::pair<double, int>> MeasuredHop(const schedule::Schedule& sch
 
 absl::StatusOr<StepReplay> ReplayStep(const schedule::Schedule& schedule,
                                       const schedule::CostModel& plan_costs,
-                                      const v1::StepTrace& trace, double host_cores,
-                                      int replicas, const std::vector<double>& stage_allreduce_s) {
+                                      const v1::StepTrace& trace, double host_cores, int replicas) {
   PT_ASSIGN_OR_RETURN(const auto hop, MeasuredHop(schedule, trace));
   StepReplay replay;
   replay.costs = plan_costs;
@@ -127,7 +126,7 @@ absl::StatusOr<StepReplay> ReplayStep(const schedule::Schedule& schedule,
   sharing.threads_of_worker.assign(ranks, 1);
   schedule::ReplicaSums sums;
   sums.replicas = replicas;
-  if (replicas > 1) sums.stage_allreduce_s = stage_allreduce_s;
+  if (replicas > 1) sums.stage_allreduce_s.assign(schedule.num_stages, 0.0);
   PT_ASSIGN_OR_RETURN(replay.step_s,
                       schedule::SimulateSharedCores(schedule, replay.costs, sharing, sums));
   return replay;

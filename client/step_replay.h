@@ -10,9 +10,9 @@
 // relative to its own step start, so a pair of ranks' clocks is aligned first from the messages
 // both ways (the least apparent hop each way is the same hop plus and minus the clock offset).
 // The replay is then simulated with the ranks of every replica sharing `host_cores` cores of
-// one host (processor sharing, schedule/shared_core_simulator.h; 0: a device per rank), with
-// the given gradient sums across replicas (`pipetrain report` gives none: its measured step is
-// replica 0's actions, which end before its sums do).
+// one host (processor sharing, schedule/shared_core_simulator.h; 0: a device per rank). The
+// gradient sums across replicas take no time in it: the report's measured step is replica 0's
+// actions, which end before its sums do.
 //
 // What it shows on the default job (docs/data_parallel.md): where the replayed step matches the
 // measured one, the model's structure holds and the plan's costs were the miss; where it stays
@@ -24,7 +24,6 @@
 #define PIPETRAIN_CLIENT_STEP_REPLAY_H_
 
 #include <utility>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "pipetrain/v1/coordinator.pb.h"
@@ -37,7 +36,7 @@ struct StepReplay {
   schedule::CostModel costs;  // the plan's, with the step's own compute times and hop
   double hop_s = 0;           // the measured hop (the plan's comm where none was measurable)
   int hops_measured = 0;      // messages the hop is the mean of
-  double step_s = 0;          // the replayed step: first action to last (or last sum)
+  double step_s = 0;          // the replayed step: first action to last
 };
 
 // The mean hop of replica 0's messages in `trace` (see above) and how many it averages; {0, 0}
@@ -47,16 +46,14 @@ struct StepReplay {
 absl::StatusOr<std::pair<double, int>> MeasuredHop(const schedule::Schedule& schedule,
                                                    const v1::StepTrace& trace);
 
-// `replicas` >= 1 copies of the schedule share the host (data parallelism, with
-// `stage_allreduce_s` per stage when replicas > 1, as Prediction.stage_allreduce_s). Every
-// stage and compute kind of the schedule must have CPU times in replica 0's ranks
-// (FailedPrecondition naming the first that has none: a GPU worker's trace, or one from before
-// the CPU times were recorded).
+// `replicas` >= 1 copies of the schedule share the host (data parallelism). Every stage and
+// compute kind of the schedule must have CPU times in replica 0's ranks (FailedPrecondition
+// naming the first that has none: a GPU worker's trace, or one from before the CPU times were
+// recorded).
 absl::StatusOr<StepReplay> ReplayStep(const schedule::Schedule& schedule,
                                       const schedule::CostModel& plan_costs,
                                       const v1::StepTrace& trace, double host_cores,
-                                      int replicas = 1,
-                                      const std::vector<double>& stage_allreduce_s = {});
+                                      int replicas = 1);
 
 }  // namespace pipetrain::client
 

@@ -80,7 +80,7 @@ struct Scored {
 // Runs candidate `index` (see Scored) for m microbatches; nullopt if it does not fit the cap or
 // if its longest worker span is certain to exceed `abort_span` (then *pruned = true). `record`
 // = false: the greedy engine does not materialise its actions (for screening). `trend_span`: a
-// greedy variant's run also stops (pruned) when its pace half-way puts it past this
+// greedy variant's run also stops (pruned) when its pace at 3/8 of the run puts it past this
 // (VGreedyOptions::trend_abort_span).
 std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& costs, double cap,
                                   const std::vector<VPatternKind>& patterns,
