@@ -81,12 +81,13 @@ struct Scored {
 // if its longest worker span is certain to exceed `abort_span` (then *pruned = true). `record`
 // = false: the greedy engine does not materialise its actions (for screening). `trend_span`: a
 // greedy variant's run also stops (pruned) when its pace at 3/8 of the run puts it past this
-// (VGreedyOptions::trend_abort_span).
+// (VGreedyOptions::trend_abort_span; `late_limits`: VGreedyOptions::late_limits).
 std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& costs, double cap,
                                   const std::vector<VPatternKind>& patterns,
                                   const std::vector<VVariant>& variants, const std::string& name,
                                   absl::Status& error, double abort_span, bool record, bool* pruned,
-                                  double trend_span = 1e300) {
+                                  double trend_span = 1e300,
+                                  std::function<bool(double*, double*)> late_limits = {}) {
   *pruned = false;
   if (index < 0) {
     const VPatternKind kind = patterns[-index - 1];
@@ -110,6 +111,7 @@ std::optional<VPlan> RunCandidate(int index, int p, int m, const CostModel& cost
   options.memory_cap = cap;
   options.abort_span = abort_span;
   options.trend_abort_span = trend_span;
+  options.late_limits = std::move(late_limits);
   options.record = record;
   if (variant.inflight > 0) options.max_inflight.assign(p, variant.inflight);
   absl::StatusOr<VGreedyResult> r = GreedyScheduleV(p, m, costs, options, name);
@@ -130,6 +132,10 @@ bool Better(const VPlan& a, const std::optional<VPlan>& best) {
 }
 
 constexpr double kNoLimit = 1e300;
+
+// From this many actions (6 p m) up, PlanBestV's look-ahead runs its two finalists side by side
+// where there is a second core (below that a run takes about a millisecond or less).
+constexpr long kParallelLookAheadActions = 1L << 16;
 
 // A candidate's predicted span at full m; kNoLimit if none (it runs last and is never skipped).
 double Prediction(const std::vector<std::pair<int, double>>& predicted, int index) {
@@ -168,21 +174,11 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
   // 2p microbatches carries over; only the best few run at full m.
   const int screen_m = std::max(2 * p, 24);
   const bool screens = m > screen_m && patterns.size() + variants.size() > 2;
-  // `later`'s candidates are screened after the others, made meanwhile on a second thread
-  // (on one core: when needed); where nothing is screened they are made first.
+  // `later`'s candidates are screened after the others (the caller may make them meanwhile);
+  // where nothing is screened they are made first.
   const int from_later = static_cast<int>(variants.size());
-  std::vector<VVariant> made_later;
-  std::optional<std::jthread> maker;
-  if (later && screens && std::thread::hardware_concurrency() > 1) {
-    maker.emplace([&] { made_later = later(); });
-  }
   auto take_later = [&] {
-    if (maker) {
-      maker->join();
-    } else {
-      made_later = later();
-    }
-    for (VVariant& v : made_later) variants.push_back(std::move(v));
+    for (VVariant& v : later()) variants.push_back(std::move(v));
   };
   if (later && !screens) take_later();
   std::vector<int> all;
@@ -450,18 +446,69 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
       finalists[0] < static_cast<int>(variants.size()) && !periodic(finalists[0]) &&
       finalists[1] < static_cast<int>(variants.size()) && periodic(finalists[1]) &&
       !skipped_for_beat(finalists[1])) {
+    const int first = finalists[0], second = finalists[1];
+    // What the look-ahead does with the first finalist once the second's full-m run is in.
+    enum class Then { kLoses, kRun, kSkip };
+    auto then = [&] {
+      if (!early_second) return Then::kSkip;
+      if (trend_loses(first, early_second->max_span)) return Then::kLoses;
+      const double guess = Prediction(predicted, second);
+      return guess >= kNoLimit || guess <= early_second->max_span + slack ? Then::kRun
+                                                                          : Then::kSkip;
+    };
+    auto beaten = [&] { return std::min(beat_span, early_second->max_span); };
     bool pruned = false;
-    early_second = run_full(finalists[1], beat_span, &pruned);
-    second_ran = true;
-    const double guess = Prediction(predicted, finalists[1]);
-    if (early_second && trend_loses(finalists[0], early_second->max_span)) {
-      first_loses = true;  // as if its full-m run had been stopped at the second's span
-    } else if (early_second && (guess >= kNoLimit || guess <= early_second->max_span + slack)) {
-      const double beaten = std::min(beat_span, early_second->max_span);
-      early_first = RunCandidate(finalists[0], p, m, costs, cap, patterns, variants, name, error,
-                                 beaten, /*record=*/true, &pruned, greedy_trend(beaten));
-      first_loses = !early_first && pruned;
+    Then next = Then::kSkip;
+    // A pattern the caller timed is no run (run_full takes its plan).
+    const bool second_timed =
+        second < 0 && std::any_of(timed.begin(), timed.end(), [&](const TimedPattern& t) {
+          return t.kind == patterns[-second - 1];
+        });
+    if (!second_timed && 6L * p * m >= kParallelLookAheadActions &&
+        std::thread::hardware_concurrency() > 1) {
+      // Both runs at once: the second on a thread of its own, the first (a greedy) with only
+      // beat_span until its trend moment, where it takes the bounds it would have had after the
+      // second's run (VGreedyOptions::late_limits) and ends as it would have then. p = 64,
+      // m = 1024, 1:1.5:0.5 with comm 0.2, v-adaptive: a block's 8.5 ms beside the first 3/8
+      // of a greedy (~10 ms) instead of before it. (Where the second's run ends the look-ahead,
+      // its prefix trend saying the greedy loses, the greedy's 3/8 are spent for nothing: on
+      // the other core, as long as they last no longer than the second's run.)
+      std::optional<Then> decided;
+      absl::Status first_error;
+      std::jthread second_run([&] {
+        bool unused = false;
+        early_second = run_full(second, beat_span, &unused);
+      });
+      std::optional<VPlan> r = RunCandidate(
+          first, p, m, costs, cap, patterns, variants, name, first_error, beat_span,
+          /*record=*/true, &pruned, kNoLimit, [&](double* abort_span, double* trend_span) {
+            second_run.join();
+            decided = then();
+            if (*decided != Then::kRun) return false;
+            *abort_span = beaten();
+            *trend_span = greedy_trend(beaten());
+            return true;
+          });
+      if (second_run.joinable()) second_run.join();
+      // Stopped before its trend moment (past beat_span): so it would have been with the
+      // second's bounds, which are lower.
+      if (!decided) decided = then();
+      next = *decided;
+      if (next == Then::kRun) {
+        early_first = std::move(r);
+        if (!first_error.ok()) error = first_error;
+      }
+    } else {
+      early_second = run_full(second, beat_span, &pruned);
+      next = then();
+      if (next == Then::kRun) {
+        early_first = RunCandidate(first, p, m, costs, cap, patterns, variants, name, error,
+                                   beaten(), /*record=*/true, &pruned, greedy_trend(beaten()));
+      }
     }
+    second_ran = true;
+    // kLoses: as if its full-m run had been stopped at the second's span.
+    first_loses = next == Then::kLoses || (next == Then::kRun && !early_first && pruned);
   }
   for (size_t position = 0; position < finalists.size(); ++position) {
     const int index = finalists[position];

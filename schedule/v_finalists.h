@@ -22,7 +22,7 @@
 // The caller may pass `beat_span` (a plan it already has, e.g. the ZB-V wave): candidates that
 // cannot beat it are stopped or skipped the same way.
 //
-// Thread-safety: pure functions (PlanBestV may run `later` on a thread of its own).
+// Thread-safety: pure functions.
 #ifndef PIPETRAIN_SCHEDULE_V_FINALISTS_H_
 #define PIPETRAIN_SCHEDULE_V_FINALISTS_H_
 
@@ -81,10 +81,10 @@ struct ScreenedPattern {
 // early and never returned (error when none is left).
 // `close_second`, if given: the best full-m plan of another candidate whose span is within
 // 2% of the winner's (the caller polishes both: the polish can reorder their ranking).
-// `later`, if given, makes more variants (appended to `variants`): a search that takes long
-// (the modulo blocks: 17-34 ms at p = 64, m = 1024) runs on a second thread while the other
-// candidates are screened. The plan is the same as with its variants passed in `variants`, on
-// any number of cores.
+// `later`, if given, gives more variants (appended to `variants`), called once: after the
+// others are screened where PlanBestV screens (so a search that takes long, the modulo blocks'
+// 33 ms at p = 64, m = 1024, can run meanwhile on a thread of the caller's), else first. The
+// plan is the same as with its variants passed in `variants`.
 absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const CostModel& costs,
                                 double cap, const std::vector<VPatternKind>& patterns,
                                 std::vector<VVariant> variants, const std::string& name,

@@ -63,6 +63,8 @@ class VGreedy {
     // The trend stop's two moments (options.trend_abort_span): 1/4 and 3/8 of the passes done.
     const long pace_from = total - total / 4, pace_at = total - total * 3 / 8;
     std::vector<double> pace_clock, pace_rem;
+    trend_at_ = opt_.trend_abort_span;
+    const bool paced = trend_at_ < 1e300 || opt_.late_limits;
     for (int w = Earliest(); w >= 0; w = Earliest()) {
       now_ = pending_[w];
       // w's own wake-up time is settled by Decide, and its group's minimum is taken once after
@@ -80,13 +82,16 @@ class VGreedy {
         Notify(to, notify_ready_);
       }
       if (committed) --remaining;
-      if (committed && opt_.trend_abort_span < 1e300) {
+      if (committed && paced) {
         if (remaining == pace_from) {
           pace_clock = clock_;
           pace_rem = rem_;
-        } else if (remaining == pace_at && !pace_clock.empty() &&
-                   TrendSpan(pace_clock, pace_rem) > opt_.trend_abort_span) {
-          r_.pruned = true;
+        } else if (remaining == pace_at) {
+          if (opt_.late_limits && !TakeLateLimits()) {
+            r_.pruned = true;
+          } else if (!pace_clock.empty() && TrendSpan(pace_clock, pace_rem) > trend_at_) {
+            r_.pruned = true;
+          }
         }
       }
       if (r_.pruned) return std::move(r_);
@@ -142,6 +147,16 @@ class VGreedy {
       longest = std::max(longest, clock_[w] - first_[w] + rem_[w] * took / done);
     }
     return longest;
+  }
+  // options.late_limits: false when the run stops (pruned).
+  bool TakeLateLimits() {
+    double abort_span = opt_.abort_span;
+    if (!opt_.late_limits(&abort_span, &trend_at_)) return false;
+    abort_at_ = std::min(abort_at_, abort_span + 1e-7 * (1.0 + std::abs(abort_span)));
+    for (int w = 0; w < p_; ++w) {
+      if (clock_[w] - first_[w] + rem_[w] > abort_at_) return false;  // as Commit's check
+    }
+    return true;
   }
   // The worker with the earliest pending decision (ties: the lowest), or -1 when none is pending.
   int Earliest() const {
@@ -309,6 +324,7 @@ class VGreedy {
   std::vector<double> clock_, first_, pending_, mem_;
   std::vector<double> rem_;  // per worker: work not yet committed
   double abort_at_ = kInf;
+  double trend_at_ = kInf;  // options.trend_abort_span, or late_limits' value
   // pending_: per worker, its next decision time (kInf = asleep until notified), padded to whole
   // groups; group_min_: the least of each group's.
   int num_groups_ = 0;

@@ -25,6 +25,7 @@
 #ifndef PIPETRAIN_SCHEDULE_V_GREEDY_H_
 #define PIPETRAIN_SCHEDULE_V_GREEDY_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,12 @@ struct VGreedyOptions {
   // committed per unit of time then) over its remaining work, with no cool-down; a run whose
   // longest extrapolated span passes trend_abort_span stops (pruned = true), as for abort_span.
   double trend_abort_span = 1e300;
+  // When set, called once at the trend stop's moment (3/8 of the passes committed), before the
+  // trend is checked: it may lower *abort_span and set *trend_abort_span then, for a caller that
+  // learns its bounds while the run goes (from a run on another thread). The run ends as it
+  // would have with those bounds from the start (a worker already past the new abort_span
+  // stops it there: its span so far plus its remaining work only grows). false: stop (pruned).
+  std::function<bool(double* abort_span, double* trend_abort_span)> late_limits;
   // false: do not materialise the actions (schedule stays empty; spans and peaks are exact).
   bool record = true;
 };

@@ -246,5 +246,64 @@ TEST(VFinalistsTest, TheGreedyTrendStopsOnlyARunWhosePacePassesTheLimit) {
   }
 }
 
+// Bounds learned during a greedy run (VGreedyOptions::late_limits, taken at the trend moment)
+// end the run exactly as the same bounds given from the start: pruned alike, else the same plan
+// to the action. Among the cases: runs that the bound from the start stops before the trend
+// moment, runs that only the trend stops, and runs that end.
+TEST(VFinalistsTest, LateLimitsEndTheRunAsTheSameLimitsFromTheStart) {
+  int stopped_early = 0, stopped_by_trend = 0, kept = 0;
+  for (const Cell& c : {Cell{8, 128, 1.5, 0.5, 0.2}, Cell{6, 96, 2, 1, 0.1}}) {
+    const CostModel costs = CellCosts(c);
+    VGreedyOptions options;
+    options.memory_cap = VHalfPeakLaw(c.p);
+    absl::StatusOr<VGreedyResult> plain = GreedyScheduleV(c.p, c.m, costs, options, "t");
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    const double span = plain->max_span;
+    const size_t moment = 6 * static_cast<size_t>(c.p) * c.m * 3 / 8;
+    for (double abort : {0.6, 0.8, 0.9, 0.99, 1.0, 1.05, 1e300}) {
+      for (double trend : {0.8, 1.2, 1e300}) {
+        VGreedyOptions given = options;
+        given.abort_span = abort * span;
+        given.trend_abort_span = trend * span;
+        absl::StatusOr<VGreedyResult> start = GreedyScheduleV(c.p, c.m, costs, given, "t");
+        VGreedyOptions late = options;
+        int calls = 0;
+        late.late_limits = [&](double* abort_span, double* trend_span) {
+          ++calls;
+          *abort_span = abort * span;
+          *trend_span = trend * span;
+          return true;
+        };
+        absl::StatusOr<VGreedyResult> learned = GreedyScheduleV(c.p, c.m, costs, late, "t");
+        ASSERT_TRUE(start.ok()) << start.status();
+        ASSERT_TRUE(learned.ok()) << learned.status();
+        EXPECT_EQ(calls, 1);
+        EXPECT_EQ(learned->pruned, start->pruned) << c.p << " " << abort << " " << trend;
+        if (start->pruned) {
+          size_t done = 0;
+          for (const auto& list : start->schedule.worker_actions) done += list.size();
+          stopped_early += done < moment;
+          stopped_by_trend += abort > 1.1 && trend < 1.0;
+          continue;
+        }
+        ++kept;
+        EXPECT_EQ(learned->max_span, span);
+        EXPECT_EQ(learned->makespan, start->makespan);
+        EXPECT_EQ(learned->peak, start->peak);
+        EXPECT_EQ(learned->schedule.worker_actions, plain->schedule.worker_actions);
+      }
+    }
+    // A caller that gives up at the moment stops the run there.
+    VGreedyOptions give_up = options;
+    give_up.late_limits = [](double*, double*) { return false; };
+    absl::StatusOr<VGreedyResult> stopped = GreedyScheduleV(c.p, c.m, costs, give_up, "t");
+    ASSERT_TRUE(stopped.ok()) << stopped.status();
+    EXPECT_TRUE(stopped->pruned);
+  }
+  EXPECT_GT(stopped_early, 0);
+  EXPECT_GT(stopped_by_trend, 0);
+  EXPECT_GT(kept, 0);
+}
+
 }  // namespace
 }  // namespace pipetrain::schedule
