@@ -25,6 +25,7 @@
 #include "client/report_command.h"
 #include "client/trace_command.h"
 #include "common/command_line.h"
+#include "common/heap_policy.h"
 #include "common/secret.h"
 #include "common/version.h"
 #include "schedule/generator.h"
@@ -61,6 +62,7 @@ int RunPlanCommand(const pipetrain::client::PlanOptions& options, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+  pipetrain::KeepFreedMemoryInHeap();  // `plan` builds and drops plans of megabytes
   CLI::App app{"pipetrain: pipeline-parallel training service client"};
   app.set_version_flag("--version", pipetrain::VersionLine("pipetrain"));
   app.footer(

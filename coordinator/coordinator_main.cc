@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/heap_policy.h"
 #include "common/secret.h"
 #include "common/version.h"
 #include "coordinator/coordinator.h"
 #include "glog/logging.h"
 
 int main(int argc, char** argv) {
+  pipetrain::KeepFreedMemoryInHeap();  // plans of megabytes, built and dropped per job
   pipetrain::coordinator::CoordinatorConfig config;
   double heartbeat_timeout_s = 3;
   double prepare_timeout_s = 120;

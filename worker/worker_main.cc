@@ -16,7 +16,6 @@
 // explicit cuda choice that cannot be met exits with the reason (exit code 1).
 // --emulate (either mode) replaces compute by sleeping for the plan's predicted times: EMULATED,
 // for scale tests only. Flags are parsed here and nowhere else.
-#include <malloc.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -24,6 +23,7 @@
 #include <string>
 
 #include "glog/logging.h"
+#include "common/heap_policy.h"
 #include "common/secret.h"
 #include "common/version.h"
 #include "worker/device/device_list.h"
@@ -39,10 +39,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  // Keep freed tensor buffers in the heap: steady-state steps then reuse pages instead of
-  // faulting in fresh mmaps for every activation and message.
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // Steady-state steps reuse freed tensor buffers' pages instead of faulting in fresh mmaps for
+  // every activation and message.
+  pipetrain::KeepFreedMemoryInHeap();
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <ctime>
 
+#include "common/heap_policy.h"
 #include "schedule/generator.h"
 #include "schedule/passes.h"
 #include "schedule/simulator.h"
@@ -79,6 +80,7 @@ int RunCase(const std::string& name, const PipelineSpec& spec, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pipetrain::KeepFreedMemoryInHeap();  // as the coordinator and the CLI, which generate plans
   if (argc >= 3 && std::string(argv[1]) == "--cases") {
     std::ifstream in(argv[2]);
     std::string line;

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/suite/suite.h"
+#include "common/heap_policy.h"
 
 namespace {
 
@@ -123,6 +124,7 @@ int Usage(const char* message) {
 
 int main(int argc, char** argv) {
   using namespace pipetrain::bench;
+  pipetrain::KeepFreedMemoryInHeap();  // as the coordinator, CLI and workers whose work it times
   SuiteOptions options;
   std::vector<std::string> args(argv, argv + argc);
   for (size_t i = 1; i < args.size(); ++i) {

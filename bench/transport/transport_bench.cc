@@ -8,7 +8,6 @@
 // `repeats` times, interleaved, and the best time is kept (the machine is shared and noisy).
 // Output: a Markdown table on stdout and, with --json FILE, machine-readable results.
 #include <arpa/inet.h>
-#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -24,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/heap_policy.h"
 #include "worker/transport/tcp_transport.h"
 
 namespace pipetrain::worker {
@@ -158,10 +158,8 @@ double TransportRun(int64_t bytes, int64_t count, bool checksum) {
 
 int main(int argc, char** argv) {
   using namespace pipetrain::worker;
-  // As pipetrain-worker does: keep freed tensor buffers in the heap instead of returning them
-  // to the kernel, so steady-state messages do not page-fault on fresh mmaps.
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // As pipetrain-worker does, so that steady-state messages do not page-fault on fresh mmaps.
+  pipetrain::KeepFreedMemoryInHeap();
   std::string json_path;
   int repeats = 3;
   for (int i = 1; i < argc; ++i) {
