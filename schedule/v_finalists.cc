@@ -410,7 +410,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
   // p = 64, m = 1024, 1:1.5:0.5 with comm 0.2, V-Min's greedy ran to 7898 against the pattern's
   // 6022 (trend 8004), V-Half's to 5543 against 4092 (trend 5447), each a full-m run of
   // 393k actions that lost (`gen_fingerprint`'s cases: the same plans with and without it).
-  auto trend_loses = [&](int index, double best_span) {
+  auto trend_loses = [&](int index, double best_span, absl::Status& run_error) {
     if (close_second != nullptr || index < 0 || index >= static_cast<int>(variants.size()) ||
         periodic(index) || !(best_span < kNoLimit)) {
       return false;
@@ -429,7 +429,7 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
         at_screen->span - (limit - at_screen->span) * (screen_m - short_m) / (m - screen_m);
     bool pruned = false;
     std::optional<VPlan> r =
-        RunCandidate(index, p, short_m, costs, cap, patterns, variants, name, error,
+        RunCandidate(index, p, short_m, costs, cap, patterns, variants, name, run_error,
                      below + 1e-6 * (1.0 + std::abs(below)), /*record=*/false, &pruned);
     if (!r) return false;
     const double rate = std::max(slack, (at_screen->span - r->max_span) / (screen_m - short_m));
@@ -449,9 +449,9 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     const int first = finalists[0], second = finalists[1];
     // What the look-ahead does with the first finalist once the second's full-m run is in.
     enum class Then { kLoses, kRun, kSkip };
-    auto then = [&] {
+    auto then = [&](absl::Status& run_error) {
       if (!early_second) return Then::kSkip;
-      if (trend_loses(first, early_second->max_span)) return Then::kLoses;
+      if (trend_loses(first, early_second->max_span, run_error)) return Then::kLoses;
       const double guess = Prediction(predicted, second);
       return guess >= kNoLimit || guess <= early_second->max_span + slack ? Then::kRun
                                                                           : Then::kSkip;
@@ -466,41 +466,41 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
         });
     if (!second_timed && 6L * p * m >= kParallelLookAheadActions &&
         std::thread::hardware_concurrency() > 1) {
-      // Both runs at once: the second on a thread of its own, the first (a greedy) with only
-      // beat_span until its trend moment, where it takes the bounds it would have had after the
-      // second's run (VGreedyOptions::late_limits) and ends as it would have then. p = 64,
-      // m = 1024, 1:1.5:0.5 with comm 0.2, v-adaptive: a block's 8.5 ms beside the first 3/8
-      // of a greedy (~10 ms) instead of before it. (Where the second's run ends the look-ahead,
-      // its prefix trend saying the greedy loses, the greedy's 3/8 are spent for nothing: on
-      // the other core, as long as they last no longer than the second's run.)
-      std::optional<Then> decided;
-      absl::Status first_error;
+      // Both runs at once: the second (and what follows from it, `then`) on a thread of its own,
+      // the first (a greedy) with only beat_span until its trend moment, where it takes the
+      // bounds it would have had after the second's run (VGreedyOptions::late_limits) and ends
+      // as it would have then. p = 64, m = 1024, 1:1.5:0.5 with comm 0.2, v-adaptive: a
+      // block's 6.8 ms and the greedy's prefix trend (1.9 ms) beside the first 3/8 of a greedy
+      // (~8.5 ms) instead of before it. (Where `then` ends the look-ahead, the greedy's 3/8 are
+      // spent for nothing, on the other core, while the second runs.)
+      Then decided = Then::kSkip;
+      absl::Status first_error, second_error;
       std::jthread second_run([&] {
         bool unused = false;
         early_second = run_full(second, beat_span, &unused);
+        decided = then(second_error);
       });
       std::optional<VPlan> r = RunCandidate(
           first, p, m, costs, cap, patterns, variants, name, first_error, beat_span,
           /*record=*/true, &pruned, kNoLimit, [&](double* abort_span, double* trend_span) {
             second_run.join();
-            decided = then();
-            if (*decided != Then::kRun) return false;
+            if (decided != Then::kRun) return false;
             *abort_span = beaten();
             *trend_span = greedy_trend(beaten());
             return true;
           });
+      // (Stopped before its trend moment, past beat_span: so it would have been with the
+      // second's bounds, which are lower.)
       if (second_run.joinable()) second_run.join();
-      // Stopped before its trend moment (past beat_span): so it would have been with the
-      // second's bounds, which are lower.
-      if (!decided) decided = then();
-      next = *decided;
+      if (!second_error.ok()) error = second_error;
+      next = decided;
       if (next == Then::kRun) {
         early_first = std::move(r);
         if (!first_error.ok()) error = first_error;
       }
     } else {
       early_second = run_full(second, beat_span, &pruned);
-      next = then();
+      next = then(error);
       if (next == Then::kRun) {
         early_first = RunCandidate(first, p, m, costs, cap, patterns, variants, name, error,
                                    beaten(), /*record=*/true, &pruned, greedy_trend(beaten()));
@@ -526,7 +526,8 @@ absl::StatusOr<VPlan> PlanBestV(int num_workers, int num_microbatches, const Cos
     const double guess = Prediction(predicted, index);
     const double beaten = std::min(best ? best->max_span : kNoLimit, beat_skips ? beat_span : kNoLimit);
     if (beaten < kNoLimit && guess < kNoLimit && guess > beaten + slack) continue;
-    if (best && !(position == 0 && (first_loses || early_first)) && trend_loses(index, best->max_span)) {
+    if (best && !(position == 0 && (first_loses || early_first)) &&
+        trend_loses(index, best->max_span, error)) {
       continue;
     }
     bool pruned = false;
