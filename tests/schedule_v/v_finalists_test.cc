@@ -218,15 +218,23 @@ TEST(VFinalistsTest, CandidatesMadeLaterGiveThePlanOfCandidatesPassedIn) {
   EXPECT_GT(later_won, 0) << "no cell where a later candidate wins";
 }
 
+// The greedy trend tests' cells: long enough for a steady state at 3/8 of the run.
+const Cell kSteadyCells[] = {{8, 128, 1.5, 0.5, 0.2}, {6, 96, 2, 1, 0.1}};
+
+VGreedyOptions VHalfCapped(const Cell& c) {
+  VGreedyOptions options;
+  options.memory_cap = VHalfPeakLaw(c.p);
+  return options;
+}
+
 // The greedy engine's trend stop (VGreedyOptions::trend_abort_span): a run whose pace at 3/8 of
 // its passes puts its span well past the limit stops (pruned, no plan); one whose pace stays
 // under it is not touched (the same plan as without the limit). The pace is a good estimate on
 // these steady-state runs: within 20% of the span the run reaches.
 TEST(VFinalistsTest, TheGreedyTrendStopsOnlyARunWhosePacePassesTheLimit) {
-  for (const Cell& c : {Cell{8, 128, 1.5, 0.5, 0.2}, Cell{6, 96, 2, 1, 0.1}}) {
+  for (const Cell& c : kSteadyCells) {
     const CostModel costs = CellCosts(c);
-    VGreedyOptions options;
-    options.memory_cap = VHalfPeakLaw(c.p);
+    VGreedyOptions options = VHalfCapped(c);
     absl::StatusOr<VGreedyResult> plain = GreedyScheduleV(c.p, c.m, costs, options, "t");
     ASSERT_TRUE(plain.ok()) << plain.status();
     ASSERT_FALSE(plain->pruned);
@@ -252,10 +260,9 @@ TEST(VFinalistsTest, TheGreedyTrendStopsOnlyARunWhosePacePassesTheLimit) {
 // moment, runs that only the trend stops, and runs that end.
 TEST(VFinalistsTest, LateLimitsEndTheRunAsTheSameLimitsFromTheStart) {
   int stopped_early = 0, stopped_by_trend = 0, kept = 0;
-  for (const Cell& c : {Cell{8, 128, 1.5, 0.5, 0.2}, Cell{6, 96, 2, 1, 0.1}}) {
+  for (const Cell& c : kSteadyCells) {
     const CostModel costs = CellCosts(c);
-    VGreedyOptions options;
-    options.memory_cap = VHalfPeakLaw(c.p);
+    const VGreedyOptions options = VHalfCapped(c);
     absl::StatusOr<VGreedyResult> plain = GreedyScheduleV(c.p, c.m, costs, options, "t");
     ASSERT_TRUE(plain.ok()) << plain.status();
     const double span = plain->max_span;
