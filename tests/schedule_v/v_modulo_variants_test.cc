@@ -52,7 +52,9 @@ TEST(ModuloVariantsTest, ABoundLearnedLateGivesTheBlocksOfTheBoundKnownAtOnce) {
       const std::vector<VVariant> at_once = ModuloBlockVariants(
           c.p, costs, c.cap, c.m, [&](bool) -> std::optional<double> { return beat; });
       with_blocks += !at_once.empty();
-      if (beat == 1.0) EXPECT_TRUE(at_once.empty()) << "no period can beat a span of 1";
+      if (beat == 1.0) {
+        EXPECT_TRUE(at_once.empty()) << "no period can beat a span of 1";
+      }
       for (int late : {1, 2, 4}) {
         int asked = 0;
         const std::vector<VVariant> learned =
