@@ -22,7 +22,7 @@
 // The caller may pass `beat_span` (a plan it already has, e.g. the ZB-V wave): candidates that
 // cannot beat it are stopped or skipped the same way.
 //
-// Thread-safety: pure functions.
+// Thread-safety: pure functions (PlanBestV may time two finalists at once on a thread of its own).
 #ifndef PIPETRAIN_SCHEDULE_V_FINALISTS_H_
 #define PIPETRAIN_SCHEDULE_V_FINALISTS_H_
 

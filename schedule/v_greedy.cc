@@ -167,9 +167,9 @@ class VGreedy {
     return true;
   }
   // The worker with the earliest pending decision (ties: the lowest), or -1 when none is pending.
-  // Which of eight holds the least is read from a mask of equal compares (one vector compare),
-  // not a scan that branches on each (a quarter of the engine's time was those branches'
-  // mispredictions at p = 64).
+  // Which of eight holds the least is read from a mask of equal compares, not found by a scan
+  // that branches on each (a quarter of the engine's time was those branches' mispredictions
+  // at p = 64).
   int Earliest() const {
     // (group_min_ is padded to whole eights with kInf.)
     double least = Least(&group_min_[0]);
