@@ -105,9 +105,9 @@ std::vector<VVariant> ModuloBlockVariants(
   return out;
 }
 
-ModuloLane::ModuloLane(int p, const CostModel& costs, double cap, int m)
+ModuloLane::ModuloLane(int p, const CostModel& costs, double cap, int m, bool own_thread)
     : p_(p), costs_(costs), cap_(cap), m_(m) {
-  if (std::thread::hardware_concurrency() > 1) {
+  if (own_thread) {
     thread_ = std::jthread([this](std::stop_token stop) { blocks_ = Run(stop); });
   }
 }

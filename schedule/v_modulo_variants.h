@@ -48,12 +48,13 @@ std::vector<VVariant> ModuloBlockVariants(
     int p, const CostModel& costs, double cap, int m,
     const std::function<std::optional<double>(bool wait)>& beat_span);
 
-// ModuloBlockVariants on a thread of its own from construction, where the machine has more than
-// one core, so that its searches overlap the caller's other work; on one core it runs in Take,
-// with the span known. `costs` must outlive the lane.
+// ModuloBlockVariants on a thread of its own from construction (`own_thread`, by default where
+// the machine has more than one core), so that its searches overlap the caller's other work;
+// else it runs in Take, with the span known. `costs` must outlive the lane.
 class ModuloLane {
  public:
-  ModuloLane(int p, const CostModel& costs, double cap, int m);
+  ModuloLane(int p, const CostModel& costs, double cap, int m,
+             bool own_thread = std::thread::hardware_concurrency() > 1);
 
   // The span the blocks must beat.
   void SetBeat(double span);

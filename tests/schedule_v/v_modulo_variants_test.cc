@@ -75,21 +75,22 @@ TEST(ModuloVariantsTest, ABoundLearnedLateGivesTheBlocksOfTheBoundKnownAtOnce) {
   EXPECT_GT(with_blocks, 0);
 }
 
-// The lane gives ModuloBlockVariants' blocks for the span set after it started, and a lane
-// dropped before a span is set stops and joins (no hang).
+// The lane gives ModuloBlockVariants' blocks for the span set after it started, on its own
+// thread or (as on one core) in Take; a lane dropped before a span is set stops and joins.
 TEST(ModuloVariantsTest, TheLaneGivesTheBlocksOfItsSpanAndCanBeDroppedUnset) {
   const CostModel costs = Costs(8, 1.5, 0.5, 0.2);
   const double cap = VHalfPeakLaw(8);
   const VOrderEval pattern = EvaluateVOrder(MakeVPattern(VPatternKind::kHalf, 8, 64, "t"), costs);
   ASSERT_TRUE(pattern.ok);
-  ModuloLane lane(8, costs, cap, 64);
-  lane.SetBeat(pattern.max_span);
-  const std::vector<VVariant> taken = lane.Take();
-  EXPECT_FALSE(taken.empty());
-  ExpectSameBlocks(taken, ModuloBlockVariants(8, costs, cap, 64, [&](bool) {
-                     return std::optional<double>(pattern.max_span);
-                   }));
-  { ModuloLane dropped(8, costs, cap, 64); }
+  const std::vector<VVariant> expected = ModuloBlockVariants(
+      8, costs, cap, 64, [&](bool) { return std::optional<double>(pattern.max_span); });
+  EXPECT_FALSE(expected.empty());
+  for (bool own_thread : {true, false}) {
+    ModuloLane lane(8, costs, cap, 64, own_thread);
+    lane.SetBeat(pattern.max_span);
+    ExpectSameBlocks(lane.Take(), expected);
+  }
+  { ModuloLane dropped(8, costs, cap, 64, /*own_thread=*/true); }
 }
 
 }  // namespace
