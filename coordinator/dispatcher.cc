@@ -5,9 +5,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/nccl_groups.h"
 #include "common/secret.h"
-#include "model/job_model.h"
 #include "glog/logging.h"
+#include "model/job_model.h"
 
 namespace pipetrain::coordinator {
 namespace {
@@ -43,19 +44,35 @@ absl::StatusOr<std::vector<v1::PrepareRequest>> Dispatcher::BuildPrepareRequests
     const v1::Job& job, const std::vector<DispatchTarget>& targets) const {
   std::vector<RankDevice> devices;
   for (const DispatchTarget& t : targets) devices.push_back(t.device);
-  const v1::TransportKind transport =
-      ChooseTransport(devices, model::DataParallelSize(job.spec()));
-  std::string nccl_id;
+  const int replicas = model::DataParallelSize(job.spec());
+  const int p = std::max(1, job.plan().workers_size());
+  const v1::TransportKind transport = ChooseTransport(devices);
+  // NCCL: one id per communicator group, from the worker of the group's first member.
+  std::vector<std::string> pipeline_ids(replicas), stage_ids(p);
   if (transport == v1::TRANSPORT_KIND_NCCL) {
-    absl::StatusOr<std::string> id =
-        client_->CreateNcclId(targets[0].address, job.id(), options_.prepare_timeout);
-    if (!id.ok()) {
-      return absl::Status(id.status().code(),
-                          absl::StrCat("CreateNcclId failed on rank 0 (worker ",
-                                       targets[0].worker_id, " at ", targets[0].address,
-                                       "): ", id.status().message()));
+    absl::StatusOr<std::vector<NcclGroup>> groups = NcclGroupsOf(p, replicas);
+    if (!groups.ok()) return groups.status();
+    for (const NcclGroup& group : *groups) {
+      const int creator = group.creator();
+      if (creator >= static_cast<int>(targets.size())) {
+        return absl::InvalidArgumentError(absl::StrCat("the job has ", replicas * p, " ranks, but ",
+                                                       targets.size(), " workers were assigned"));
+      }
+      absl::StatusOr<std::string> id =
+          client_->CreateNcclId(targets[creator].address, job.id(), options_.prepare_timeout);
+      if (!id.ok()) {
+        return absl::Status(
+            id.status().code(),
+            absl::StrCat("CreateNcclId failed on rank ", creator, " (worker ",
+                         targets[creator].worker_id, " at ", targets[creator].address, ", for ",
+                         group.kind == NcclGroupKind::kPipeline
+                             ? "the pipeline group of replica "
+                             : "the stage group of pipeline rank ",
+                         group.index, "): ", id.status().message()));
+      }
+      (group.kind == NcclGroupKind::kPipeline ? pipeline_ids : stage_ids)[group.index] =
+          *std::move(id);
     }
-    nccl_id = *std::move(id);
   }
   // Only this launch's ranks know it: the transport's hello carries a tag derived from it.
   const std::string transport_secret = RandomToken();
@@ -64,22 +81,23 @@ absl::StatusOr<std::vector<v1::PrepareRequest>> Dispatcher::BuildPrepareRequests
     v1::PrepareRequest& request = requests[r];
     request.set_job_id(job.id());
     // Data parallelism: target r is replica r / p's pipeline rank r % p (replica_reducer.h).
-    const int p = std::max(1, job.plan().workers_size());
-    request.set_rank(static_cast<int>(r) % p);
-    request.set_replica(static_cast<int>(r) / p);
+    const int q = static_cast<int>(r) / p, w = static_cast<int>(r) % p;
+    request.set_rank(w);
+    request.set_replica(q);
     *request.mutable_spec() = job.spec();
     *request.mutable_plan() = job.plan();
     for (size_t peer = 0; peer < targets.size(); ++peer) {
-      v1::Peer* p = request.add_peers();
-      p->set_rank(static_cast<int>(peer));
-      p->set_address(targets[peer].transport_address.empty() ? targets[peer].address
-                                                             : targets[peer].transport_address);
+      v1::Peer* entry = request.add_peers();
+      entry->set_rank(static_cast<int>(peer));
+      entry->set_address(targets[peer].transport_address.empty() ? targets[peer].address
+                                                                 : targets[peer].transport_address);
     }
     request.set_start_step(job.checkpoint_step());
     if (job.checkpoint_step() > 0) request.set_checkpoint_path(job.spec().checkpoint().dir());
     request.set_attempt(job.recoveries_size());
     request.set_transport(transport);
-    if (!nccl_id.empty()) request.set_nccl_unique_id(nccl_id);
+    if (q < replicas && !pipeline_ids[q].empty()) request.set_nccl_unique_id(pipeline_ids[q]);
+    if (!stage_ids[w].empty()) request.set_nccl_stage_unique_id(stage_ids[w]);
     request.set_transport_secret(transport_secret);
   }
   return requests;

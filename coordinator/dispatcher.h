@@ -57,8 +57,9 @@ class Dispatcher {
   void CancelLaunches() const { client_->CancelLaunchCalls(); }
 
   // The PrepareRequest of every rank, in rank order, with the transport ChooseTransport picks
-  // for the targets' devices. For NCCL, rank 0's worker is asked for the communicator id
-  // (a fresh one per call: every Prepare round joins a new communicator).
+  // for the targets' devices. For NCCL, the first member of every communicator group
+  // (common/nccl_groups.h: each replica's pipeline group, with d > 1 each stage group) is asked
+  // for that group's id (fresh ones per call: every Prepare round joins new communicators).
   absl::StatusOr<std::vector<v1::PrepareRequest>> BuildPrepareRequests(
       const v1::Job& job, const std::vector<DispatchTarget>& targets) const;
 

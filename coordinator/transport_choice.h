@@ -1,9 +1,9 @@
 // Which transport carries a job's tensors, from where its ranks compute: NCCL when every rank is
 // a CUDA worker on a GPU of its own (distinct host and device ordinal), so that NCCL can own a
 // device per rank; otherwise TCP, which stages device tensors through host memory (several ranks
-// sharing one GPU, for development, or any CPU rank). Data parallelism (replicas > 1) always
-// gets TCP: its gradient chain between replicas is made of host messages, and NCCL
-// communicators per stage group (common/nccl_groups.h) are not built yet.
+// sharing one GPU, for development, or any CPU rank). With data parallelism the ranks are all
+// d x p of the job; NCCL then runs one communicator per replica's pipeline and one per stage
+// group across the replicas (common/nccl_groups.h, worker/transport/grouped_transport.h).
 //
 // Thread-safety: pure function.
 #ifndef PIPETRAIN_COORDINATOR_TRANSPORT_CHOICE_H_
@@ -23,7 +23,7 @@ struct RankDevice {
   int device_index = 0;
 };
 
-v1::TransportKind ChooseTransport(const std::vector<RankDevice>& ranks, int replicas = 1);
+v1::TransportKind ChooseTransport(const std::vector<RankDevice>& ranks);
 
 }  // namespace pipetrain::coordinator
 

@@ -18,8 +18,11 @@
 #      runs a bf16 CUDA job; the workers register their GPU, the coordinator plans with its
 #      published peak, and the job summary (MFU, activation and allocator peaks) is appended;
 #   6. data parallelism on the GPU: 2 replicas of a 2-rank pipeline (4 ranks, staged TCP) must
-#      give bitwise the losses of the one pipeline on the whole batch, in fp32 and bf16.
-# GPU_CHECK_STEPS (default "1 2 3 4 5 6") runs a subset, e.g. "1 5" after a fix.
+#      give bitwise the losses of the one pipeline on the whole batch, in fp32 and bf16;
+#   7. NCCL on one GPU: worker daemons that each pass for a host of their own (--host,
+#      NCCL_HOSTID) run 1 x 2 and 2 x 2 jobs over NCCL (pipeline and stage groups), which must
+#      give bitwise the losses of the same jobs over TCP.
+# GPU_CHECK_STEPS (default "1 2 3 4 5 6 7") runs a subset, e.g. "1 5" after a fix.
 # Binaries come from gpu-bundle/ (scripts/gpu_bundle.sh, made on a machine with the build
 # dependencies: the GPU machines reach no package registry), else from a CUDA build in build/.
 # Budget: under 8 minutes on one H100/H200; every job runs under a deadline (JOB_TIMEOUT seconds,
@@ -37,7 +40,7 @@ logs=$work/logs
 mkdir -p "$logs"
 rehearsal=${GPU_CHECK_REHEARSAL:-0}
 job_timeout=${JOB_TIMEOUT:-120}
-steps=" ${GPU_CHECK_STEPS:-1 2 3 4 5 6} "
+steps=" ${GPU_CHECK_STEPS:-1 2 3 4 5 6 7} "
 runs() { [[ "$steps" == *" $1 "* ]]; }
 big_job_timeout=${BIG_JOB_TIMEOUT:-60}
 if [ "$rehearsal" = 1 ]; then
@@ -207,6 +210,75 @@ if runs 6; then
         "failed: $(tail -qn1 "$work"/dp?"$prec".r*.err | grep -v '^I' | head -2 | tr '\n' ' ')"
     fi
   done
+fi
+
+# ---- 7. NCCL between ranks on one GPU: every worker a "host" of its own
+# NCCL refuses two ranks of a communicator on one device of one host, and a lent machine has one
+# GPU. Each worker daemon here reports a host label of its own (--host) and gives NCCL a host id
+# of its own (NCCL_HOSTID), so the coordinator picks NCCL and NCCL links the ranks over its
+# socket transport on the loopback, as between machines. The same jobs then run on workers that
+# share one label (TCP, staged through host memory): the transport only moves bytes, so the
+# losses must be equal bit for bit.
+cluster_up() {  # dir distinct(0|1) workers: a coordinator and worker daemons -> $cl_addr, $cl_pids
+  local dir=$1 distinct=$2 n=$3 port=$((31600 + RANDOM % 2000)) label
+  mkdir -p "$dir"
+  "$bin/pipetrain-coordinator" --listen "127.0.0.1:$port" --metrics-listen 127.0.0.1:0 \
+    --db "$dir/jobs.db" >"$dir/coordinator.log" 2>&1 &
+  cl_pids=($!)
+  cl_addr=127.0.0.1:$port
+  for ((i = 0; i < 300; i++)); do
+    grep -q 'listening on' "$dir/coordinator.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  for ((i = 0; i < n; i++)); do
+    label=gpubox
+    [ "$distinct" = 1 ] && label=gpubox-$i
+    NCCL_HOSTID=$label NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO timeout "$((3 * job_timeout))" \
+      "$bin/pipetrain-worker" --coordinator "$cl_addr" --name "w$i" --host "$label" \
+      --device "$gpu_device" --metrics-listen 127.0.0.1:0 --connect-timeout 60 \
+      --recv-timeout 120 >"$dir/worker-$i.log" 2>&1 &
+    cl_pids+=($!)
+  done
+}
+cluster_down() { kill "${cl_pids[@]}" 2>/dev/null; wait "${cl_pids[@]}" 2>/dev/null; }
+submit_losses() {  # dir job -> $dir/<job>.losses: the state, then every step's loss (%.17g)
+  timeout "$job_timeout" "$bin/pipetrain" submit "$work/$2.json" --coordinator "$cl_addr" \
+    --watch --json >"$1/$2.jsonl" 2>"$1/$2.err"
+  python3 - "$1/$2.jsonl" >"$1/$2.losses" <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.strip()]
+job = json.loads(lines[-1]) if lines else {}
+print(job.get("state", "no final record"))
+for loss in job.get("losses", []):
+    print("%.17g" % loss)
+PY
+}
+if runs 7; then
+  job_file ncclp 2 1f1b PRECISION_FP32 "$gpu_kind"
+  job_file nccldp 2 1f1b PRECISION_FP32 "$gpu_kind"
+  sed -i 's/"num_workers": 2,/"num_workers": 2, "data_parallel": 2,/' "$work/nccldp.json"
+  sed -i 's/"steps": 20,/"steps": 6,/' "$work/ncclp.json" "$work/nccldp.json"
+  for side in nccl tcp; do
+    dir=$work/cluster-$side
+    cluster_up "$dir" "$([ $side = nccl ] && echo 1 || echo 0)" 4
+    for j in ncclp nccldp; do submit_losses "$dir" "$j"; done
+    cluster_down
+    cp -r "$dir" "$logs/" 2>/dev/null
+  done
+  inits=$(cat "$work"/cluster-nccl/worker-*.log | grep -c 'Init COMPLETE')
+  for j in ncclp nccldp; do
+    what="1 x 2"
+    [ $j = nccldp ] && what="2 x 2 (data parallel)"
+    a=$work/cluster-nccl/$j.losses b=$work/cluster-tcp/$j.losses
+    if [ "$(head -1 "$a")" != JOB_STATE_SUCCEEDED ] || [ "$(head -1 "$b")" != JOB_STATE_SUCCEEDED ]; then
+      row "NCCL on one GPU, $what" "failed: NCCL $(head -1 "$a"), TCP $(head -1 "$b"): $(tail -qn2 "$work"/cluster-*/$j.err | tr '\n' ' ')"
+    elif cmp -s "$a" "$b"; then
+      row "NCCL on one GPU, $what, fp32: losses vs TCP" "$(($(wc -l <"$a") - 1)) steps bitwise equal (last $(tail -1 "$a"))"
+    else
+      row "NCCL on one GPU, $what, fp32: losses vs TCP" "DIFFER: $(paste -d' ' "$a" "$b" | tail -1)"
+    fi
+  done
+  row "NCCL communicators initialized (NCCL_DEBUG lines)" "$inits (1 x 2: 2; 2 x 2: 4 ranks x 2 groups = 8)"
 fi
 
 # ---- 3. throughput of a 350M GPT in bf16

@@ -62,6 +62,11 @@ int main(int argc, char** argv) {
                  "daemon: Prometheus address (empty disables)")
       ->capture_default_str();
   app.add_option("--name", daemon.name, "daemon: stable worker name (default worker-PID)");
+  app.add_option("--host", daemon.host,
+                 "daemon: host label reported at registration (default: the hostname). Workers "
+                 "with one label share that machine's cores and GPUs in the coordinator's view "
+                 "(Kubernetes: the node name shows which CPU pods share a node; docs/gpu.md "
+                 "uses distinct labels to run NCCL ranks on one GPU)");
   app.add_option("--zone", daemon.zone,
                  "daemon: zone or rack label reported at registration; the coordinator keeps "
                  "each pipeline of a job in as few zones and hosts as it can (Kubernetes: the "

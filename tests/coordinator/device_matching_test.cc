@@ -32,10 +32,10 @@ TEST(TransportChoiceTest, NcclOnlyWithAGpuPerRank) {
   EXPECT_EQ(ChooseTransport({{kCuda, "a", 0}, {kCpu, "a", 0}}), v1::TRANSPORT_KIND_TCP);
   EXPECT_EQ(ChooseTransport({{kCuda, "", 0}, {kCuda, "", 1}}), v1::TRANSPORT_KIND_TCP);
   EXPECT_EQ(ChooseTransport({{kCuda, "a", 0}}), v1::TRANSPORT_KIND_TCP);
-  // Data parallelism: the replicas' gradient chain is host messages, so TCP even on GPUs of
-  // their own.
-  EXPECT_EQ(ChooseTransport({{kCuda, "a", 0}, {kCuda, "a", 1}, {kCuda, "b", 0}, {kCuda, "b", 1}},
-                            2),
+  // Data parallelism: all d x p ranks count, each on a GPU of its own.
+  EXPECT_EQ(ChooseTransport({{kCuda, "a", 0}, {kCuda, "a", 1}, {kCuda, "b", 0}, {kCuda, "b", 1}}),
+            v1::TRANSPORT_KIND_NCCL);
+  EXPECT_EQ(ChooseTransport({{kCuda, "a", 0}, {kCuda, "a", 1}, {kCuda, "b", 0}, {kCuda, "a", 1}}),
             v1::TRANSPORT_KIND_TCP);
 }
 
@@ -75,6 +75,48 @@ TEST_F(DispatcherNcclTest, RankZeroMakesTheIdEveryRankGets) {
       PlannedJob(), Targets({{kCuda, "node-a", 0}, {kCuda, "node-a", 1}}));
   ASSERT_TRUE(requests.ok());
   EXPECT_EQ((*requests)[1].nccl_unique_id(), "nccl-id-2-job-000007");
+}
+
+// d = 2 replicas of a 2-rank pipeline: four communicators (two pipeline groups, two stage
+// groups), each id made by the worker of the group's first member and given to its members only.
+TEST_F(DispatcherNcclTest, WithReplicasEachGroupsFirstMemberMakesItsId) {
+  v1::Job job = PlannedJob();
+  job.mutable_spec()->mutable_parallelism()->set_data_parallel(2);
+  *job.mutable_plan() = planner::PlanJob(job.spec()).value().plan;
+  ASSERT_EQ(job.plan().workers_size(), 2);
+  auto requests = dispatcher_.BuildPrepareRequests(
+      job, Targets({{kCuda, "a", 0}, {kCuda, "a", 1}, {kCuda, "b", 0}, {kCuda, "b", 1}}));
+  ASSERT_TRUE(requests.ok()) << requests.status();
+  // Pipeline groups of replicas 0 and 1 (job ranks 0 and 2 make them), then the stage groups of
+  // pipeline ranks 0 and 1 (replica 0's ranks 0 and 1).
+  EXPECT_EQ(workers_.nccl_id_calls(),
+            (std::vector<std::string>{"127.0.0.1:20000", "127.0.0.1:20002", "127.0.0.1:20000",
+                                      "127.0.0.1:20001"}));
+  ASSERT_EQ(requests->size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    const v1::PrepareRequest& request = (*requests)[r];
+    const int q = r / 2, w = r % 2;
+    EXPECT_EQ(request.replica(), q);
+    EXPECT_EQ(request.rank(), w);
+    EXPECT_EQ(request.transport(), v1::TRANSPORT_KIND_NCCL);
+    EXPECT_EQ(request.nccl_unique_id(), absl::StrCat("nccl-id-", 1 + q, "-job-000007"));
+    EXPECT_EQ(request.nccl_stage_unique_id(), absl::StrCat("nccl-id-", 3 + w, "-job-000007"));
+  }
+}
+
+TEST_F(DispatcherNcclTest, AFailedStageGroupIdNamesTheGroup) {
+  v1::Job job = PlannedJob();
+  job.mutable_spec()->mutable_parallelism()->set_data_parallel(2);
+  *job.mutable_plan() = planner::PlanJob(job.spec()).value().plan;
+  FakeWorkerClient::Behavior no_nccl;
+  no_nccl.nccl_id_status = absl::UnavailableError("gone");
+  workers_.SetBehavior("127.0.0.1:20001", no_nccl);
+  auto requests = dispatcher_.BuildPrepareRequests(
+      job, Targets({{kCuda, "a", 0}, {kCuda, "a", 1}, {kCuda, "b", 0}, {kCuda, "b", 1}}));
+  EXPECT_EQ(requests.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(requests.status().message()),
+              HasSubstr("CreateNcclId failed on rank 1 (worker worker-1 at 127.0.0.1:20001, for "
+                        "the stage group of pipeline rank 1): gone"));
 }
 
 TEST_F(DispatcherNcclTest, SharedGpuOrCpuRanksUseTcpWithoutAnId) {

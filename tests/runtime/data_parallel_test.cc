@@ -22,6 +22,7 @@
 #include "worker/runtime/model_stage_runner.h"
 #include "worker/runtime/replica_reducer.h"
 #include "worker/transport/fake_transport.h"
+#include "worker/transport/grouped_transport.h"
 #include "worker/transport/replica_view_transport.h"
 
 namespace pipetrain::worker {
@@ -68,9 +69,13 @@ struct DpCase {
   int d;
   int m;  // microbatches per step, all replicas together
   bool tied = false;
+  // The transport as NCCL builds it (grouped_transport.h): one group per replica's pipeline and
+  // one per stage across the replicas, instead of one hub linking all d x p ranks.
+  bool grouped = false;
 };
 void PrintTo(const DpCase& c, std::ostream* os) {
-  *os << c.schedule << " p=" << c.p << " d=" << c.d << " m=" << c.m << (c.tied ? " tied" : "");
+  *os << c.schedule << " p=" << c.p << " d=" << c.d << " m=" << c.m << (c.tied ? " tied" : "")
+      << (c.grouped ? " grouped" : "");
 }
 
 class DataParallelTest : public ::testing::TestWithParam<DpCase> {};
@@ -99,6 +104,9 @@ TEST_P(DataParallelTest, ReplicasTrainBitwiseLikeOneProcessOnTheWholeBatch) {
 
   const int workers = c.d * c.p;
   FakeTransportHub hub(workers);
+  std::vector<std::unique_ptr<FakeTransportHub>> pipeline_groups, stage_groups;
+  for (int q = 0; q < c.d; ++q) pipeline_groups.push_back(std::make_unique<FakeTransportHub>(c.p));
+  for (int r = 0; r < c.p; ++r) stage_groups.push_back(std::make_unique<FakeTransportHub>(c.d));
   std::vector<std::unique_ptr<kernels::CpuBackend>> backends;
   std::vector<std::unique_ptr<ModelStageRunner>> runners;
   for (int g = 0; g < workers; ++g) {
@@ -124,13 +132,29 @@ TEST_P(DataParallelTest, ReplicasTrainBitwiseLikeOneProcessOnTheWholeBatch) {
   for (int g = 0; g < workers; ++g) {
     threads.emplace_back([&, g] {
       const int q = g / c.p, r = g % c.p;
-      ReplicaViewTransport view(hub.endpoint(g), q * c.p);
+      Transport* job = hub.endpoint(g);
+      std::unique_ptr<GroupedTransport> grouped;
+      if (c.grouped) {
+        // Non-owning handles on the groups' endpoints.
+        auto made = GroupedTransport::Create(
+            q, c.d, r, c.p,
+            c.p > 1 ? std::make_unique<ReplicaViewTransport>(pipeline_groups[q]->endpoint(r), 0)
+                    : nullptr,
+            std::make_unique<ReplicaViewTransport>(stage_groups[r]->endpoint(q), 0));
+        if (!made.ok()) {
+          status[g] = made.status();
+          return;
+        }
+        grouped = *std::move(made);
+        job = grouped.get();
+      }
+      ReplicaViewTransport view(job, q * c.p);
       std::vector<int> stages;
       for (int s = 0; s < plan->num_stages; ++s) {
         if (plan->WorkerOf(s) == r) stages.push_back(s);
       }
       ReplicaReducer reducer(ReplicaPlace{q, c.d, r, c.p}, stages, plan->num_stages - 1, k,
-                             runners[g].get(), hub.endpoint(g), absl::Seconds(30));
+                             runners[g].get(), job, absl::Seconds(30));
       ExecutorOptions options;
       options.replicas = &reducer;
       Executor executor(*plan, r, runners[g].get(), &view, options);
@@ -139,6 +163,8 @@ TEST_P(DataParallelTest, ReplicasTrainBitwiseLikeOneProcessOnTheWholeBatch) {
         if (!result.ok()) {
           status[g] = result.status();
           hub.Kill(g);
+          if (c.p > 1) pipeline_groups[q]->Kill(r);
+          stage_groups[r]->Kill(q);
           return;
         }
         results[g].push_back(*std::move(result));
@@ -149,6 +175,16 @@ TEST_P(DataParallelTest, ReplicasTrainBitwiseLikeOneProcessOnTheWholeBatch) {
   for (std::thread& t : threads) t.join();
   for (int g = 0; g < workers; ++g) ASSERT_TRUE(status[g].ok()) << "rank " << g << ": " << status[g];
 
+  if (c.grouped) {
+    // Everything moved through the groups: the gradient sums through the stage groups.
+    int64_t job_hub = 0, stage = 0;
+    for (int g = 0; g < workers; ++g) job_hub += hub.endpoint(g)->stats().sent_messages;
+    for (int r = 0; r < c.p; ++r) {
+      for (int q = 0; q < c.d; ++q) stage += stage_groups[r]->endpoint(q)->stats().sent_messages;
+    }
+    EXPECT_EQ(job_hub, 0);
+    EXPECT_GT(stage, 0);
+  }
   const int loss_rank = plan->WorkerOf(plan->num_stages - 1);
   for (int g = 0; g < workers; ++g) {
     const int q = g / c.p, r = g % c.p;
@@ -192,21 +228,23 @@ TEST_P(DataParallelTest, ReplicasTrainBitwiseLikeOneProcessOnTheWholeBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, DataParallelTest,
-                         ::testing::Values(DpCase{"1f1b", 2, 2, 8}, DpCase{"v-half", 2, 2, 8},
-                                           DpCase{"zb-h1", 2, 2, 8}, DpCase{"1f1b", 2, 3, 12},
-                                           DpCase{"1f1b", 1, 4, 8}, DpCase{"1f1b", 2, 2, 8, true},
-                                           DpCase{"v-half", 4, 2, 16}, DpCase{"dualpipev", 2, 2, 8},
-                                           DpCase{"interleaved-zb", 2, 2, 8}),
-                         [](const ::testing::TestParamInfo<DpCase>& info) {
-                           std::string n =
-                               absl::StrCat(info.param.schedule, "_p", info.param.p, "_d",
-                                            info.param.d, info.param.tied ? "_tied" : "");
-                           for (char& ch : n) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, DataParallelTest,
+    ::testing::Values(DpCase{"1f1b", 2, 2, 8}, DpCase{"v-half", 2, 2, 8}, DpCase{"zb-h1", 2, 2, 8},
+                      DpCase{"1f1b", 2, 3, 12}, DpCase{"1f1b", 1, 4, 8},
+                      DpCase{"1f1b", 2, 2, 8, true}, DpCase{"v-half", 4, 2, 16},
+                      DpCase{"dualpipev", 2, 2, 8}, DpCase{"interleaved-zb", 2, 2, 8},
+                      DpCase{"v-half", 2, 2, 8, false, true}, DpCase{"1f1b", 2, 3, 12, true, true},
+                      DpCase{"1f1b", 1, 4, 8, false, true}),
+    [](const ::testing::TestParamInfo<DpCase>& info) {
+      std::string n =
+          absl::StrCat(info.param.schedule, "_p", info.param.p, "_d", info.param.d,
+                       info.param.tied ? "_tied" : "", info.param.grouped ? "_grouped" : "");
+      for (char& ch : n) {
+        if (ch == '-') ch = '_';
+      }
+      return n;
+    });
 
 // A replica that never hears from the one before it fails the step naming the sum, within its
 // receive timeout, rather than hanging.

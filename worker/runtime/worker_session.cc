@@ -25,6 +25,7 @@
 #include "worker/runtime/job_config.h"
 #include "worker/runtime/model_stage_runner.h"
 #include "worker/runtime/rank_memory.h"
+#include "worker/transport/grouped_transport.h"
 #include "worker/transport/nccl_link.h"
 #include "worker/transport/replica_view_transport.h"
 #include "worker/transport/tcp_transport.h"
@@ -175,14 +176,11 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
         "compute.device: the job needs ", v1::DeviceKind_Name(required), ", this worker is ",
         v1::DeviceKind_Name(mine), " (", Describe(options.device), ")"));
   }
-  // The replicas' gradient chain travels as host messages over the TCP transport (CUDA workers
-  // stage through host memory); the coordinator never picks NCCL for d > 1 (transport_choice.h).
-  if (replicas > 1 &&
-      (options.emulate || request.transport() == v1::TRANSPORT_KIND_NCCL)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "parallelism.data_parallel: ", replicas, " replicas need real compute (CPU or CUDA) over "
-        "the TCP transport (this worker: ", v1::DeviceKind_Name(mine), ", transport ",
-        v1::TransportKind_Name(request.transport()), "); use data_parallel 1"));
+  // The replicas' gradient sums need real gradients to sum.
+  if (replicas > 1 && options.emulate) {
+    return absl::InvalidArgumentError(absl::StrCat("parallelism.data_parallel: ", replicas,
+                                                   " replicas need real compute (CPU or CUDA); "
+                                                   "this worker emulates it; use data_parallel 1"));
   }
   ComputeBackendOptions backend_options;
   backend_options.blas_threads = options.blas_threads;
@@ -192,32 +190,29 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
                                                             backend_options));
 
   std::vector<int> my_stages;
-  std::set<int> peers;
+  std::set<int> pipeline_peers;  // pipeline ranks of this replica this one exchanges with
   for (int s = 0; s < sched.num_stages; ++s) {
     if (sched.WorkerOf(s) != rank) continue;
     my_stages.push_back(s);
     for (int n : {s - 1, s + 1}) {
       if (n >= 0 && n < sched.num_stages && sched.WorkerOf(n) != rank) {
-        peers.insert(sched.WorkerOf(n));
+        pipeline_peers.insert(sched.WorkerOf(n));
       }
     }
   }
-  // The transport speaks job ranks: this replica's pipeline neighbours, plus this pipeline
-  // rank in the other replicas (the gradient sums and losses).
-  {
-    std::set<int> in_replica;
-    in_replica.swap(peers);
-    for (int n : in_replica) peers.insert(session->replica_.replica * sched.num_workers + n);
-  }
-  for (int n : ReplicaPeers(session->replica_)) peers.insert(n);
   // Tied embeddings: the ranks of the first and the last stage swap their copies' gradients
   // every step (executor.h), so they need a link even where they are not neighbours.
   const int first_rank = sched.WorkerOf(0), last_rank = sched.WorkerOf(sched.num_stages - 1);
   if (request.spec().model().tie_embeddings() && first_rank != last_rank &&
       (rank == first_rank || rank == last_rank)) {
-    peers.insert(session->replica_.replica * sched.num_workers +
-                 (rank == first_rank ? last_rank : first_rank));
+    pipeline_peers.insert(rank == first_rank ? last_rank : first_rank);
   }
+  // The job's transport speaks job ranks: this replica's pipeline neighbours, plus this
+  // pipeline rank in the other replicas (the gradient sums and losses).
+  std::set<int> peers;
+  for (int n : pipeline_peers) peers.insert(session->replica_.replica * sched.num_workers + n);
+  const std::vector<int> replica_peers = ReplicaPeers(session->replica_);
+  peers.insert(replica_peers.begin(), replica_peers.end());
 
   // Only the embedding (first stage) and the loss (last stage) read training data: the other
   // workers never open it (docs/data.md).
@@ -313,15 +308,8 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
       return absl::InvalidArgumentError(absl::StrCat(
           "transport: NCCL needs a CUDA worker; this one is ", v1::DeviceKind_Name(mine)));
     }
-    NcclLinkOptions nccl;
-    nccl.rank = rank;
-    nccl.world_size = sched.num_workers;
-    nccl.unique_id = request.nccl_unique_id();
-    nccl.peers.assign(peers.begin(), peers.end());
-    nccl.device = options.device.index;
-    nccl.connect_timeout = options.connect_timeout;
-    nccl.timeout = options.recv_timeout;
-    PT_ASSIGN_OR_RETURN(session->transport_, ConnectNccl(nccl));
+    PT_ASSIGN_OR_RETURN(session->transport_,
+                        ConnectNcclGroups(request, session->replica_, pipeline_peers, options));
   } else {
     PT_ASSIGN_OR_RETURN(session->transport_, ConnectTcp(request, job_rank, addresses, peers,
                                                         options, std::move(listener)));
@@ -347,6 +335,45 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
                                    pipeline_transport, executor_options);
   }
   return session;
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> WorkerSession::ConnectNcclGroups(
+    const v1::PrepareRequest& request, const ReplicaPlace& place,
+    const std::set<int>& pipeline_peers, const SessionOptions& options) {
+  NcclLinkOptions link;
+  link.device = options.device.index;
+  link.connect_timeout = options.connect_timeout;
+  link.timeout = options.recv_timeout;
+  // Every rank joins its pipeline group first, then its stage group: the pipeline groups are
+  // disjoint, so all of them complete before any stage group waits for its members.
+  std::unique_ptr<Transport> pipeline, stage;
+  if (place.pipeline_ranks > 1) {
+    NcclLinkOptions nccl = link;
+    nccl.rank = place.pipeline_rank;
+    nccl.world_size = place.pipeline_ranks;
+    nccl.unique_id = request.nccl_unique_id();
+    nccl.peers.assign(pipeline_peers.begin(), pipeline_peers.end());
+    PT_ASSIGN_OR_RETURN(pipeline, ConnectNccl(nccl));
+  }
+  if (place.replicas == 1) return pipeline;
+  if (request.nccl_stage_unique_id().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl_stage_unique_id: empty; NCCL with parallelism.data_parallel ", place.replicas,
+        " needs the id of pipeline rank ", place.pipeline_rank, "'s stage group"));
+  }
+  NcclLinkOptions nccl = link;
+  nccl.rank = place.replica;
+  nccl.world_size = place.replicas;
+  nccl.unique_id = request.nccl_stage_unique_id();
+  for (int q = 0; q < place.replicas; ++q) {
+    if (q != place.replica) nccl.peers.push_back(q);
+  }
+  PT_ASSIGN_OR_RETURN(stage, ConnectNccl(nccl));
+  PT_ASSIGN_OR_RETURN(
+      std::unique_ptr<GroupedTransport> grouped,
+      GroupedTransport::Create(place.replica, place.replicas, place.pipeline_rank,
+                               place.pipeline_ranks, std::move(pipeline), std::move(stage)));
+  return std::unique_ptr<Transport>(std::move(grouped));
 }
 
 absl::StatusOr<std::unique_ptr<Transport>> WorkerSession::ConnectTcp(

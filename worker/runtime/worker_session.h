@@ -117,6 +117,12 @@ class WorkerSession {
   [[noreturn]] void CrashWhileWritingCheckpoint();
   absl::Status RunSteps(int num_steps,
                         const std::function<absl::Status(const StepResult&)>& on_step);
+  // The NCCL transport: this replica's pipeline group (ranks 0..p-1, `pipeline_peers`) and,
+  // with d > 1, this pipeline rank's stage group across the replicas, as one GroupedTransport
+  // speaking job ranks (common/nccl_groups.h).
+  static absl::StatusOr<std::unique_ptr<Transport>> ConnectNcclGroups(
+      const v1::PrepareRequest& request, const ReplicaPlace& place,
+      const std::set<int>& pipeline_peers, const SessionOptions& options);
   // The TCP transport to this rank's neighbours (binding `addresses[rank]` unless `listener`).
   static absl::StatusOr<std::unique_ptr<Transport>> ConnectTcp(
       const v1::PrepareRequest& request, int rank, const std::vector<std::string>& addresses,

@@ -129,7 +129,7 @@ absl::Status RunWorkerDaemon(const WorkerDaemonConfig& config) {
   options.device = config.session.emulate ? v1::DEVICE_KIND_EMULATED : config.session.device.kind;
   options.device_info = config.session.device;
   const HostCpus cpus = DetectHostCpus();
-  options.host = cpus.host;
+  options.host = config.host.empty() ? cpus.host : config.host;
   options.zone = config.zone;
   options.cpu_cores = cpus.cpus;
   options.compute_threads = std::max(1, config.session.blas_threads);

@@ -22,6 +22,10 @@ struct WorkerDaemonConfig {
   std::string transport_listen = "127.0.0.1:0";  // tensor transport
   std::string metrics_listen = "127.0.0.1:0";    // Prometheus /metrics; empty disables
   std::string name;                              // default: worker-<pid>
+  // The host label reported at registration; empty: this machine's hostname. Workers with one
+  // label are taken to share a machine: its CPU cores (the step-time prediction) and its GPUs
+  // by ordinal (NCCL needs a GPU of its own per rank; coordinator/transport_choice.h).
+  std::string host;
   // A zone / rack label reported at registration for placement (coordinator/placement.h);
   // empty: none.
   std::string zone;
