@@ -3,8 +3,8 @@
 # ending in one summary table (also written to $OUT/gpu_check.md when $OUT is set). Steps:
 #   1. every CUDA and NCCL test (kernels_cuda_test, cuda_smoke_test, nccl_transport_test);
 #   2. the default job (small GPT, 2-digit addition) with --device cuda: 2 and 4 ranks on one
-#      GPU (TCP between ranks, tensors staged through host memory), and one rank per GPU over
-#      NCCL when there are at least 2 GPUs; each compared with the same job on the CPU (whose
+#      GPU (TCP between ranks, tensors staged through host memory; plan files never pick NCCL,
+#      step 7 runs it); each compared with the same job on the CPU (whose
 #      bf16 is the GPU's twin: GEMM inputs rounded to bf16, fp32 sums, bf16 stash): losses within
 #      2e-3 relative in fp32 and 2e-2 in bf16 (same math, different summation orders, which in
 #      bf16 can flip a rounding); measured activation bytes equal to the plan's prediction;
@@ -19,9 +19,12 @@
 #      published peak, and the job summary (MFU, activation and allocator peaks) is appended;
 #   6. data parallelism on the GPU: 2 replicas of a 2-rank pipeline (4 ranks, staged TCP) must
 #      give bitwise the losses of the one pipeline on the whole batch, in fp32 and bf16;
-#   7. NCCL on one GPU: worker daemons that each pass for a host of their own (--host,
-#      NCCL_HOSTID) run 1 x 2 and 2 x 2 jobs over NCCL (pipeline and stage groups), which must
-#      give bitwise the losses of the same jobs over TCP.
+#   7. NCCL on one GPU: a coordinator and worker daemons that each pass for a host of their own
+#      (--host, NCCL_HOSTID) run 1 x 2 (1f1b), 2 x 2 (1f1b) and 2 x 4 (v-half) jobs over NCCL
+#      (a communicator per replica's pipeline and per stage group), and a 2 x 2 job whose
+#      replica-1 worker is killed (kill -9) after step 3 and which resumes from its checkpoint on
+#      the spare worker; each must give bitwise the losses of the same job, uninterrupted, on
+#      workers sharing one label (TCP).
 # GPU_CHECK_STEPS (default "1 2 3 4 5 6 7") runs a subset, e.g. "1 5" after a fix.
 # Binaries come from gpu-bundle/ (scripts/gpu_bundle.sh, made on a machine with the build
 # dependencies: the GPU machines reach no package registry), else from a CUDA build in build/.
@@ -170,19 +173,6 @@ for p in 2 4; do
     fi
   done
 done
-if ! runs 2; then
-  :
-elif [ "$gpus" -ge 2 ]; then
-  job_file nccl2 2 1f1b PRECISION_FP32 DEVICE_KIND_CUDA
-  if run_job nccl2 2 "$job_timeout" cuda:0 cuda:1; then
-    row "2 ranks, one GPU each, NCCL: losses vs CPU" "$(compare cpu2FP32 nccl2 2e-3)"
-  else
-    row "2 ranks, one GPU each, NCCL" "failed: $(tail -1 "$work"/nccl2.r*.err | tr '\n' ' ')"
-  fi
-else
-  row "NCCL, one rank per GPU" "not run: $gpus GPU"
-fi
-
 # ---- 5. the service path: coordinator and worker daemons (before 3 and 4: it is quick)
 if runs 5; then
   job_file localgpu 2 1f1b PRECISION_BF16 "$gpu_kind"
@@ -244,41 +234,81 @@ cluster_down() { kill "${cl_pids[@]}" 2>/dev/null; wait "${cl_pids[@]}" 2>/dev/n
 submit_losses() {  # dir job -> $dir/<job>.losses: the state, then every step's loss (%.17g)
   timeout "$job_timeout" "$bin/pipetrain" submit "$work/$2.json" --coordinator "$cl_addr" \
     --watch --json >"$1/$2.jsonl" 2>"$1/$2.err"
-  python3 - "$1/$2.jsonl" >"$1/$2.losses" <<'PY'
+  python3 - "$1/$2.jsonl" >"$1/$2.losses" 2>"$1/$2.recoveries" <<'PY'
 import json, sys
 lines = [l for l in open(sys.argv[1]) if l.strip()]
 job = json.loads(lines[-1]) if lines else {}
 print(job.get("state", "no final record"))
 for loss in job.get("losses", []):
     print("%.17g" % loss)
+print(len(job.get("recoveries", [])), "recoveries", file=sys.stderr)
 PY
+}
+kill_replica_worker() {  # dir job: after step 3, kill -9 the worker of replica 1, pipeline rank 1
+  local id="" victim="" i
+  for ((i = 0; i < 600; i++)); do
+    id=$(grep -o 'job-[0-9]*' "$1/$2.err" 2>/dev/null | head -1)
+    [ -n "$id" ] && victim=$("$bin/pipetrain" status "$id" --coordinator "$cl_addr" --json 2>/dev/null |
+      python3 -c 'import json,sys; j=json.load(sys.stdin); w=j.get("worker_ids",[])
+print(w[3] if j.get("steps_done",0) >= 3 and len(w) == 4 else "")')
+    [ -n "$victim" ] && break
+    sleep 0.1
+  done
+  # The worker's name is w<i>: cl_pids[i + 1] (cl_pids[0] is the coordinator).
+  i=$("$bin/pipetrain" workers --coordinator "$cl_addr" --json | python3 -c '
+import json, sys; print([w["name"] for w in json.load(sys.stdin)["workers"] if w["id"] == sys.argv[1]][0][1:])' "$victim")
+  echo "killed $victim (w$i) of $id after step 3" >"$1/$2.killed"
+  # (cl_pids holds the `timeout` wrappers: kill the worker under it.)
+  pkill -9 -P "${cl_pids[$((i + 1))]}"
 }
 if runs 7; then
   job_file ncclp 2 1f1b PRECISION_FP32 "$gpu_kind"
   job_file nccldp 2 1f1b PRECISION_FP32 "$gpu_kind"
-  sed -i 's/"num_workers": 2,/"num_workers": 2, "data_parallel": 2,/' "$work/nccldp.json"
-  sed -i 's/"steps": 20,/"steps": 6,/' "$work/ncclp.json" "$work/nccldp.json"
+  job_file ncclv 4 v-half PRECISION_FP32 "$gpu_kind"
+  job_file ncclkill 2 1f1b PRECISION_FP32 "$gpu_kind"
+  sed -i 's/"num_workers": \([24]\),/"num_workers": \1, "data_parallel": 2,/' \
+    "$work/nccldp.json" "$work/ncclv.json" "$work/ncclkill.json"
+  sed -i 's/"steps": 20,/"steps": 6,/' "$work/ncclp.json" "$work/nccldp.json" "$work/ncclv.json"
+  sed -i 's/"steps": 20,/"steps": 40,/' "$work/ncclkill.json"
+  mv "$work/ncclkill.json" "$work/ncclkill.tmpl"
   for side in nccl tcp; do
     dir=$work/cluster-$side
-    cluster_up "$dir" "$([ $side = nccl ] && echo 1 || echo 0)" 4
-    for j in ncclp nccldp; do submit_losses "$dir" "$j"; done
+    # 8 for the 2 x 4 job, and a spare for the recovery.
+    cluster_up "$dir" "$([ $side = nccl ] && echo 1 || echo 0)" 9
+    for j in ncclp nccldp ncclv; do submit_losses "$dir" "$j"; done
+    sed "s|\"compute\":|\"checkpoint\": {\"dir\": \"$dir/ckpt\", \"interval_steps\": 2, \"keep_last\": 100},\n \"compute\":|" \
+      "$work/ncclkill.tmpl" >"$work/ncclkill.json"
+    if [ $side = nccl ]; then
+      submit_losses "$dir" ncclkill &
+      kill_replica_worker "$dir" ncclkill
+      wait $!
+    else
+      submit_losses "$dir" ncclkill
+    fi
     cluster_down
-    cp -r "$dir" "$logs/" 2>/dev/null
+    mkdir -p "$logs/cluster-$side"
+    cp "$dir"/*.log "$dir"/*.err "$dir"/*.jsonl "$dir"/*.losses "$logs/cluster-$side/" 2>/dev/null
   done
   inits=$(cat "$work"/cluster-nccl/worker-*.log | grep -c 'Init COMPLETE')
-  for j in ncclp nccldp; do
-    what="1 x 2"
-    [ $j = nccldp ] && what="2 x 2 (data parallel)"
+  for j in ncclp nccldp ncclv ncclkill; do
+    case $j in
+      ncclp) what="1 x 2, 1f1b" ;;
+      nccldp) what="2 x 2, 1f1b (data parallel)" ;;
+      ncclv) what="2 x 4, v-half (data parallel)" ;;
+      ncclkill) what="2 x 2, $(cat "$work/cluster-nccl/ncclkill.killed" 2>/dev/null), $(cat "$work/cluster-nccl/ncclkill.recoveries" 2>/dev/null)" ;;
+    esac
     a=$work/cluster-nccl/$j.losses b=$work/cluster-tcp/$j.losses
     if [ "$(head -1 "$a")" != JOB_STATE_SUCCEEDED ] || [ "$(head -1 "$b")" != JOB_STATE_SUCCEEDED ]; then
       row "NCCL on one GPU, $what" "failed: NCCL $(head -1 "$a"), TCP $(head -1 "$b"): $(tail -qn2 "$work"/cluster-*/$j.err | tr '\n' ' ')"
+    elif [ $j = ncclkill ] && ! grep -q '^[1-9]' "$work/cluster-nccl/ncclkill.recoveries"; then
+      row "NCCL on one GPU, $what" "NOT INTERRUPTED: the job ended before the kill took effect"
     elif cmp -s "$a" "$b"; then
       row "NCCL on one GPU, $what, fp32: losses vs TCP" "$(($(wc -l <"$a") - 1)) steps bitwise equal (last $(tail -1 "$a"))"
     else
       row "NCCL on one GPU, $what, fp32: losses vs TCP" "DIFFER: $(paste -d' ' "$a" "$b" | tail -1)"
     fi
   done
-  row "NCCL communicators initialized (NCCL_DEBUG lines)" "$inits (1 x 2: 2; 2 x 2: 4 ranks x 2 groups = 8)"
+  row "NCCL communicators initialized (NCCL_DEBUG lines)" "$inits"
 fi
 
 # ---- 3. throughput of a 350M GPT in bf16

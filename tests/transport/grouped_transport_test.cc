@@ -84,7 +84,8 @@ TEST_F(GroupedTransportTest, RefusesRanksOutsideBothGroupsNamingThem) {
   EXPECT_THAT(std::string(status.message()),
               HasSubstr("rank 2 (replica 1, pipeline rank 0) shares no group with rank 1 "
                         "(replica 0, pipeline rank 1)"));
-  EXPECT_EQ(grouped_->Recv(5, key, InFiveSeconds()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(grouped_->Recv(5, key, InFiveSeconds()).status().code(),
+            absl::StatusCode::kInvalidArgument);
   for (int peer : {-1, 2, 6}) {
     status = grouped_->Send(peer, Tensor(key, 1));
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << peer;

@@ -11,9 +11,9 @@ absl::StatusOr<std::unique_ptr<GroupedTransport>> GroupedTransport::Create(
     std::unique_ptr<Transport> pipeline, std::unique_ptr<Transport> stage) {
   if (replicas < 1 || pipeline_ranks < 1 || replica < 0 || replica >= replicas ||
       pipeline_rank < 0 || pipeline_rank >= pipeline_ranks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("grouped transport: replica ", replica, " of ", replicas, ", pipeline rank ",
-                     pipeline_rank, " of ", pipeline_ranks, " is outside the job"));
+    return absl::InvalidArgumentError(absl::StrCat("grouped transport: replica ", replica, " of ",
+                                                   replicas, ", pipeline rank ", pipeline_rank,
+                                                   " of ", pipeline_ranks, " is outside the job"));
   }
   if (pipeline == nullptr && stage == nullptr) {
     return absl::InvalidArgumentError("grouped transport: neither a pipeline nor a stage group");
@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<GroupedTransport>> GroupedTransport::Create(
       replica, replicas, pipeline_rank, pipeline_ranks, std::move(pipeline), std::move(stage)));
 }
 
-GroupedTransport::GroupedTransport(int replica, int replicas, int pipeline_rank,
-                                   int pipeline_ranks, std::unique_ptr<Transport> pipeline,
+GroupedTransport::GroupedTransport(int replica, int replicas, int pipeline_rank, int pipeline_ranks,
+                                   std::unique_ptr<Transport> pipeline,
                                    std::unique_ptr<Transport> stage)
     : replica_(replica),
       replicas_(replicas),
@@ -51,10 +51,10 @@ absl::StatusOr<std::pair<Transport*, int>> GroupedTransport::Route(int peer) con
   const int q = peer / pipeline_ranks_, w = peer % pipeline_ranks_;
   if (q == replica_ && pipeline_ != nullptr) return std::make_pair(pipeline_.get(), w);
   if (w == pipeline_rank_ && stage_ != nullptr) return std::make_pair(stage_.get(), q);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "grouped transport: rank ", rank(), " (replica ", replica_, ", pipeline rank ",
-      pipeline_rank_, ") shares no group with rank ", peer, " (replica ", q, ", pipeline rank ",
-      w, ")"));
+  return absl::InvalidArgumentError(absl::StrCat("grouped transport: rank ", rank(), " (replica ",
+                                                 replica_, ", pipeline rank ", pipeline_rank_,
+                                                 ") shares no group with rank ", peer, " (replica ",
+                                                 q, ", pipeline rank ", w, ")"));
 }
 
 absl::Status GroupedTransport::Send(int peer, Message message) {
