@@ -193,7 +193,8 @@ std::vector<JobReport::CpuUse> CpuUseOf(const schedule::Schedule& schedule,
 }  // namespace
 
 absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTrace& trace,
-                                         std::optional<double> replay_host_cores) {
+                                         std::optional<double> replay_host_cores,
+                                         double message_cpu_s) {
   JobReport report;
   report.job_id = trace.job_id();
   report.step = trace.step();
@@ -223,7 +224,8 @@ absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTra
   if (replay_host_cores.has_value()) {
     report.replay_host_cores = *replay_host_cores;
     absl::StatusOr<StepReplay> replay =
-        ReplayStep(report.schedule, costs, trace, *replay_host_cores, report.replicas);
+        ReplayStep(report.schedule, costs, trace, *replay_host_cores, report.replicas,
+                   *replay_host_cores > 0 ? message_cpu_s : 0.0);
     if (replay.ok()) {
       report.replay = std::move(*replay);
     } else {
@@ -288,10 +290,15 @@ std::string FormatJobReport(const JobReport& r) {
             ? absl::StrFormat("hop %.3f ms, the mean over %d messages", x.hop_s * 1e3,
                               x.hops_measured)
             : absl::StrFormat("hop %.3f ms, the plan's (none measurable)", x.hop_s * 1e3);
+    const std::string message_cpu =
+        x.message_cpu_s > 0
+            ? absl::StrFormat("; each message %.0f us of the cores' CPU, the planner's figure",
+                              x.message_cpu_s * 1e6)
+            : std::string();
     absl::StrAppendFormat(&out,
                           "replayed with the step's own costs (each stage's F, B, W at their "
-                          "mean CPU time; %s), %s: %.3f ms (measured/replayed %.3f)\n",
-                          hop, where, x.step_s * 1e3,
+                          "mean CPU time; %s%s), %s: %.3f ms (measured/replayed %.3f)\n",
+                          hop, message_cpu, where, x.step_s * 1e3,
                           x.step_s > 0 ? r.measured.makespan / x.step_s : 0.0);
   } else if (!r.replay_note.empty()) {
     out += "no replay: " + r.replay_note + "\n";

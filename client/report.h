@@ -68,9 +68,10 @@ absl::StatusOr<schedule::SimResult> MeasuredStep(const schedule::Schedule& sched
                                                  const v1::StepTrace& trace);
 
 // `replay_host_cores` set: also the step replayed with its own costs, the ranks sharing that
-// many cores of one host (0: a device per rank).
+// many cores of one host (0: a device per rank), each message costing them `message_cpu_s`.
 absl::StatusOr<JobReport> BuildJobReport(const v1::Plan& plan, const v1::StepTrace& trace,
-                                         std::optional<double> replay_host_cores = std::nullopt);
+                                         std::optional<double> replay_host_cores = std::nullopt,
+                                         double message_cpu_s = 0);
 
 // One SVG: a summary, the predicted and the measured Gantt charts on one time scale (ms), and
 // every worker's activation memory over the step, predicted (dashed) and measured (solid).

@@ -6,6 +6,8 @@
 #include "absl/strings/str_join.h"
 #include "client/report.h"
 #include "common/status_macros.h"
+#include "planner/planner.h"
+#include "schedule/codec/plan_proto.h"
 
 namespace pipetrain::client {
 
@@ -21,7 +23,18 @@ absl::Status ReportCommand(const JobCommandOptions& options, const std::string& 
   }
   PT_ASSIGN_OR_RETURN(v1::StepTrace trace, client.GetStepTrace(job_id, step));
   if (trace.job_id().empty()) trace.set_job_id(job_id);
-  PT_ASSIGN_OR_RETURN(JobReport report, BuildJobReport(job.plan(), trace, replay_host_cores));
+  // The replay's per-message CPU: what the planner charges the job's messages on shared cores.
+  double message_cpu_s = 0;
+  if (replay_host_cores.has_value()) {
+    absl::StatusOr<schedule::Schedule> schedule = schedule::ScheduleFromProto(job.plan());
+    if (schedule.ok()) {
+      absl::StatusOr<schedule::StepCpuWork> work =
+          planner::StepCpuWorkOf(job.spec(), schedule->num_stages, planner::PlannerOptions{});
+      if (work.ok()) message_cpu_s = work->message_cpu_s;
+    }
+  }
+  PT_ASSIGN_OR_RETURN(JobReport report,
+                      BuildJobReport(job.plan(), trace, replay_host_cores, message_cpu_s));
   const std::string path =
       svg_file.empty() ? absl::StrCat(job_id, "-step-", trace.step(), ".svg") : svg_file;
   std::ofstream file(path, std::ios::trunc);

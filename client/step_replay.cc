@@ -83,7 +83,8 @@ absl::StatusOr<std::pair<double, int>> MeasuredHop(const schedule::Schedule& sch
 
 absl::StatusOr<StepReplay> ReplayStep(const schedule::Schedule& schedule,
                                       const schedule::CostModel& plan_costs,
-                                      const v1::StepTrace& trace, double host_cores, int replicas) {
+                                      const v1::StepTrace& trace, double host_cores, int replicas,
+                                      double message_cpu_s) {
   PT_ASSIGN_OR_RETURN(const auto hop, MeasuredHop(schedule, trace));
   StepReplay replay;
   replay.costs = plan_costs;
@@ -127,8 +128,11 @@ absl::StatusOr<StepReplay> ReplayStep(const schedule::Schedule& schedule,
   schedule::ReplicaSums sums;
   sums.replicas = replicas;
   if (replicas > 1) sums.stage_allreduce_s.assign(schedule.num_stages, 0.0);
-  PT_ASSIGN_OR_RETURN(replay.step_s,
-                      schedule::SimulateSharedCores(schedule, replay.costs, sharing, sums));
+  schedule::StepCpuWork messages;
+  messages.message_cpu_s = message_cpu_s;
+  replay.message_cpu_s = message_cpu_s;
+  PT_ASSIGN_OR_RETURN(replay.step_s, schedule::SimulateSharedCores(schedule, replay.costs, sharing,
+                                                                   sums, messages));
   return replay;
 }
 

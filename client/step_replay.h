@@ -10,7 +10,9 @@
 // relative to its own step start, so a pair of ranks' clocks is aligned first from the messages
 // both ways (the least apparent hop each way is the same hop plus and minus the clock offset).
 // The replay is then simulated with the ranks of every replica sharing `host_cores` cores of
-// one host (processor sharing, schedule/shared_core_simulator.h; 0: a device per rank). The
+// one host (processor sharing, schedule/shared_core_simulator.h; 0: a device per rank), each
+// message also costing the host `message_cpu_s` of CPU beside the compute (the transport's
+// threads, which the traces do not time; the planner's figure, StepCpuWork::message_cpu_s). The
 // gradient sums across replicas take no time in it: the report's measured step is replica 0's
 // actions, which end before its sums do.
 //
@@ -36,6 +38,7 @@ struct StepReplay {
   schedule::CostModel costs;  // the plan's, with the step's own compute times and hop
   double hop_s = 0;           // the measured hop (the plan's comm where none was measurable)
   int hops_measured = 0;      // messages the hop is the mean of
+  double message_cpu_s = 0;   // each message's CPU on the shared cores, as given
   double step_s = 0;          // the replayed step: first action to last
 };
 
@@ -53,7 +56,7 @@ absl::StatusOr<std::pair<double, int>> MeasuredHop(const schedule::Schedule& sch
 absl::StatusOr<StepReplay> ReplayStep(const schedule::Schedule& schedule,
                                       const schedule::CostModel& plan_costs,
                                       const v1::StepTrace& trace, double host_cores,
-                                      int replicas = 1);
+                                      int replicas = 1, double message_cpu_s = 0);
 
 }  // namespace pipetrain::client
 

@@ -164,13 +164,21 @@ absl::StatusOr<schedule::StepCpuWork> StepCpuWorkOf(const v1::JobSpec& spec, int
   PT_ASSIGN_OR_RETURN(model::GptConfig config, model::ModelConfig(full));
   PT_ASSIGN_OR_RETURN(std::vector<model::ChunkSpec> split, model::SplitEvenly(config, num_stages));
   std::vector<int64_t> bytes;
+  int64_t boundary_bytes = 0;
   for (const model::ChunkSpec& s : split) {
-    bytes.push_back(
-        model::EstimateChunkCost(config, s, full.training().microbatch_size()).parameter_bytes);
+    const model::ChunkCost c =
+        model::EstimateChunkCost(config, s, full.training().microbatch_size());
+    bytes.push_back(c.parameter_bytes);
+    boundary_bytes = std::max(boundary_bytes, c.output_activation_bytes);
   }
-  return schedule::StepCpuWorkFromBytes(bytes, model::DataParallelSize(full),
-                                        options.gradient_sum_bytes_per_s,
-                                        options.optimizer_bytes_per_s);
+  schedule::StepCpuWork work = schedule::StepCpuWorkFromBytes(bytes, model::DataParallelSize(full),
+                                                              options.gradient_sum_bytes_per_s,
+                                                              options.optimizer_bytes_per_s);
+  if (options.message_cpu_bytes_per_s > 0 && num_stages > 1) {
+    work.message_cpu_s = options.message_cpu_fixed_s +
+                         static_cast<double>(boundary_bytes) / options.message_cpu_bytes_per_s;
+  }
+  return work;
 }
 
 absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& submitted, const PlannerOptions& options) {

@@ -69,6 +69,14 @@ struct PlannerOptions {
   // GB/s; the medians. 0 leaves a term out.
   double gradient_sum_bytes_per_s = 8.8e9;
   double optimizer_bytes_per_s = 2.0e9;
+  // And the CPU of one message between workers of a shared host, all threads together:
+  // message_cpu_fixed_s + its bytes / message_cpu_bytes_per_s (StepCpuWork::message_cpu_s).
+  // Measured by bench/transport/message_cpu_bench.cc (TcpTransport ping-pong between two
+  // processes, 4 KiB to 512 KiB, best of 3-5 runs; 2026-11-27 22:53 UTC on the 2-core box, three
+  // runs: 25.7 / 41.4 / 43.9 us + bytes / 4.06 / 3.16 / 2.95 GB/s); about the last two. A rate <= 0
+  // leaves the term out.
+  double message_cpu_fixed_s = 40e-6;
+  double message_cpu_bytes_per_s = 3.0e9;
   // SearchDataParallel with `auto`: also try every microbatch size dividing the global batch.
   // Off by default (docs/data_parallel.md says what was measured with `action_overhead`); the
   // job's own size is planned then.
@@ -97,7 +105,8 @@ struct PlannedJob {
 absl::StatusOr<PlannedJob> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options = {});
 
 // The step's CPU work besides F, B and W of `spec` (its data_parallel replicas) planned on
-// `num_stages` stages of an even layer split, at `options`' gradient-sum and optimizer rates.
+// `num_stages` stages of an even layer split, at `options`' gradient-sum, optimizer and message
+// rates (a message: the largest stage boundary's activation).
 // Errors: the spec's model or split is invalid.
 absl::StatusOr<schedule::StepCpuWork> StepCpuWorkOf(const v1::JobSpec& spec, int num_stages,
                                                     const PlannerOptions& options);

@@ -55,6 +55,10 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
       }
     }
   }
+  if (!(cpu_work.message_cpu_s >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SimulateSharedCores: a message CPU time of ", cpu_work.message_cpu_s, " s"));
+  }
   auto sum_cpu = [&](int st) {
     return d > 1 && !cpu_work.stage_sum_cpu_s.empty() ? cpu_work.stage_sum_cpu_s[st] : 0.0;
   };
@@ -122,6 +126,16 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
   std::vector<double> complete_sent(n_stages, kUnknown);
   // A worker of replica q > 0 whose stage's sum it waits for before its next action (-1: none).
   std::vector<int> awaiting_sum(n, -1);
+  // Messages whose CPU work (cpu_work.message_cpu_s) runs on their sender's host; each sets its
+  // arrival slot when that work ends (no earlier than its link time).
+  struct MessageWork {
+    int host;
+    double remaining;  // full-speed seconds
+    std::vector<double>* arrivals;
+    size_t slot;
+    double earliest;  // send + link time
+  };
+  std::vector<MessageWork> messages;
 
   std::vector<size_t> next(n, 0);
   std::vector<double> remaining(n, 0.0);  // work left of the running compute (full-speed seconds)
@@ -255,10 +269,22 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
             remaining[v] = ComputeCost(costs.stages[a.stage], a.kind);
             break;
           }
+          std::vector<double>* arrivals = nullptr;
+          size_t slot = 0;
           if (a.kind == ActionKind::kSendAct && a.stage + 1 < n_stages) {
-            act_arrival[key(q, a.stage + 1, a.microbatch)] = now + costs.comm;
+            arrivals = &act_arrival;
+            slot = key(q, a.stage + 1, a.microbatch);
           } else if (a.kind == ActionKind::kSendGrad && a.stage > 0) {
-            grad_arrival[key(q, a.stage - 1, a.microbatch)] = now + costs.comm;
+            arrivals = &grad_arrival;
+            slot = key(q, a.stage - 1, a.microbatch);
+          }
+          if (arrivals != nullptr) {
+            const int host = sharing.host_of_worker[v];
+            if (cpu_work.message_cpu_s > 0 && host >= 0) {
+              messages.push_back({host, cpu_work.message_cpu_s, arrivals, slot, now + costs.comm});
+            } else {
+              (*arrivals)[slot] = now + costs.comm;
+            }
           }
           ++next[v];
         }
@@ -278,30 +304,45 @@ absl::StatusOr<double> SimulateSharedCores(const Schedule& s, const CostModel& c
         all_done &= !running[v] && next[v] == list.size() && optimizer_done[v];
       }
     }
-    if (all_done) break;
-    // Speeds: fair sharing of each host's cores among its running compute threads.
+    if (all_done && messages.empty()) break;
+    // Speeds: fair sharing of each host's cores among its running compute threads and the
+    // messages' work.
     std::vector<double> demand(sharing.host_cores.size(), 0.0);
     for (int v = 0; v < n; ++v) {
       if (running[v] && sharing.host_of_worker[v] >= 0) {
         demand[sharing.host_of_worker[v]] += sharing.threads_of_worker[v];
       }
     }
-    auto speed = [&](int v) {
-      const int h = sharing.host_of_worker[v];
-      if (h < 0) return 1.0;
-      return std::min(1.0, sharing.host_cores[h] / demand[h]);
+    for (const MessageWork& msg : messages) demand[msg.host] += 1;
+    auto host_speed = [&](int h) {
+      return h < 0 ? 1.0 : std::min(1.0, sharing.host_cores[h] / demand[h]);
     };
+    auto speed = [&](int v) { return host_speed(sharing.host_of_worker[v]); };
     double step = kInf;
     for (int v = 0; v < n; ++v) {
       if (running[v]) step = std::min(step, remaining[v] / speed(v));
       if (!running[v] && ready_at[v] > now) step = std::min(step, ready_at[v] - now);
     }
+    for (const MessageWork& msg : messages) {
+      step = std::min(step, msg.remaining / host_speed(msg.host));
+    }
     if (step == kInf) {
       return absl::FailedPreconditionError(
           absl::StrCat("SimulateSharedCores: the schedule deadlocks at t = ", now));
     }
-    // Finish the computes that end at now + step (within rounding).
+    // Finish the computes and messages' work that end at now + step (within rounding).
     const double after = now + step;
+    for (size_t i = 0; i < messages.size();) {
+      MessageWork& msg = messages[i];
+      msg.remaining -= step * host_speed(msg.host);
+      if (msg.remaining > 1e-12 * std::max(1.0, after)) {
+        ++i;
+        continue;
+      }
+      (*msg.arrivals)[msg.slot] = std::max(msg.earliest, after);
+      msg = messages.back();
+      messages.pop_back();
+    }
     for (int v = 0; v < n; ++v) {
       if (!running[v]) continue;
       remaining[v] -= step * speed(v);

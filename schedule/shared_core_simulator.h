@@ -24,7 +24,12 @@
 // step of the stages it holds, once each of them has its final gradients (replica d - 1: when
 // it sent the complete sum; the others: when that sum has reached them, d - 1 hops later). The
 // step then ends when the last optimizer step ends. Not modelled: the tied-embedding exchange
-// and the gradient-norm chain between the stages (a few scalars per step).
+// and the gradient-norm chain between the stages (a few scalars per step). Each message between
+// workers of one host (the schedule's SEND actions) is, with cpu_work.message_cpu_s, a job of
+// that much CPU on the sender's host, sharing the cores like a compute thread from the send on;
+// the message arrives at the later of the send plus the link time (costs.comm) and that job's
+// end. (Schedules without explicit transfers, and senders with a device of their own, keep the
+// link time alone.)
 //
 // Measured on the default job (4 workers, 2 cores, profiled costs): see docs/BENCHMARKS.md and
 // coordinator/shared_cpu.h.

@@ -128,6 +128,31 @@ TEST(DataParallelPlanTest, PlanCarriesTheStepCpuWorkOfEveryStage) {
   EXPECT_EQ(single->cpu_work.stage_optimizer_cpu_s.size(), 2u);
 }
 
+TEST(DataParallelPlanTest, EveryMessageCostsItsFixedPartAndItsBytesOverTheRate) {
+  const v1::JobSpec spec = SmallJob("1f1b", 2, 2);
+  PlannerOptions options;
+  options.message_cpu_fixed_s = 30e-6;
+  options.message_cpu_bytes_per_s = 2e9;
+  auto planned = PlanJob(spec, options);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  auto config = model::ModelConfig(spec);
+  ASSERT_TRUE(config.ok());
+  auto split = model::SplitEvenly(*config, 2);
+  ASSERT_TRUE(split.ok());
+  // The boundary tensor: the first stage's output activation (both stages' are the same size).
+  const int64_t bytes = model::EstimateChunkCost(*config, (*split)[0], 4).output_activation_bytes;
+  ASSERT_GT(bytes, 0);
+  EXPECT_EQ(planned->cpu_work.message_cpu_s, 30e-6 + static_cast<double>(bytes) / 2e9);
+  // A rate of 0 leaves the term out; so does a plan of one stage (no messages).
+  options.message_cpu_bytes_per_s = 0;
+  auto without = PlanJob(spec, options);
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(without->cpu_work.message_cpu_s, 0);
+  auto one = StepCpuWorkOf(spec, 1, PlannerOptions{});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->message_cpu_s, 0);
+}
+
 TEST(DataParallelPlanTest, StepIsTheLaterOfTheLastActionAndTheLastSum) {
   // Two stages; stage 1's last W ends at 5, stage 0's at 8 (the makespan).
   schedule::Schedule sched;

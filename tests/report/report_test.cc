@@ -270,6 +270,18 @@ TEST(StepReplayTest, AReplayOfThePlanGivesBackItsHopCostsAndStep) {
     ASSERT_TRUE(on_two.ok()) << on_two.status();
     EXPECT_DOUBLE_EQ(on_two->step_s, *shared);
     EXPECT_GT(on_two->step_s, replay->step_s * 1.2);
+    // With each message's CPU on the shared cores: the shared-core simulation with that term.
+    schedule::StepCpuWork messages;
+    messages.message_cpu_s = 0.0001;
+    absl::StatusOr<double> shared_messages =
+        schedule::SimulateSharedCores(planned.schedule, replay->costs, sharing, {}, messages);
+    ASSERT_TRUE(shared_messages.ok()) << shared_messages.status();
+    absl::StatusOr<StepReplay> with_messages =
+        ReplayStep(planned.schedule, planned.costs, trace, 2, 1, 0.0001);
+    ASSERT_TRUE(with_messages.ok()) << with_messages.status();
+    EXPECT_EQ(with_messages->message_cpu_s, 0.0001);
+    EXPECT_DOUBLE_EQ(with_messages->step_s, *shared_messages);
+    EXPECT_GT(with_messages->step_s, on_two->step_s);
   }
 }
 
@@ -325,6 +337,13 @@ TEST(StepReplayTest, TheReportPrintsTheReplayWhenAskedFor) {
                                       report->measured.makespan / report->replay->step_s)),
             std::string::npos)
       << text;
+  absl::StatusOr<JobReport> messages = BuildJobReport(planned.plan, trace, 2.0, 40e-6);
+  ASSERT_TRUE(messages.ok()) << messages.status();
+  EXPECT_NE(FormatJobReport(*messages).find(
+                "messages; each message 40 us of the cores' CPU, the planner's figure), "
+                "the 4 ranks sharing 2 cores"),
+            std::string::npos)
+      << FormatJobReport(*messages);
   absl::StatusOr<JobReport> none = BuildJobReport(planned.plan, ReplayTrace(planned, 1.0), 2.0);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_NE(FormatJobReport(*none).find("no replay: rank 0 reported no CPU time for 0F0"),

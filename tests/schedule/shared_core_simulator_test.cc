@@ -38,6 +38,10 @@ CoreSharing OneHost(int workers, double cores) {
   return {std::vector<int>(workers, 0), {cores}, std::vector<int>(workers, 1)};
 }
 
+CoreSharing OwnDevices(int workers) {
+  return {std::vector<int>(workers, -1), {}, std::vector<int>(workers, 1)};
+}
+
 const char* const kSchedules[] = {"gpipe",  "1f1b", "interleaved-1f1b", "zb-h1", "zb-v",
                                   "v-half", "v-min"};
 
@@ -108,6 +112,39 @@ TEST(SharedCoreSimulatorTest, ExactTimesOfTwoWorkersOnOneCore) {
   EXPECT_DOUBLE_EQ(SimulateSharedCores(s, CostModelFor(spec, 1), OneHost(2, 1)).value(), 12.0);
 }
 
+// Messages' CPU (StepCpuWork::message_cpu_s): a job on the sender's host from the send on; the
+// message arrives at the later of its link time and that job's end.
+TEST(SharedCoreSimulatorTest, MessagesCostTheirHostsCoresAndArriveWhenDone) {
+  PipelineSpec spec;
+  spec.num_workers = 2;
+  spec.num_microbatches = 1;
+  Schedule s = AddTransfers(Generate("1f1b", spec).value()).value();
+  CostModel costs = CostModelFor(spec, 1);
+  StepCpuWork messages;
+  messages.message_cpu_s = 0.5;
+  // One core, no link time: F0 [0, 1], the activation's work [1, 1.5], F1 [1.5, 2.5], BW1
+  // [2.5, 4.5], the gradient's work [4.5, 5], BW0 [5, 7].
+  EXPECT_DOUBLE_EQ(SimulateSharedCores(s, costs, OneHost(2, 1), {}, messages).value(), 7.0);
+  // A link time longer than the work on an idle core hides it: 6 + 2 x 0.8 either way.
+  costs.comm = 0.8;
+  EXPECT_DOUBLE_EQ(SimulateSharedCores(s, costs, OneHost(2, 1), {}, messages).value(), 7.6);
+  EXPECT_DOUBLE_EQ(SimulateSharedCores(s, costs, OneHost(2, 1)).value(), 7.6);
+  // Senders with a device of their own keep the link time alone.
+  EXPECT_DOUBLE_EQ(SimulateSharedCores(s, costs, OwnDevices(2), {}, messages).value(),
+                   Simulate(s, costs).value().makespan);
+  // Sharing the core with compute: GPipe, 2 microbatches, one core, no link time. The core is
+  // never idle (a message's work is itself work), so the step is all the work: 2 workers x 2
+  // microbatches x (F 1 + BW 2) and 4 messages x 0.5.
+  spec.num_microbatches = 2;
+  s = AddTransfers(Generate("gpipe", spec).value()).value();
+  EXPECT_DOUBLE_EQ(
+      SimulateSharedCores(s, CostModelFor(spec, 1), OneHost(2, 1), {}, messages).value(), 14.0);
+  messages.message_cpu_s = -1;
+  EXPECT_EQ(
+      SimulateSharedCores(s, CostModelFor(spec, 1), OneHost(2, 1), {}, messages).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SharedCoreSimulatorTest, RejectsMismatchedSharing) {
   const Case c = MakeCase("1f1b", 0.0, true);
   EXPECT_EQ(SimulateSharedCores(c.schedule, c.costs, OneHost(3, 2)).status().code(),
@@ -118,9 +155,6 @@ TEST(SharedCoreSimulatorTest, RejectsMismatchedSharing) {
 }
 
 // Data parallelism: d replicas of the schedule, job rank q * p + w.
-CoreSharing OwnDevices(int workers) {
-  return {std::vector<int>(workers, -1), {}, std::vector<int>(workers, 1)};
-}
 
 TEST(SharedCoreSimulatorTest, ReplicasWithADevicePerWorkerAreTheDataParallelStep) {
   // 1F1B and GPipe without explicit transfers end each stage's worker with the stage's last
