@@ -102,12 +102,15 @@ TEST(DataParallelPlanTest, PlansOneReplicaWithTheGradientSums) {
   EXPECT_EQ(single->plan.prediction().data_parallel_step_s(), 0);
 }
 
-TEST(DataParallelPlanTest, PlanCarriesTheStepCpuWorkOfEveryStage) {
-  // The sums' CPU time and the optimizer step per stage: its parameter bytes over the rates.
+TEST(DataParallelPlanTest, PlanCarriesTheStepCpuWorkOfEveryStageAndMessage) {
+  // The sums' CPU time and the optimizer step per stage: its parameter bytes over the rates;
+  // every message: the fixed part and the boundary tensor's bytes over the rate.
   const v1::JobSpec spec = SmallJob("1f1b", 2, 2);
   PlannerOptions options;
   options.gradient_sum_bytes_per_s = 4e9;
   options.optimizer_bytes_per_s = 1e9;
+  options.message_cpu_fixed_s = 30e-6;
+  options.message_cpu_bytes_per_s = 2e9;
   auto planned = PlanJob(spec, options);
   ASSERT_TRUE(planned.ok()) << planned.status();
   auto config = model::ModelConfig(spec);
@@ -121,29 +124,18 @@ TEST(DataParallelPlanTest, PlanCarriesTheStepCpuWorkOfEveryStage) {
     EXPECT_EQ(planned->cpu_work.stage_sum_cpu_s[s], bytes / 4e9) << s;
     EXPECT_EQ(planned->cpu_work.stage_optimizer_cpu_s[s], bytes / 1e9) << s;
   }
-  // One replica: the optimizer step only.
+  // The boundary tensor: the first stage's output activation (both stages' are the same size).
+  const int64_t boundary =
+      model::EstimateChunkCost(*config, (*split)[0], 4).output_activation_bytes;
+  ASSERT_GT(boundary, 0);
+  EXPECT_EQ(planned->cpu_work.message_cpu_s, 30e-6 + static_cast<double>(boundary) / 2e9);
+  // One replica: the optimizer step and the messages only.
   auto single = PlanJob(SmallJob("1f1b", 2, 1), options);
   ASSERT_TRUE(single.ok());
   EXPECT_TRUE(single->cpu_work.stage_sum_cpu_s.empty());
   EXPECT_EQ(single->cpu_work.stage_optimizer_cpu_s.size(), 2u);
-}
-
-TEST(DataParallelPlanTest, EveryMessageCostsItsFixedPartAndItsBytesOverTheRate) {
-  const v1::JobSpec spec = SmallJob("1f1b", 2, 2);
-  PlannerOptions options;
-  options.message_cpu_fixed_s = 30e-6;
-  options.message_cpu_bytes_per_s = 2e9;
-  auto planned = PlanJob(spec, options);
-  ASSERT_TRUE(planned.ok()) << planned.status();
-  auto config = model::ModelConfig(spec);
-  ASSERT_TRUE(config.ok());
-  auto split = model::SplitEvenly(*config, 2);
-  ASSERT_TRUE(split.ok());
-  // The boundary tensor: the first stage's output activation (both stages' are the same size).
-  const int64_t bytes = model::EstimateChunkCost(*config, (*split)[0], 4).output_activation_bytes;
-  ASSERT_GT(bytes, 0);
-  EXPECT_EQ(planned->cpu_work.message_cpu_s, 30e-6 + static_cast<double>(bytes) / 2e9);
-  // A rate of 0 leaves the term out; so does a plan of one stage (no messages).
+  EXPECT_EQ(single->cpu_work.message_cpu_s, planned->cpu_work.message_cpu_s);
+  // A message rate of 0 leaves that term out; so does a plan of one stage (no messages).
   options.message_cpu_bytes_per_s = 0;
   auto without = PlanJob(spec, options);
   ASSERT_TRUE(without.ok());
