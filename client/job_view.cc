@@ -67,6 +67,16 @@ std::string FormatJobStatus(const v1::Job& job) {
                           plan.num_microbatches(),
                           plan.costs_measured() ? "measured (profiling step)" : "analytic");
   }
+  if (job.transport() == v1::TRANSPORT_KIND_NCCL) {
+    absl::StrAppendFormat(&out, "  transport: NCCL, a GPU per rank%s\n",
+                          model::DataParallelSize(job.spec()) > 1
+                              ? "; a communicator per replica's pipeline and per stage group"
+                              : "");
+  } else if (job.transport() == v1::TRANSPORT_KIND_TCP) {
+    out += job.spec().compute().device() == v1::DEVICE_KIND_CUDA
+               ? "  transport: TCP, device tensors staged through host memory\n"
+               : "  transport: TCP\n";
+  }
   const v1::CheckpointSpec& ckpt = job.spec().checkpoint();
   if (!ckpt.dir().empty() && ckpt.interval_steps() > 0) {
     absl::StrAppendFormat(&out, "  checkpoints: every %d steps in %s; newest complete: %s\n",

@@ -1,15 +1,15 @@
 // JobManager, the way from a queued job to running workers: planning, waiting for idle workers,
 // dispatch, and the re-plan with the costs the workers profiled at Prepare.
-#include "coordinator/job_manager.h"
-
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/job_manager.h"
 #include "coordinator/job_manager_internal.h"
 #include "coordinator/metrics.h"
 #include "coordinator/placement.h"
+#include "coordinator/transport_choice.h"
 #include "glog/logging.h"
 #include "model/device_peaks.h"
 #include "model/job_model.h"
@@ -184,6 +184,9 @@ void JobManager::DispatchWaiting() {
       }
       // The MFU peak of this attempt's workers (model/device_peaks.h).
       const model::PeakFlops peak = model::JobPeakFlops(peaks, r.job.spec().compute().precision());
+      std::vector<RankDevice> devices;
+      for (const DispatchTarget& t : r.targets) devices.push_back(t.device);
+      r.job.set_transport(ChooseTransport(devices));  // as the dispatcher will
       r.job.set_peak_flops_per_s(peak.flops_per_s);
       r.job.set_peak_flops_source(peak.source);
       r.job.set_model_flops_per_step(model::ModelFlopsPerStep(r.job.spec()));

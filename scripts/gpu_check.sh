@@ -241,7 +241,8 @@ job = json.loads(lines[-1]) if lines else {}
 print(job.get("state", "no final record"))
 for loss in job.get("losses", []):
     print("%.17g" % loss)
-print(len(job.get("recoveries", [])), "recoveries", file=sys.stderr)
+print(len(job.get("recoveries", [])), "recoveries,", job.get("transport", "no transport"),
+      file=sys.stderr)
 PY
 }
 kill_replica_worker() {  # dir job: after step 3, kill -9 the worker of replica 1, pipeline rank 1
@@ -290,6 +291,8 @@ if runs 7; then
     cp "$dir"/*.log "$dir"/*.err "$dir"/*.jsonl "$dir"/*.losses "$logs/cluster-$side/" 2>/dev/null
   done
   inits=$(cat "$work"/cluster-nccl/worker-*.log | grep -c 'Init COMPLETE')
+  want_nccl=TRANSPORT_KIND_NCCL
+  [ "$rehearsal" = 1 ] && want_nccl=TRANSPORT_KIND_TCP  # CPU workers: no NCCL to pick
   for j in ncclp nccldp ncclv ncclkill; do
     case $j in
       ncclp) what="1 x 2, 1f1b" ;;
@@ -300,10 +303,13 @@ if runs 7; then
     a=$work/cluster-nccl/$j.losses b=$work/cluster-tcp/$j.losses
     if [ "$(head -1 "$a")" != JOB_STATE_SUCCEEDED ] || [ "$(head -1 "$b")" != JOB_STATE_SUCCEEDED ]; then
       row "NCCL on one GPU, $what" "failed: NCCL $(head -1 "$a"), TCP $(head -1 "$b"): $(tail -qn2 "$work"/cluster-*/$j.err | tr '\n' ' ')"
+    elif ! grep -q "$want_nccl" "$work/cluster-nccl/$j.recoveries" ||
+         ! grep -q TRANSPORT_KIND_TCP "$work/cluster-tcp/$j.recoveries"; then
+      row "NCCL on one GPU, $what" "WRONG TRANSPORT: $(cat "$work"/cluster-{nccl,tcp}/$j.recoveries | tr '\n' ' ')"
     elif [ $j = ncclkill ] && ! grep -q '^[1-9]' "$work/cluster-nccl/ncclkill.recoveries"; then
       row "NCCL on one GPU, $what" "NOT INTERRUPTED: the job ended before the kill took effect"
     elif cmp -s "$a" "$b"; then
-      row "NCCL on one GPU, $what, fp32: losses vs TCP" "$(($(wc -l <"$a") - 1)) steps bitwise equal (last $(tail -1 "$a"))"
+      row "NCCL on one GPU, $what, fp32: losses vs TCP" "$(($(wc -l <"$a") - 1)) steps bitwise equal (last $(tail -1 "$a")); the job records say ${want_nccl#TRANSPORT_KIND_} and TCP"
     else
       row "NCCL on one GPU, $what, fp32: losses vs TCP" "DIFFER: $(paste -d' ' "$a" "$b" | tail -1)"
     fi

@@ -46,6 +46,22 @@ TEST(JobViewTest, StatusShowsThePlanAndPredictedNextToMeasuredMemory) {
   EXPECT_THAT(out, Not(HasSubstr("checkpoints:")));
   EXPECT_THAT(out, Not(HasSubstr("recoveries:")));
   EXPECT_THAT(out, Not(HasSubstr("shared core")));
+  EXPECT_THAT(out, Not(HasSubstr("transport:")));  // no workers assigned yet
+}
+
+TEST(JobViewTest, StatusSaysHowTheTensorsMove) {
+  v1::Job job = RunningJob();
+  job.set_transport(v1::TRANSPORT_KIND_TCP);
+  EXPECT_THAT(FormatJobStatus(job), HasSubstr("  transport: TCP\n"));
+  job.mutable_spec()->mutable_compute()->set_device(v1::DEVICE_KIND_CUDA);
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("  transport: TCP, device tensors staged through host memory\n"));
+  job.set_transport(v1::TRANSPORT_KIND_NCCL);
+  EXPECT_THAT(FormatJobStatus(job), HasSubstr("  transport: NCCL, a GPU per rank\n"));
+  job.mutable_spec()->mutable_parallelism()->set_data_parallel(2);
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("  transport: NCCL, a GPU per rank; a communicator per replica's "
+                        "pipeline and per stage group\n"));
 }
 
 TEST(JobViewTest, StatusShowsCheckpointsAndTheNewestRecoveries) {

@@ -165,6 +165,9 @@ TEST_F(JobManagerTest, JobsRunOnlyOnTheirKindOfWorker) {
   const v1::Job done = manager_->Get(cuda_id).value();
   EXPECT_THAT(std::vector<std::string>(done.worker_ids().begin(), done.worker_ids().end()),
               ::testing::ElementsAre(g0, g1));
+  // The job record says how its tensors moved.
+  EXPECT_EQ(done.transport(), v1::TRANSPORT_KIND_NCCL);
+  EXPECT_EQ(manager_->Get(any_id).value().transport(), v1::TRANSPORT_KIND_TCP);
   std::set<v1::TransportKind> transports;
   for (const v1::PrepareRequest& r : workers_.prepared()) {
     if (r.job_id() == cuda_id) {
