@@ -340,6 +340,10 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(
 absl::StatusOr<std::unique_ptr<Transport>> WorkerSession::ConnectNcclGroups(
     const v1::PrepareRequest& request, const ReplicaPlace& place,
     const std::set<int>& pipeline_peers, const SessionOptions& options) {
+  if (place.pipeline_ranks * place.replicas < 2) {
+    return absl::InvalidArgumentError(
+        "transport: NCCL links ranks, and this job has one; use TCP (the coordinator does)");
+  }
   NcclLinkOptions link;
   link.device = options.device.index;
   link.connect_timeout = options.connect_timeout;
